@@ -1,0 +1,230 @@
+// Package testenv is the integration-test harness: one real control plane
+// (etcd + kube-apiserver) per test package, an in-process sim cloud per
+// test, and Outrigger started in-process through the same code path as the
+// binary (flags, kubeconfig file, cloud-config file).
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+var (
+	// Config reaches the package's API server as cluster admin.
+	Config *rest.Config
+	// Kubeconfig is a file holding the same.
+	Kubeconfig string
+	// Client is a clientset from Config.
+	Client kubernetes.Interface
+
+	dir string
+	seq atomic.Int64
+)
+
+// Main starts the control plane, runs the package's tests and stops it.
+// Use it as the package's TestMain.
+func Main(m *testing.M) {
+	ctrl.SetLogger(klog.NewKlogr())
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer func() { _ = cp.Stop() }()
+	if dir, err = os.MkdirTemp("", "outrigger-test-"); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	kc, err := cp.AdminKubeconfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(Kubeconfig, kc, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		return 1
+	}
+	Config = rest.CopyConfig(cp.Config)
+	Config.QPS, Config.Burst = 1000, 2000
+	Client = kubernetes.NewForConfigOrDie(Config)
+	return m.Run()
+}
+
+// Name returns a name unique in this package's cluster, so tests sharing the
+// control plane never see each other's objects.
+func Name(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, seq.Add(1))
+}
+
+// Cloud is a sim cloud served on loopback for one test.
+type Cloud struct {
+	*simcloud.Cloud
+	URL string
+	// ConfigFile is a cloud-config for the sim provider pointing at it.
+	ConfigFile string
+}
+
+// StartCloud serves a fresh sim cloud until the test ends.
+func StartCloud(t testing.TB) *Cloud {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := simcloud.New("")
+	url, err := c.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(cfg, []byte("endpoint: "+url+"\nrequestTimeout: 2s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &Cloud{Cloud: c, URL: url, ConfigFile: cfg}
+}
+
+// Registry is the providers a test Outrigger has: the sim.
+func Registry() *providers.Registry {
+	reg := providers.NewRegistry()
+	reg.Register(sim.ProviderName, sim.New)
+	return reg
+}
+
+// Outrigger is one Outrigger instance started by a test.
+type Outrigger struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Stop stops the instance and waits for it to exit.
+func (o *Outrigger) Stop() {
+	o.cancel()
+	<-o.done
+}
+
+// StartOutrigger runs Outrigger in-process with the given flags until the
+// test ends (or Stop). Defaults suited to tests are applied first, so flags
+// may override them: the package's kubeconfig, the cloud's config, no
+// serving, no leader election, fast periods.
+func StartOutrigger(t testing.TB, cloud *Cloud, flags ...string) *Outrigger {
+	t.Helper()
+	args := []string{
+		"--kubeconfig=" + Kubeconfig,
+		"--cloud-provider=sim",
+		"--cloud-config=" + cloud.ConfigFile,
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--node-monitor-period=200ms",
+		"--cloud-call-timeout=3s",
+	}
+	opts := manager.NewOptions()
+	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	if err := fs.Parse(append(args, flags...)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = klog.NewContext(ctx, klog.NewKlogr().WithValues("test", t.Name()))
+	mgr, err := manager.New(ctx, opts, Registry())
+	if err != nil {
+		cancel()
+		t.Fatalf("starting outrigger %s: %v", strings.Join(flags, " "), err)
+	}
+	o := &Outrigger{cancel: cancel, done: make(chan error, 1)}
+	go func() { o.done <- mgr.Start(ctx) }()
+	t.Cleanup(o.Stop)
+	return o
+}
+
+// Eventually polls cond every 50ms until it returns true or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		lastErr = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+}
+
+// GetNode reads a node.
+func GetNode(t testing.TB, name string) *corev1.Node {
+	t.Helper()
+	n, err := Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Events lists the Events recorded about an object, by reason.
+func Events(t testing.TB, name string) map[string][]corev1.Event {
+	t.Helper()
+	list, err := Client.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]corev1.Event{}
+	for _, e := range list.Items {
+		out[e.Reason] = append(out[e.Reason], e)
+	}
+	return out
+}
+
+// CreateNode registers a node as kubelet --cloud-provider=external does,
+// after mutate (if any) changed it, and deletes it when the test ends.
+func CreateNode(t testing.TB, name string, mutate func(*corev1.Node)) *corev1.Node {
+	t.Helper()
+	n := kubeletsim.NewNode(name)
+	if mutate != nil {
+		mutate(n)
+	}
+	out, err := Client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = Client.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return out
+}
+
+// SetReady sets the node's Ready condition as kubelet (true) or the node
+// lifecycle controller of kube-controller-manager (false) would.
+func SetReady(t testing.TB, name string, ready bool) {
+	t.Helper()
+	if err := kubeletsim.SetReady(context.Background(), Client, name, ready); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,88 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+)
+
+// batcher gathers the lookups that workers make at about the same time into
+// one batch call, so initializing a thousand nodes costs a few cloud calls
+// rather than a thousand. A lookup waits at most window for company.
+type batcher struct {
+	instances Instances
+	window    time.Duration
+
+	mu      sync.Mutex
+	pending []*pendingLookup
+	timer   *time.Timer
+}
+
+type pendingLookup struct {
+	ctx  context.Context
+	node *corev1.Node
+	done chan cloud.InstanceStatus
+}
+
+func newBatcher(instances Instances, window time.Duration) *batcher {
+	return &batcher{instances: instances, window: window}
+}
+
+func (b *batcher) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceStatus {
+	p := &pendingLookup{ctx: ctx, node: node, done: make(chan cloud.InstanceStatus, 1)}
+	b.mu.Lock()
+	b.pending = append(b.pending, p)
+	switch {
+	case len(b.pending) >= cloud.MaxBatch:
+		batch := b.take()
+		b.mu.Unlock()
+		go b.flush(batch)
+	case len(b.pending) == 1:
+		b.timer = time.AfterFunc(b.window, func() {
+			b.mu.Lock()
+			batch := b.take()
+			b.mu.Unlock()
+			b.flush(batch)
+		})
+		b.mu.Unlock()
+	default:
+		b.mu.Unlock()
+	}
+	select {
+	case st := <-p.done:
+		return st
+	case <-ctx.Done():
+		return cloud.InstanceStatus{Exists: true, Err: ctx.Err()}
+	}
+}
+
+// take empties the pending list; b.mu must be held.
+func (b *batcher) take() []*pendingLookup {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	batch := b.pending
+	b.pending = nil
+	return batch
+}
+
+func (b *batcher) flush(batch []*pendingLookup) {
+	if len(batch) == 0 {
+		return
+	}
+	nodes := make([]*corev1.Node, len(batch))
+	for i, p := range batch {
+		nodes[i] = p.node
+	}
+	// The batch serves several callers, so no single caller's cancellation
+	// may cut it short; the cloud-call layer's timeout bounds it.
+	ctx := context.WithoutCancel(batch[0].ctx)
+	for i, st := range b.instances.Lookup(ctx, nodes, cloud.NeedMetadata, 1) {
+		batch[i].done <- st
+	}
+}

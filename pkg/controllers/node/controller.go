@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+)
+
+// Name is the controller's name, as upstream's, for --controllers.
+const Name = "cloud-node-controller"
+
+// Event reasons.
+const (
+	ReasonSynced = "Synced"
+	// ReasonSyncFailed is recorded when the node cannot be initialized
+	// yet; the controller keeps retrying with backoff.
+	ReasonSyncFailed = "SyncFailed"
+)
+
+// Instances is what this controller needs from the cloud-call layer.
+type Instances interface {
+	SupportsBatch() bool
+	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []cloud.InstanceStatus
+}
+
+// Options configure the controller.
+type Options struct {
+	// Instances is the provider's InstancesV2 behind the cloud-call layer.
+	Instances Instances
+	// Workers initialize nodes concurrently. Default 256: a node costs a
+	// share of one batch call and two API writes, so many run at once, and
+	// the cloud-call layer keeps the cloud within its rate limit.
+	Workers int
+	// RefreshPeriod is how often every node's addresses are compared with
+	// the cloud's (--node-status-update-frequency). Default 5m.
+	RefreshPeriod time.Duration
+	// BatchWindow is how long a lookup waits for others to share its batch
+	// call. Default 10ms.
+	BatchWindow time.Duration
+}
+
+// Reconciler initializes tainted nodes.
+type Reconciler struct {
+	client   client.Client
+	recorder record.EventRecorder
+	opts     Options
+	batcher  *batcher
+}
+
+// Setup adds the controller and its address refresher to mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	if opts.Instances == nil {
+		return errors.New("cloud-node-controller needs a provider with InstancesV2")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 256
+	}
+	if opts.RefreshPeriod <= 0 {
+		opts.RefreshPeriod = 5 * time.Minute
+	}
+	if opts.BatchWindow <= 0 {
+		opts.BatchWindow = 10 * time.Millisecond
+	}
+	r := &Reconciler{
+		client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		opts:     opts,
+	}
+	if opts.Instances.SupportsBatch() {
+		r.batcher = newBatcher(opts.Instances, opts.BatchWindow)
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			n, ok := o.(*corev1.Node)
+			return ok && isUninitialized(n)
+		}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up %s: %w", Name, err)
+	}
+	if err := mgr.Add(&refresher{client: mgr.GetClient(), opts: opts}); err != nil {
+		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
+	}
+	return nil
+}
+
+// Reconcile initializes one node if it still carries the uninitialized taint.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := klog.FromContext(ctx)
+	var node corev1.Node
+	if err := r.client.Get(ctx, req.NamespacedName, &node); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !isUninitialized(&node) {
+		return ctrl.Result{}, nil
+	}
+
+	st := r.lookup(ctx, &node)
+	switch {
+	case st.Err != nil:
+		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to get instance metadata from the cloud: %v", st.Err)
+		return ctrl.Result{}, fmt.Errorf("getting instance metadata for node %s: %w", node.Name, st.Err)
+	case !st.Exists || st.Metadata == nil:
+		// Clouds are eventually consistent: an instance can be listed a
+		// moment after its kubelet registered. Retry; the lifecycle
+		// controller handles instances that are really gone.
+		r.recorder.Event(&node, corev1.EventTypeWarning, ReasonSyncFailed, "The cloud does not know this node's instance yet")
+		return ctrl.Result{}, fmt.Errorf("node %s: %w", node.Name, cloudprovider.InstanceNotFound)
+	}
+
+	// Addresses first: when the taint goes, the node is complete.
+	if _, err := patchAddresses(ctx, r.client, &node, st.Metadata.NodeAddresses); err != nil {
+		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to set node addresses: %v", err)
+		return ctrl.Result{}, err
+	}
+
+	updated, skipped := initialized(&node, st.Metadata)
+	if len(skipped) > 0 {
+		log.Info("Skipped provider labels", "node", klog.KObj(&node), "labels", skipped)
+	}
+	// The optimistic lock keeps a concurrent taint or label change by
+	// someone else from being overwritten by this patch's taint list.
+	patch := client.MergeFromWithOptions(&node, client.MergeFromWithOptimisticLock{})
+	if err := r.client.Patch(ctx, updated, patch); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, client.IgnoreNotFound(err))
+	}
+	r.recorder.Event(updated, corev1.EventTypeNormal, ReasonSynced, "Node synced successfully")
+	log.V(2).Info("Initialized node", "node", klog.KObj(&node), "providerID", updated.Spec.ProviderID)
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceStatus {
+	if r.batcher != nil {
+		return r.batcher.lookup(ctx, node)
+	}
+	return r.opts.Instances.Lookup(ctx, []*corev1.Node{node}, cloud.NeedMetadata, 1)[0]
+}
+
+// patchAddresses writes the addresses the node should have, if they differ,
+// and reports whether it wrote. A JSON merge patch replaces the list whole,
+// which is right for a list with several addresses of one type (dual-stack),
+// where a strategic merge keyed on type is not.
+func patchAddresses(ctx context.Context, c client.Client, node *corev1.Node, cloudAddrs []corev1.NodeAddress) (bool, error) {
+	want, ok, err := desiredAddresses(node, cloudAddrs)
+	if err != nil || !ok || addressesEqual(node.Status.Addresses, want) {
+		return false, err
+	}
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"addresses": want}})
+	if err != nil {
+		return false, fmt.Errorf("encoding addresses of node %s: %w", node.Name, err)
+	}
+	if err := c.Status().Patch(ctx, node.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+		return false, fmt.Errorf("patching addresses of node %s: %w", node.Name, client.IgnoreNotFound(err))
+	}
+	return true, nil
+}

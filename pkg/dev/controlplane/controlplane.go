@@ -1,0 +1,148 @@
+// Package controlplane starts the real Kubernetes control plane (etcd and
+// kube-apiserver, built from source by the repository's controlplane module)
+// for `outrigger dev`, the integration tests and the benchmarks. It goes
+// through controller-runtime's envtest, which knows how to configure and stop
+// those binaries.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KubernetesVersion is the version of the API server the module builds.
+const KubernetesVersion = "v1.36.3"
+
+// binaries the control plane needs in the assets directory.
+var binaries = []string{"etcd", "kube-apiserver", "kubectl"}
+
+// AssetsDir is where the built binaries are cached: $OUTRIGGER_ASSETS, else
+// the user cache directory, keyed by version so an upgrade builds afresh.
+func AssetsDir() string {
+	if d := os.Getenv("OUTRIGGER_ASSETS"); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "outrigger", "controlplane-"+KubernetesVersion)
+}
+
+// EnsureAssets returns the assets directory, building the binaries first if
+// any is missing (several minutes, once per machine). Concurrent callers,
+// such as test packages run in parallel, wait for one build.
+func EnsureAssets(ctx context.Context) (string, error) {
+	dir := AssetsDir()
+	if complete(dir) {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating assets directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("locking assets directory: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking assets directory: %w", err)
+	}
+	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	if complete(dir) {
+		return dir, nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "make", "-C", root, "controlplane", "ASSETS="+dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	fmt.Fprintf(os.Stderr, "Building the control plane (kube-apiserver %s, etcd, kubectl) into %s; this happens once per machine.\n", KubernetesVersion, dir)
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building the control plane with 'make -C %s controlplane': %w", root, err)
+	}
+	if !complete(dir) {
+		return "", fmt.Errorf("building the control plane left %s incomplete", dir)
+	}
+	return dir, nil
+}
+
+func complete(dir string) bool {
+	for _, b := range binaries {
+		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// repoRoot finds the repository (the directory holding controlplane/go.mod)
+// from the working directory up.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "controlplane", "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("control plane binaries are not built and the Outrigger repository (controlplane/go.mod) is not above the working directory: run 'make controlplane' in the repository or set OUTRIGGER_ASSETS")
+		}
+		dir = parent
+	}
+}
+
+// ControlPlane is a running etcd and kube-apiserver.
+type ControlPlane struct {
+	Env    *envtest.Environment
+	Config *rest.Config
+}
+
+// Start builds the binaries if needed and starts the control plane.
+func Start(ctx context.Context) (*ControlPlane, error) {
+	dir, err := EnsureAssets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    dir,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", dir, err)
+	}
+	return &ControlPlane{Env: env, Config: cfg}, nil
+}
+
+// AdminKubeconfig returns a kubeconfig for a cluster-admin user.
+func (cp *ControlPlane) AdminKubeconfig() ([]byte, error) {
+	user, err := cp.Env.AddUser(envtest.User{Name: "outrigger-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("adding the admin user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("writing the admin kubeconfig: %w", err)
+	}
+	return kc, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (cp *ControlPlane) Stop() error {
+	return cp.Env.Stop()
+}

@@ -1,0 +1,188 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
+)
+
+// shippedControllers are the controllers this build runs, in start order.
+var shippedControllers = []string{node.Name, nodelifecycle.Name}
+
+// upstreamOnlyControllers are upstream controller names Outrigger does not
+// ship yet: naming them to disable ("-name") is accepted so existing
+// --controllers values carry over; asking to enable one is an error.
+var upstreamOnlyControllers = []string{"service-lb-controller", "node-route-controller", "node-ipam-controller"}
+
+// Options are the command's flags. Names and meanings follow the upstream
+// cloud-controller-manager where upstream has the flag; defaults differ where
+// upstream's are sized for small clusters (noted on the flag).
+type Options struct {
+	CloudProvider string
+	CloudConfig   string
+	Kubeconfig    string
+	Master        string
+	Controllers   []string
+	ClusterName   string
+
+	LeaderElect                  bool
+	LeaderElectLeaseDuration     time.Duration
+	LeaderElectRenewDeadline     time.Duration
+	LeaderElectRetryPeriod       time.Duration
+	LeaderElectResourceName      string
+	LeaderElectResourceNamespace string
+	ConcurrentNodeSyncs          int
+	NodeMonitorPeriod            time.Duration
+	NodeStatusUpdateFrequency    time.Duration
+	KubeAPIQPS                   float32
+	KubeAPIBurst                 int
+	SecurePort                   int
+	BindAddress                  string
+	CloudQPS                     float64
+	CloudBurst                   int
+	CloudCallTimeout             time.Duration
+	DisableMetricsAuthentication bool
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Controllers:                  []string{"*"},
+		ClusterName:                  "kubernetes",
+		LeaderElect:                  true,
+		LeaderElectLeaseDuration:     15 * time.Second,
+		LeaderElectRenewDeadline:     10 * time.Second,
+		LeaderElectRetryPeriod:       2 * time.Second,
+		LeaderElectResourceName:      "cloud-controller-manager",
+		LeaderElectResourceNamespace: "kube-system",
+		ConcurrentNodeSyncs:          256,
+		NodeMonitorPeriod:            5 * time.Second,
+		NodeStatusUpdateFrequency:    5 * time.Minute,
+		KubeAPIQPS:                   500,
+		KubeAPIBurst:                 1000,
+		SecurePort:                   10258,
+		BindAddress:                  "0.0.0.0",
+		CloudQPS:                     50,
+		CloudBurst:                   50,
+		CloudCallTimeout:             30 * time.Second,
+	}
+}
+
+// AddFlags registers the flags on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "The provider to run (required); the error for an unknown name lists this binary's providers.")
+	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the provider's configuration file.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
+	fs.StringVar(&o.Master, "master", o.Master, "The API server's address, overriding the kubeconfig's.")
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(append(slices.Clone(shippedControllers), upstreamOnlyControllers...), ", ")+" (the last three are not shipped yet).")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, passed to providers that tag cloud resources with it.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease before running controllers; run several replicas for availability.")
+	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
+	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")
+	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How long candidates wait between attempts to acquire or renew.")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease used for leader election (upstream's by default, so the two never lead at once).")
+	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the leader election Lease.")
+	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Nodes initialized at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
+	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "How often NotReady nodes are checked against the cloud (deleted when gone, tainted when shut down).")
+	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often every node's addresses are refreshed from the cloud.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (upstream default: 20; the API server's priority and fairness still applies).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server (upstream default: 30).")
+	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port for /healthz, /readyz and /metrics; 0 disables serving.")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to serve --secure-port on.")
+	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Calls per second to the cloud provider, across all controllers; 0 means unlimited.")
+	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps.")
+	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
+	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only).")
+}
+
+// Validate checks the options and returns one error that says what to fix.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.CloudProvider == "" {
+		errs = append(errs, errors.New("--cloud-provider is required"))
+	}
+	if _, err := o.EnabledControllers(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.LeaderElect {
+		if o.LeaderElectLeaseDuration <= o.LeaderElectRenewDeadline {
+			errs = append(errs, fmt.Errorf("--leader-elect-lease-duration (%s) must be greater than --leader-elect-renew-deadline (%s)", o.LeaderElectLeaseDuration, o.LeaderElectRenewDeadline))
+		}
+		if o.LeaderElectRetryPeriod <= 0 || o.LeaderElectRenewDeadline <= o.LeaderElectRetryPeriod {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be greater than --leader-elect-retry-period (%s), which must be positive", o.LeaderElectRenewDeadline, o.LeaderElectRetryPeriod))
+		}
+		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNamespace == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
+		}
+	}
+	positive := []struct {
+		name string
+		ok   bool
+	}{
+		{"--concurrent-node-syncs", o.ConcurrentNodeSyncs > 0},
+		{"--node-monitor-period", o.NodeMonitorPeriod > 0},
+		{"--node-status-update-frequency", o.NodeStatusUpdateFrequency > 0},
+		{"--kube-api-qps", o.KubeAPIQPS > 0},
+		{"--kube-api-burst", o.KubeAPIBurst > 0},
+		{"--cloud-call-timeout", o.CloudCallTimeout > 0},
+	}
+	for _, p := range positive {
+		if !p.ok {
+			errs = append(errs, fmt.Errorf("%s must be positive", p.name))
+		}
+	}
+	if o.CloudQPS < 0 || o.CloudBurst < 0 {
+		errs = append(errs, errors.New("--cloud-qps and --cloud-burst must not be negative"))
+	}
+	if o.SecurePort < 0 || o.SecurePort > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d is not a port (0-65535)", o.SecurePort))
+	}
+	if net.ParseIP(o.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", o.BindAddress))
+	}
+	return errors.Join(errs...)
+}
+
+// EnabledControllers resolves --controllers into the controllers to run.
+func (o *Options) EnabledControllers() ([]string, error) {
+	all := false
+	enabled := map[string]bool{}
+	disabled := map[string]bool{}
+	for _, c := range o.Controllers {
+		c = strings.TrimSpace(c)
+		name, off := strings.CutPrefix(c, "-")
+		switch {
+		case c == "*":
+			all = true
+			continue
+		case slices.Contains(shippedControllers, name):
+		case slices.Contains(upstreamOnlyControllers, name):
+			if off {
+				continue
+			}
+			return nil, fmt.Errorf("--controllers: %q is not shipped in this version of Outrigger (available: %s)", name, strings.Join(shippedControllers, ", "))
+		default:
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(append(slices.Clone(shippedControllers), upstreamOnlyControllers...), ", "))
+		}
+		if off {
+			disabled[name] = true
+		} else {
+			enabled[name] = true
+		}
+	}
+	var out []string
+	for _, name := range shippedControllers {
+		if !disabled[name] && (all || enabled[name]) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,219 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/go-logr/logr"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+)
+
+// Run validates opts, builds the provider and runs the manager until ctx
+// ends. Errors are worded for the person who typed the flags.
+func Run(ctx context.Context, opts *Options, reg *providers.Registry) error {
+	mgr, err := New(ctx, opts, reg)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// New validates opts and builds a manager with the enabled controllers, ready
+// to Start. Tests and `outrigger dev` use it to run Outrigger in-process.
+func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	enabled, _ := opts.EnabledControllers()
+	provider, err := buildProvider(opts, reg)
+	if err != nil {
+		return nil, err
+	}
+	restConfig, err := restConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	provider.Initialize(clientBuilder{restConfig}, ctx.Done())
+
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
+	log := klog.FromContext(ctx)
+	for _, name := range enabled {
+		if err := setupController(mgr, name, layer, opts); err != nil {
+			return nil, err
+		}
+		log.Info("Enabled controller", "controller", name)
+	}
+	return mgr, nil
+}
+
+func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) error {
+	instances, ok := layer.Instances()
+	if !ok {
+		return fmt.Errorf("controller %s needs InstancesV2, which provider %q does not offer; disable it with --controllers=*,-%s", name, opts.CloudProvider, name)
+	}
+	switch name {
+	case node.Name:
+		return node.Setup(mgr, node.Options{
+			Instances:     instances,
+			Workers:       opts.ConcurrentNodeSyncs,
+			RefreshPeriod: opts.NodeStatusUpdateFrequency,
+		})
+	case nodelifecycle.Name:
+		return nodelifecycle.Setup(mgr, nodelifecycle.Options{
+			Instances:     instances,
+			MonitorPeriod: opts.NodeMonitorPeriod,
+			Workers:       opts.ConcurrentNodeSyncs,
+		})
+	}
+	return fmt.Errorf("controller %s has no setup", name)
+}
+
+func buildProvider(opts *Options, reg *providers.Registry) (cloudprovider.Interface, error) {
+	var config io.Reader
+	if opts.CloudConfig != "" {
+		f, err := os.Open(opts.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read --cloud-config: %w", err)
+		}
+		defer f.Close()
+		config = f
+	}
+	return reg.New(opts.CloudProvider, config)
+}
+
+func restConfig(opts *Options) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if opts.Kubeconfig == "" && opts.Master == "" {
+		cfg, err = rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig or --master given and not running in a cluster: %w", err)
+		}
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(opts.Master, opts.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading --kubeconfig %q: %w", opts.Kubeconfig, err)
+		}
+	}
+	cfg.QPS = opts.KubeAPIQPS
+	cfg.Burst = opts.KubeAPIBurst
+	cfg.UserAgent = "outrigger"
+	return cfg, nil
+}
+
+func managerOptions(opts *Options) manager.Options {
+	mo := manager.Options{
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              opts.LeaderElectResourceName,
+		LeaderElectionNamespace:       opts.LeaderElectResourceNamespace,
+		LeaderElectionResourceLock:    "leases",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 ptr.To(opts.LeaderElectLeaseDuration),
+		RenewDeadline:                 ptr.To(opts.LeaderElectRenewDeadline),
+		RetryPeriod:                   ptr.To(opts.LeaderElectRetryPeriod),
+		// Controllers are named as upstream's; several managers in one
+		// process (tests, `outrigger dev`) reuse the names.
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		HealthProbeBindAddress: "0",
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+	}
+	if opts.SecurePort > 0 {
+		mo.Metrics = metricsserver.Options{
+			BindAddress:   net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)),
+			SecureServing: true,
+			ExtraHandlers: map[string]http.Handler{
+				"/healthz": &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+				"/livez":   &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+				"/readyz":  &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
+			},
+		}
+		if !opts.DisableMetricsAuthentication {
+			mo.Metrics.FilterProvider = healthUnauthenticated(filters.WithAuthenticationAndAuthorization)
+		}
+	}
+	return mo
+}
+
+// healthUnauthenticated applies filter to every path but the health checks,
+// which kubelet probes without credentials, as on upstream's secure port.
+func healthUnauthenticated(filter func(*rest.Config, *http.Client) (metricsserver.Filter, error)) func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
+	return func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+		inner, err := filter(c, hc)
+		if err != nil {
+			return nil, err
+		}
+		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
+			protected, err := inner(log, h)
+			if err != nil {
+				return nil, err
+			}
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/healthz", "/livez", "/readyz":
+					h.ServeHTTP(w, r)
+				default:
+					protected.ServeHTTP(w, r)
+				}
+			}), nil
+		}, nil
+	}
+}
+
+// clientBuilder gives providers the API clients upstream's Initialize hands
+// them, all from the manager's configuration.
+type clientBuilder struct{ cfg *rest.Config }
+
+func (b clientBuilder) Config(name string) (*rest.Config, error) {
+	cfg := rest.CopyConfig(b.cfg)
+	cfg.UserAgent = "outrigger/" + name
+	return cfg, nil
+}
+
+func (b clientBuilder) ConfigOrDie(name string) *rest.Config {
+	cfg, _ := b.Config(name)
+	return cfg
+}
+
+func (b clientBuilder) Client(name string) (kubernetes.Interface, error) {
+	cfg, _ := b.Config(name)
+	return kubernetes.NewForConfig(cfg)
+}
+
+func (b clientBuilder) ClientOrDie(name string) kubernetes.Interface {
+	c, err := b.Client(name)
+	if err != nil {
+		panic(fmt.Errorf("building client %s: %w", name, err))
+	}
+	return c
+}
+
+var _ cloudprovider.ControllerClientBuilder = clientBuilder{}
+

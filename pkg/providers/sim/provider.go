@@ -1,0 +1,234 @@
+// Package sim is the provider for the simulated cloud in package simcloud. It
+// is a real HTTP client of that cloud, so everything between Outrigger's
+// controllers and a cloud API (timeouts, retries, throttling, partial
+// answers) is exercised the way a production provider exercises it.
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/yaml"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+// ProviderName is the --cloud-provider name.
+const ProviderName = "sim"
+
+// providerIDPrefix starts every providerID this provider sets: sim://<id>.
+const providerIDPrefix = ProviderName + "://"
+
+// Config is the provider's cloud-config file (YAML or JSON).
+type Config struct {
+	// Endpoint is the sim cloud's base URL, e.g. http://127.0.0.1:8480.
+	Endpoint string `json:"endpoint"`
+	// RequestTimeout bounds one HTTP request. Default 10s.
+	RequestTimeout string `json:"requestTimeout,omitempty"`
+	// Retries of transient failures (connection errors, 5xx). Default 2.
+	Retries *int `json:"retries,omitempty"`
+}
+
+// ParseConfig reads and validates a cloud-config. Unknown fields are errors,
+// so a misspelt key is reported instead of silently ignored.
+func ParseConfig(r io.Reader) (Config, time.Duration, int, error) {
+	var cfg Config
+	if r == nil {
+		return cfg, 0, 0, errors.New("the sim provider needs --cloud-config, a YAML file with at least \"endpoint: http://HOST:PORT\"")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return cfg, 0, 0, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return cfg, 0, 0, errors.New("cloud-config is empty: it needs at least \"endpoint: http://HOST:PORT\"")
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return cfg, 0, 0, fmt.Errorf("malformed cloud-config: %w", err)
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if cfg.Endpoint == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cfg, 0, 0, fmt.Errorf("cloud-config endpoint %q must be an http:// or https:// URL with a host", cfg.Endpoint)
+	}
+	timeout := 10 * time.Second
+	if cfg.RequestTimeout != "" {
+		if timeout, err = time.ParseDuration(cfg.RequestTimeout); err != nil || timeout <= 0 {
+			return cfg, 0, 0, fmt.Errorf("cloud-config requestTimeout %q must be a positive duration such as 5s", cfg.RequestTimeout)
+		}
+	}
+	retries := 2
+	if cfg.Retries != nil {
+		if *cfg.Retries < 0 {
+			return cfg, 0, 0, fmt.Errorf("cloud-config retries must not be negative, got %d", *cfg.Retries)
+		}
+		retries = *cfg.Retries
+	}
+	return cfg, timeout, retries, nil
+}
+
+// New is the provider's factory (a cloudprovider.Factory).
+func New(config io.Reader) (cloudprovider.Interface, error) {
+	cfg, timeout, retries, err := ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{client: simcloud.NewClient(cfg.Endpoint, timeout, retries)}, nil
+}
+
+// Provider implements cloudprovider.Interface, cloudprovider.InstancesV2 and
+// Outrigger's optional cloud.BatchInstances.
+type Provider struct {
+	client *simcloud.Client
+}
+
+var (
+	_ cloudprovider.Interface   = (*Provider)(nil)
+	_ cloudprovider.InstancesV2 = (*Provider)(nil)
+	_ cloud.BatchInstances      = (*Provider)(nil)
+)
+
+// Initialize implements cloudprovider.Interface.
+func (p *Provider) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer implements cloudprovider.Interface; not offered yet.
+func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Instances implements cloudprovider.Interface; the sim offers InstancesV2.
+func (p *Provider) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 implements cloudprovider.Interface.
+func (p *Provider) InstancesV2() (cloudprovider.InstancesV2, bool) { return p, true }
+
+// Zones implements cloudprovider.Interface; InstancesV2 carries zones.
+func (p *Provider) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters implements cloudprovider.Interface.
+func (p *Provider) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes implements cloudprovider.Interface; not offered yet.
+func (p *Provider) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName implements cloudprovider.Interface.
+func (p *Provider) ProviderName() string { return ProviderName }
+
+// HasClusterID implements cloudprovider.Interface.
+func (p *Provider) HasClusterID() bool { return true }
+
+// instanceKey is how a node is found in the cloud: by the ID in its
+// providerID once set, by its name before.
+func instanceKey(node *corev1.Node) (string, error) {
+	if id := node.Spec.ProviderID; id != "" {
+		if !strings.HasPrefix(id, providerIDPrefix) {
+			return "", fmt.Errorf("node %s has providerID %q, which is not a sim providerID (%s<id>)", node.Name, id, providerIDPrefix)
+		}
+		return strings.TrimPrefix(id, providerIDPrefix), nil
+	}
+	return node.Name, nil
+}
+
+func (p *Provider) get(ctx context.Context, node *corev1.Node) (simcloud.Instance, bool, error) {
+	key, err := instanceKey(node)
+	if err != nil {
+		return simcloud.Instance{}, false, err
+	}
+	in, err := p.client.Get(ctx, key)
+	if simcloud.IsNotFound(err) {
+		return simcloud.Instance{}, false, nil
+	}
+	if err != nil {
+		return simcloud.Instance{}, false, err
+	}
+	return in, in.State != simcloud.StateTerminated, nil
+}
+
+// InstanceExists implements cloudprovider.InstancesV2: a terminated instance
+// does not exist.
+func (p *Provider) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	_, exists, err := p.get(ctx, node)
+	return exists, err
+}
+
+// InstanceShutdown implements cloudprovider.InstancesV2.
+func (p *Provider) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	in, exists, err := p.get(ctx, node)
+	if err != nil || !exists {
+		return false, err
+	}
+	return in.State == simcloud.StateStopped, nil
+}
+
+// InstanceMetadata implements cloudprovider.InstancesV2.
+func (p *Provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	in, exists, err := p.get(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, cloudprovider.InstanceNotFound
+	}
+	return metadata(in), nil
+}
+
+// InstancesStatus implements cloud.BatchInstances with one BatchGet call.
+func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]cloud.InstanceStatus, error) {
+	var req simcloud.BatchGetRequest
+	keys := make([]string, len(nodes))
+	out := make([]cloud.InstanceStatus, len(nodes))
+	for i, n := range nodes {
+		key, err := instanceKey(n)
+		if err != nil {
+			out[i] = cloud.InstanceStatus{Exists: true, Err: err}
+			continue
+		}
+		keys[i] = key
+		if n.Spec.ProviderID != "" {
+			req.IDs = append(req.IDs, key)
+		} else {
+			req.Names = append(req.Names, key)
+		}
+	}
+	resp, err := p.client.BatchGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[string]simcloud.Instance, 2*len(resp.Instances))
+	for _, in := range resp.Instances {
+		found[in.ID] = in
+		found[in.Name] = in
+	}
+	for i := range nodes {
+		if keys[i] == "" {
+			continue
+		}
+		in, ok := found[keys[i]]
+		if !ok || in.State == simcloud.StateTerminated {
+			out[i] = cloud.InstanceStatus{Exists: false}
+			continue
+		}
+		out[i] = cloud.InstanceStatus{Exists: true, Shutdown: in.State == simcloud.StateStopped, Metadata: metadata(in)}
+	}
+	return out, nil
+}
+
+func metadata(in simcloud.Instance) *cloudprovider.InstanceMetadata {
+	md := &cloudprovider.InstanceMetadata{
+		ProviderID:       providerIDPrefix + in.ID,
+		InstanceType:     in.Type,
+		Zone:             in.Zone,
+		Region:           in.Region,
+		AdditionalLabels: in.Labels,
+	}
+	for _, a := range in.Addresses {
+		md.NodeAddresses = append(md.NodeAddresses, corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.Address})
+	}
+	return md
+}

@@ -1,0 +1,113 @@
+// Package simcloud is a simulated IaaS cloud: an HTTP API holding instances,
+// with knobs for latency, throttling (429), error rate, hangs and quotas, and
+// a counter of every call made to it. The sim provider is a real HTTP client
+// of it; tests and benchmarks read its counters to see what the controllers
+// cost the cloud.
+package simcloud
+
+import "time"
+
+// Instance states.
+const (
+	StateRunning    = "running"
+	StateStopped    = "stopped"
+	StateTerminated = "terminated"
+)
+
+// Address is one address of an instance; Type is a Kubernetes NodeAddressType
+// (InternalIP, ExternalIP, Hostname, InternalDNS, ExternalDNS).
+type Address struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+// Instance is a virtual machine in the simulated cloud.
+type Instance struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Type      string            `json:"type"`
+	Zone      string            `json:"zone"`
+	Region    string            `json:"region"`
+	Addresses []Address         `json:"addresses"`
+	State     string            `json:"state"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// CreateRequest creates an instance. Empty fields are filled in by the cloud:
+// an ID, type "sim.small", the first zone, and dual-stack internal addresses.
+type CreateRequest struct {
+	Name      string            `json:"name"`
+	Type      string            `json:"type,omitempty"`
+	Zone      string            `json:"zone,omitempty"`
+	Addresses []Address         `json:"addresses,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// BatchGetRequest looks instances up by ID and by name in one call.
+type BatchGetRequest struct {
+	IDs   []string `json:"ids,omitempty"`
+	Names []string `json:"names,omitempty"`
+}
+
+// BatchGetResponse holds the instances found; IDs and names not found are
+// simply absent.
+type BatchGetResponse struct {
+	Instances []Instance `json:"instances"`
+}
+
+// Settings are the cloud's behaviour knobs. They apply to every API call
+// except the admin endpoints (settings, calls) and requests marked with the
+// AdminHeader.
+type Settings struct {
+	// Latency is added to every call.
+	Latency Duration `json:"latency"`
+	// RateLimit is the calls per second the cloud accepts before answering
+	// 429 with Retry-After; 0 means unlimited.
+	RateLimit float64 `json:"rateLimit"`
+	// RateBurst is the burst above RateLimit. Default: RateLimit.
+	RateBurst int `json:"rateBurst"`
+	// ErrorRate is the fraction of calls answered with 500, 0 to 1.
+	ErrorRate float64 `json:"errorRate"`
+	// Hang makes every call block until the client gives up.
+	Hang bool `json:"hang"`
+	// MaxInstances is the instance quota; 0 means unlimited.
+	MaxInstances int `json:"maxInstances"`
+}
+
+// Calls counts the API calls the cloud answered (throttled and failed ones
+// included), by operation.
+type Calls struct {
+	Total     int64            `json:"total"`
+	Throttled int64            `json:"throttled"`
+	ByOp      map[string]int64 `json:"byOp"`
+}
+
+// AdminHeader marks a request from an operator (the CLI, a test harness): it
+// is neither counted nor subject to faults.
+const AdminHeader = "X-Sim-Admin"
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Duration is a time.Duration that reads and writes as "200ms" in JSON.
+type Duration struct{ time.Duration }
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}

@@ -1,0 +1,416 @@
+package simcloud
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Cloud is the simulated cloud's state and HTTP API.
+type Cloud struct {
+	// Zones instances are spread over, round-robin; all in Region.
+	zones  []string
+	region string
+
+	mu        sync.Mutex
+	instances map[string]*Instance // by ID
+	byName    map[string]string    // name -> ID of the newest instance with it
+	nextID    int
+	settings  Settings
+	limiter   *rate.Limiter
+	calls     Calls
+}
+
+// New returns an empty cloud in region with zones.
+func New(region string, zones ...string) *Cloud {
+	if region == "" {
+		region = "sim-region-1"
+	}
+	if len(zones) == 0 {
+		zones = []string{region + "a", region + "b", region + "c"}
+	}
+	return &Cloud{
+		zones:     zones,
+		region:    region,
+		instances: map[string]*Instance{},
+		byName:    map[string]string{},
+		limiter:   rate.NewLimiter(rate.Inf, 1),
+		calls:     Calls{ByOp: map[string]int64{}},
+	}
+}
+
+// Handler returns the cloud's HTTP API.
+func (c *Cloud) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/instances", c.api("ListInstances", c.listInstances))
+	mux.HandleFunc("POST /v1/instances", c.api("CreateInstance", c.createInstance))
+	mux.HandleFunc("GET /v1/instances/{id}", c.api("GetInstance", c.getInstance))
+	mux.HandleFunc("POST /v1/instances/{id}/{action}", c.api("InstanceAction", c.instanceAction))
+	mux.HandleFunc("POST /v1/batch/instances", c.api("BatchGetInstances", c.batchGet))
+	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
+	mux.HandleFunc("PUT /v1/settings", c.putSettings)
+	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
+	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
+		c.ResetCalls()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
+// Serve listens on addr ("127.0.0.1:0" picks a port) and serves the API until
+// ctx ends. It returns the base URL once listening.
+func (c *Cloud) Serve(ctx context.Context, addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("sim cloud: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// SetSettings replaces the behaviour knobs.
+func (c *Cloud) SetSettings(s Settings) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settings = s
+	if s.RateLimit > 0 {
+		burst := s.RateBurst
+		if burst <= 0 {
+			burst = max(1, int(s.RateLimit))
+		}
+		c.limiter = rate.NewLimiter(rate.Limit(s.RateLimit), burst)
+	} else {
+		c.limiter = rate.NewLimiter(rate.Inf, 1)
+	}
+}
+
+// Settings returns the behaviour knobs.
+func (c *Cloud) Settings() Settings {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings
+}
+
+// Calls returns a copy of the call counters.
+func (c *Cloud) Calls() Calls {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.calls
+	out.ByOp = make(map[string]int64, len(c.calls.ByOp))
+	for k, v := range c.calls.ByOp {
+		out.ByOp[k] = v
+	}
+	return out
+}
+
+// ResetCalls zeroes the call counters.
+func (c *Cloud) ResetCalls() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = Calls{ByOp: map[string]int64{}}
+}
+
+// ErrQuotaExceeded is returned by Create when the instance quota is used up.
+var ErrQuotaExceeded = errors.New("instance quota exceeded")
+
+// Create adds an instance, filling in what the request leaves empty.
+func (c *Cloud) Create(req CreateRequest) (Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.Name == "" {
+		return Instance{}, errors.New("instance name is required")
+	}
+	if id, ok := c.byName[req.Name]; ok && c.instances[id].State != StateTerminated {
+		return Instance{}, fmt.Errorf("an instance named %q already exists (%s)", req.Name, id)
+	}
+	if q := c.settings.MaxInstances; q > 0 {
+		live := 0
+		for _, in := range c.instances {
+			if in.State != StateTerminated {
+				live++
+			}
+		}
+		if live >= q {
+			return Instance{}, fmt.Errorf("%w: %d of %d instances in use", ErrQuotaExceeded, live, q)
+		}
+	}
+	c.nextID++
+	n := c.nextID
+	in := &Instance{
+		ID:        fmt.Sprintf("i-%08x", n),
+		Name:      req.Name,
+		Type:      req.Type,
+		Zone:      req.Zone,
+		Region:    c.region,
+		Addresses: req.Addresses,
+		State:     StateRunning,
+		Labels:    req.Labels,
+	}
+	if in.Type == "" {
+		in.Type = "sim.small"
+	}
+	if in.Zone == "" {
+		in.Zone = c.zones[(n-1)%len(c.zones)]
+	}
+	if len(in.Addresses) == 0 {
+		in.Addresses = defaultAddresses(n, in.Name, in.Zone)
+	}
+	c.instances[in.ID] = in
+	c.byName[in.Name] = in.ID
+	return *in, nil
+}
+
+// defaultAddresses gives instance number n a dual-stack pair of internal
+// addresses (10.0.0.0/8 and fd00:10::/64), its hostname and a DNS name.
+func defaultAddresses(n int, name, zone string) []Address {
+	v4 := netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+	v6 := netip.MustParseAddr("fd00:10::").As16()
+	v6[13], v6[14], v6[15] = byte(n>>16), byte(n>>8), byte(n)
+	return []Address{
+		{Type: "InternalIP", Address: v4.String()},
+		{Type: "InternalIP", Address: netip.AddrFrom16(v6).String()},
+		{Type: "Hostname", Address: name},
+		{Type: "InternalDNS", Address: name + "." + zone + ".sim.internal"},
+	}
+}
+
+// SetState moves an instance to running, stopped or terminated. A terminated
+// instance stays listed (as clouds list them for a while) but can never run
+// again.
+func (c *Cloud) SetState(id, state string) (Instance, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return Instance{}, fmt.Errorf("instance %q not found", id)
+	}
+	switch state {
+	case StateRunning, StateStopped, StateTerminated:
+	default:
+		return Instance{}, fmt.Errorf("unknown state %q", state)
+	}
+	if in.State == StateTerminated && state != StateTerminated {
+		return Instance{}, fmt.Errorf("instance %s is terminated", id)
+	}
+	in.State = state
+	return *in, nil
+}
+
+// Delete removes an instance from the cloud entirely.
+func (c *Cloud) Delete(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in, ok := c.instances[id]; ok {
+		delete(c.instances, id)
+		if c.byName[in.Name] == id {
+			delete(c.byName, in.Name)
+		}
+	}
+}
+
+// Get returns the instance with id or name.
+func (c *Cloud) Get(idOrName string) (Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in := c.lookup(idOrName)
+	if in == nil {
+		return Instance{}, false
+	}
+	return *in, true
+}
+
+func (c *Cloud) lookup(idOrName string) *Instance {
+	if in, ok := c.instances[idOrName]; ok {
+		return in
+	}
+	if id, ok := c.byName[idOrName]; ok {
+		return c.instances[id]
+	}
+	return nil
+}
+
+// List returns all instances sorted by ID.
+func (c *Cloud) List() []Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Instance, 0, len(c.instances))
+	for _, in := range c.instances {
+		out = append(out, *in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// api wraps a handler with the call counter and the fault knobs.
+func (c *Cloud) api(op string, h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(AdminHeader) != "" {
+			h(w, r)
+			return
+		}
+		c.mu.Lock()
+		s := c.settings
+		allowed := c.limiter.Allow()
+		c.calls.Total++
+		c.calls.ByOp[op]++
+		if !allowed {
+			c.calls.Throttled++
+		}
+		c.mu.Unlock()
+
+		if s.Latency.Duration > 0 {
+			t := time.NewTimer(s.Latency.Duration)
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return
+			}
+		}
+		if s.Hang {
+			<-r.Context().Done()
+			return
+		}
+		if !allowed {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusTooManyRequests, Error{Code: "Throttled", Message: "request rate exceeded"})
+			return
+		}
+		if s.ErrorRate > 0 && rand.Float64() < s.ErrorRate {
+			writeJSON(w, http.StatusInternalServerError, Error{Code: "InternalError", Message: "injected fault"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, c.List())
+}
+
+func (c *Cloud) getInstance(w http.ResponseWriter, r *http.Request) {
+	in, ok := c.Get(r.PathValue("id"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
+		return
+	}
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (c *Cloud) createInstance(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	in, err := c.Create(req)
+	switch {
+	case errors.Is(err, ErrQuotaExceeded):
+		writeJSON(w, http.StatusForbidden, Error{Code: "QuotaExceeded", Message: err.Error()})
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+	default:
+		writeJSON(w, http.StatusCreated, in)
+	}
+}
+
+func (c *Cloud) instanceAction(w http.ResponseWriter, r *http.Request) {
+	in, ok := c.Get(r.PathValue("id"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
+		return
+	}
+	var state string
+	switch r.PathValue("action") {
+	case "start":
+		state = StateRunning
+	case "stop":
+		state = StateStopped
+	case "terminate":
+		state = StateTerminated
+	default:
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: "unknown action " + strconv.Quote(r.PathValue("action")) + ": use start, stop or terminate"})
+		return
+	}
+	out, err := c.SetState(in.ID, state)
+	if err != nil {
+		writeJSON(w, http.StatusConflict, Error{Code: "Conflict", Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (c *Cloud) batchGet(w http.ResponseWriter, r *http.Request) {
+	var req BatchGetRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	c.mu.Lock()
+	resp := BatchGetResponse{Instances: make([]Instance, 0, len(req.IDs)+len(req.Names))}
+	for _, id := range req.IDs {
+		if in, ok := c.instances[id]; ok {
+			resp.Instances = append(resp.Instances, *in)
+		}
+	}
+	for _, name := range req.Names {
+		if id, ok := c.byName[name]; ok {
+			resp.Instances = append(resp.Instances, *c.instances[id])
+		}
+	}
+	c.mu.Unlock()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (c *Cloud) putSettings(w http.ResponseWriter, r *http.Request) {
+	var s Settings
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit and maxInstances must not be negative"})
+		return
+	}
+	c.SetSettings(s)
+	writeJSON(w, http.StatusOK, s)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// SetAddresses replaces an instance's addresses, as when a cloud attaches or
+// detaches an interface.
+func (c *Cloud) SetAddresses(id string, addrs []Address) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return fmt.Errorf("instance %q not found", id)
+	}
+	in.Addresses = addrs
+	return nil
+}
