@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,12 +121,15 @@ func Registry() *providers.Registry {
 type Outrigger struct {
 	cancel context.CancelFunc
 	done   chan error
+	stop   sync.Once
 }
 
-// Stop stops the instance and waits for it to exit.
+// Stop stops the instance and waits for it to exit; later calls do nothing.
 func (o *Outrigger) Stop() {
-	o.cancel()
-	<-o.done
+	o.stop.Do(func() {
+		o.cancel()
+		<-o.done
+	})
 }
 
 // StartOutrigger runs Outrigger in-process with the given flags until the

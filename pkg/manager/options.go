@@ -148,7 +148,15 @@ func (o *Options) Validate() error {
 	if net.ParseIP(o.BindAddress) == nil {
 		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", o.BindAddress))
 	}
-	return errors.Join(errs...)
+	// One line, however many problems: the command prints it as is.
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // EnabledControllers resolves --controllers into the controllers to run.

@@ -1,0 +1,19 @@
+// Command outrigger is the Outrigger cloud-controller-manager with the
+// providers that ship with it, plus the `dev` and `sim` subcommands.
+package main
+
+import (
+	"os"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
+)
+
+func main() {
+	reg := providers.NewRegistry()
+	reg.Register(sim.ProviderName, sim.New)
+	os.Exit(manager.Main(reg, dev.NewCommand(reg), simcli.NewCommand()))
+}

@@ -1,0 +1,157 @@
+package nodelifecycle_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// initializedNode creates an instance and its node, already initialized (as
+// the cloud-node-controller leaves it), Ready or not.
+func initializedNode(t *testing.T, cloud *testenv.Cloud, ready bool) (string, simcloud.Instance) {
+	t.Helper()
+	name := testenv.Name("lc")
+	in, err := cloud.Create(simcloud.CreateRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.CreateNode(t, name, func(n *corev1.Node) {
+		n.Spec.Taints = nil
+		n.Spec.ProviderID = "sim://" + in.ID
+	})
+	if !ready {
+		testenv.SetReady(t, name, false)
+	}
+	return name, in
+}
+
+func exists(t *testing.T, name string) bool {
+	t.Helper()
+	_, err := testenv.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+func hasShutdownTaint(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == nodelifecycle.ShutdownTaint.Key && t.Effect == corev1.TaintEffectNoSchedule
+	})
+}
+
+func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	terminated, tin := initializedNode(t, cloud, false)
+	deleted, din := initializedNode(t, cloud, false)
+	readyButGone, rin := initializedNode(t, cloud, true)
+	running, _ := initializedNode(t, cloud, false)
+	for _, id := range []string{tin.ID, rin.ID} {
+		if _, err := cloud.SetState(id, simcloud.StateTerminated); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cloud.Delete(din.ID)
+	testenv.StartOutrigger(t, cloud)
+
+	for _, name := range []string{terminated, deleted} {
+		testenv.Eventually(t, 20*time.Second, "node "+name+" deleted", func() (bool, error) { return !exists(t, name), nil })
+		if len(testenv.Events(t, name)[nodelifecycle.ReasonDeletingNode]) == 0 {
+			t.Errorf("no %s event for %s", nodelifecycle.ReasonDeletingNode, name)
+		}
+	}
+	// Several monitor periods have passed: the Ready node and the node whose
+	// instance runs are still there.
+	time.Sleep(time.Second)
+	for _, name := range []string{readyButGone, running} {
+		if !exists(t, name) {
+			t.Errorf("node %s was deleted", name)
+		}
+	}
+}
+
+func TestNeverDeletesOnCloudFailure(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings simcloud.Settings
+	}{
+		{name: "every call fails", settings: simcloud.Settings{ErrorRate: 1}},
+		{name: "every call is throttled", settings: simcloud.Settings{RateLimit: 0.001, RateBurst: 1}},
+		{name: "every call hangs", settings: simcloud.Settings{Hang: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cloud := testenv.StartCloud(t)
+			name, in := initializedNode(t, cloud, false)
+			if _, err := cloud.SetState(in.ID, simcloud.StateTerminated); err != nil {
+				t.Fatal(err)
+			}
+			if tc.settings.RateLimit > 0 {
+				// Spend the one token, so every call of Outrigger's is refused.
+				cloud.SetSettings(tc.settings)
+				_, _ = simcloud.NewClient(cloud.URL, time.Second, 0).Get(context.Background(), in.ID)
+			} else {
+				cloud.SetSettings(tc.settings)
+			}
+			testenv.StartOutrigger(t, cloud, "--cloud-call-timeout=300ms")
+			testenv.Eventually(t, 10*time.Second, "the cloud being asked", func() (bool, error) {
+				return cloud.Calls().Total > 1, nil
+			})
+			time.Sleep(1500 * time.Millisecond)
+			if !exists(t, name) {
+				t.Fatal("node deleted although the cloud never said its instance was gone")
+			}
+			// Once the cloud answers, the node goes.
+			cloud.SetSettings(simcloud.Settings{})
+			testenv.Eventually(t, 40*time.Second, "node deleted after the cloud recovered", func() (bool, error) { return !exists(t, name), nil })
+		})
+	}
+}
+
+func TestShutdownTaint(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	name, in := initializedNode(t, cloud, false)
+	if _, err := cloud.SetState(in.ID, simcloud.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartOutrigger(t, cloud)
+	testenv.Eventually(t, 10*time.Second, "shutdown taint added", func() (bool, error) {
+		return hasShutdownTaint(testenv.GetNode(t, name)), nil
+	})
+	if !exists(t, name) {
+		t.Fatal("a shut-down node was deleted")
+	}
+	if _, err := cloud.SetState(in.ID, simcloud.StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	testenv.SetReady(t, name, true)
+	testenv.Eventually(t, 10*time.Second, "shutdown taint removed", func() (bool, error) {
+		return !hasShutdownTaint(testenv.GetNode(t, name)), nil
+	})
+}
+
+func TestReadyNodesCostNoCloudCalls(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	for range 5 {
+		initializedNode(t, cloud, true)
+	}
+	testenv.StartOutrigger(t, cloud, "--controllers=cloud-node-lifecycle-controller")
+	time.Sleep(1500 * time.Millisecond) // several 200ms monitor periods
+	if calls := cloud.Calls(); calls.Total != 0 {
+		t.Errorf("lifecycle checks of Ready nodes called the cloud: %v", calls.ByOp)
+	}
+}

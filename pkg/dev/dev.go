@@ -1,0 +1,158 @@
+// Package dev is `outrigger dev`, the embedded default: a real control plane
+// (etcd and kube-apiserver built from source), a sim cloud with N instances,
+// a kubelet simulator registering one node per instance, and Outrigger itself
+// with leader election on, all in one process tree that stops on Ctrl-C.
+package dev
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+// Options configure the environment.
+type Options struct {
+	// Nodes is how many instances (and so nodes) to start with.
+	Nodes int
+	// StateDir receives the kubeconfig and the cloud-config.
+	StateDir string
+	// CloudAddress is where the sim cloud listens.
+	CloudAddress string
+	// Outrigger holds Outrigger's own flags; kubeconfig, provider and
+	// cloud-config are filled in by the environment.
+	Outrigger *manager.Options
+}
+
+// NewCommand returns `outrigger dev`.
+func NewCommand(reg *providers.Registry) *cobra.Command {
+	opts := Options{Outrigger: manager.NewOptions()}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run Outrigger on its embedded default: a local control plane, a sim cloud and simulated nodes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return Run(cmd.Context(), opts, reg, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().IntVar(&opts.Nodes, "nodes", 3, "Instances, and so nodes, to start with.")
+	cmd.Flags().StringVar(&opts.StateDir, "state-dir", ".outrigger", "Directory for the admin kubeconfig and the cloud-config.")
+	cmd.Flags().StringVar(&opts.CloudAddress, "cloud-address", "127.0.0.1:8480", "Address the sim cloud listens on.")
+	cmd.Flags().IntVar(&opts.Outrigger.SecurePort, "secure-port", opts.Outrigger.SecurePort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
+	return cmd
+}
+
+// Run runs the environment until ctx ends, then stops everything it started.
+func Run(ctx context.Context, opts Options, reg *providers.Registry, out io.Writer) error {
+	log := klog.FromContext(ctx)
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", opts.StateDir, err)
+	}
+	// Bind the cloud's port first: a port in use should fail in a second,
+	// not after the control plane started.
+	cloud := simcloud.New("")
+	cloudCtx, stopCloud := context.WithCancel(context.Background())
+	defer stopCloud()
+	cloudURL, err := cloud.Serve(cloudCtx, opts.CloudAddress)
+	if err != nil {
+		return fmt.Errorf("%w (another `outrigger dev` running? pick another --cloud-address)", err)
+	}
+	for i := range opts.Nodes {
+		if _, err := cloud.Create(simcloud.CreateRequest{Name: fmt.Sprintf("node-%d", i+1)}); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintln(out, "Starting etcd and kube-apiserver...")
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "Stopping the control plane...")
+		if err := cp.Stop(); err != nil {
+			log.Error(err, "Stopping the control plane")
+		}
+	}()
+	kubeconfig, err := writeState(opts.StateDir, cp, cloudURL)
+	if err != nil {
+		return err
+	}
+
+	sim := &kubeletsim.Simulator{Cloud: cloud, Client: kubernetes.NewForConfigOrDie(cp.Config)}
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	go sim.Run(simCtx)
+
+	o := opts.Outrigger
+	o.Kubeconfig = kubeconfig
+	o.CloudProvider = "sim"
+	o.CloudConfig = filepath.Join(opts.StateDir, "cloud.yaml")
+	o.BindAddress = "127.0.0.1"
+	o.DisableMetricsAuthentication = true
+	mgr, err := manager.New(ctx, o, reg)
+	if err != nil {
+		return err
+	}
+	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
+	fmt.Fprintf(out, `
+Outrigger is running on a local control plane with %d simulated nodes.
+
+  export KUBECONFIG=%s
+  alias kubectl=%s          # or your own kubectl
+  kubectl get nodes -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type -w
+  kubectl get events -A --field-selector involvedObject.kind=Node -w
+
+The sim cloud is at %s. Watch Outrigger react:
+
+  ./bin/outrigger sim list
+  ./bin/outrigger sim create node-%d      # a new node joins and is initialized
+  ./bin/outrigger sim stop node-1         # node-1 goes NotReady and is tainted shutdown
+  ./bin/outrigger sim start node-1        # ... and untainted
+  ./bin/outrigger sim terminate node-2    # node-2 is deleted
+`, opts.Nodes, absPath(kubeconfig), kubectl, cloudURL, opts.Nodes+1)
+	if o.SecurePort > 0 {
+		fmt.Fprintf(out, "\nOutrigger's metrics: curl -k https://127.0.0.1:%d/metrics | grep outrigger_cloud\n", o.SecurePort)
+	}
+	fmt.Fprintln(out, "\nCtrl-C stops everything.")
+	err = mgr.Start(ctx)
+	// Give the simulator a moment to notice before the API server goes.
+	stopSim()
+	time.Sleep(100 * time.Millisecond)
+	return err
+}
+
+func writeState(dir string, cp *controlplane.ControlPlane, cloudURL string) (string, error) {
+	kc, err := cp.AdminKubeconfig()
+	if err != nil {
+		return "", err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", kubeconfig, err)
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+cloudURL+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", cloudConfig, err)
+	}
+	return kubeconfig, nil
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}

@@ -1,0 +1,70 @@
+package manager_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+)
+
+// TestBadInputExitsWithOneClearLine runs the real binary with bad input and
+// checks it fails fast, non-zero, with one line naming what to fix.
+func TestBadInputExitsWithOneClearLine(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "outrigger")
+	build := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building outrigger: %v\n%s", err, out)
+	}
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "endpoint: http://127.0.0.1:1\n")
+	kc := "--kubeconfig=" + testenv.Kubeconfig
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no provider", []string{kc}, "--cloud-provider is required"},
+		{"unknown provider", []string{kc, "--cloud-provider=aws"}, `unknown --cloud-provider "aws": this binary has providers sim`},
+		{"no cloud-config", []string{kc, "--cloud-provider=sim"}, "needs --cloud-config"},
+		{"missing cloud-config", []string{kc, "--cloud-provider=sim", "--cloud-config=" + filepath.Join(dir, "nope.yaml")}, "cannot read --cloud-config"},
+		{"malformed cloud-config", []string{kc, "--cloud-provider=sim", "--cloud-config=" + write("bad.yaml", "endpoint: [\n")}, "malformed cloud-config"},
+		{"misspelt cloud-config key", []string{kc, "--cloud-provider=sim", "--cloud-config=" + write("typo.yaml", "endpont: http://x\n")}, `unknown field "endpont"`},
+		{"bad endpoint", []string{kc, "--cloud-provider=sim", "--cloud-config=" + write("url.yaml", "endpoint: 127.0.0.1:80\n")}, "must be an http:// or https:// URL"},
+		{"bad duration flag", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--node-monitor-period=soon"}, `invalid argument "soon" for "--node-monitor-period"`},
+		{"unknown flag", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--allocate-node-cidrs"}, "unknown flag: --allocate-node-cidrs"},
+		{"unknown controller", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--controllers=*,-route"}, `unknown controller "-route"`},
+		{"controller not shipped", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--controllers=service-lb-controller"}, `"service-lb-controller" is not shipped`},
+		{"zero qps", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--kube-api-qps=0"}, "--kube-api-qps must be positive"},
+		{"lease shorter than renew", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--leader-elect-lease-duration=5s"}, "must be greater than --leader-elect-renew-deadline"},
+		{"bad bind address", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--bind-address=localhost"}, `--bind-address "localhost" is not an IP address`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if err == nil {
+				t.Fatal("exited 0")
+			}
+			out := strings.TrimRight(stderr.String(), "\n")
+			if strings.Count(out, "\n") != 0 {
+				t.Errorf("want one line on stderr, got:\n%s", out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("stderr %q does not say %q", out, tc.want)
+			}
+		})
+	}
+}
