@@ -216,4 +216,3 @@ func (b clientBuilder) ClientOrDie(name string) kubernetes.Interface {
 }
 
 var _ cloudprovider.ControllerClientBuilder = clientBuilder{}
-

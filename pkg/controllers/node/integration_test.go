@@ -110,14 +110,18 @@ func TestProvidedNodeIP(t *testing.T) {
 		want        func(v4, v6, host, dns string) []corev1.NodeAddress
 		initialized bool
 	}{{
-		name:        "IPv4 node IP keeps only that InternalIP",
-		annotation:  "v4",
-		want:        func(v4, v6, host, dns string) []corev1.NodeAddress { return addrs("InternalIP", v4, "Hostname", host, "InternalDNS", dns) },
+		name:       "IPv4 node IP keeps only that InternalIP",
+		annotation: "v4",
+		want: func(v4, v6, host, dns string) []corev1.NodeAddress {
+			return addrs("InternalIP", v4, "Hostname", host, "InternalDNS", dns)
+		},
 		initialized: true,
 	}, {
-		name:        "IPv6 node IP keeps only that InternalIP",
-		annotation:  "v6",
-		want:        func(v4, v6, host, dns string) []corev1.NodeAddress { return addrs("InternalIP", v6, "Hostname", host, "InternalDNS", dns) },
+		name:       "IPv6 node IP keeps only that InternalIP",
+		annotation: "v6",
+		want: func(v4, v6, host, dns string) []corev1.NodeAddress {
+			return addrs("InternalIP", v6, "Hostname", host, "InternalDNS", dns)
+		},
 		initialized: true,
 	}, {
 		name:       "dual-stack node IPs keep both, in the annotation's order",
@@ -263,4 +267,3 @@ func TestAddressRefreshUsesBatchCalls(t *testing.T) {
 		return slices.Equal(got, addrs("InternalIP", "10.99.0.1", "ExternalIP", "203.0.113.7", "Hostname", names[3])), nil
 	})
 }
-

@@ -185,4 +185,3 @@ func SetReady(ctx context.Context, c kubernetes.Interface, name string, ok bool)
 	}
 	return nil
 }
-

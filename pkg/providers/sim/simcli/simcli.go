@@ -235,4 +235,3 @@ func printJSON(cmd *cobra.Command, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
-

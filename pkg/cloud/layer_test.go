@@ -1,0 +1,215 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/cloud-provider/fake"
+)
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// scripted is an InstancesV2 whose calls answer from a function.
+type scripted struct {
+	fake.Cloud
+	calls  atomic.Int64
+	answer func(ctx context.Context, n int64) error
+}
+
+func (s *scripted) InstancesV2() (cloudprovider.InstancesV2, bool) { return s, true }
+func (s *scripted) InstanceExists(ctx context.Context, _ *corev1.Node) (bool, error) {
+	err := s.answer(ctx, s.calls.Add(1))
+	return err == nil, err
+}
+func (s *scripted) InstanceShutdown(ctx context.Context, _ *corev1.Node) (bool, error) {
+	return false, s.answer(ctx, s.calls.Add(1))
+}
+func (s *scripted) InstanceMetadata(ctx context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if err := s.answer(ctx, s.calls.Add(1)); err != nil {
+		return nil, err
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: "x://" + n.Name}, nil
+}
+
+func TestThrottlePausesEveryCaller(t *testing.T) {
+	var throttledAt time.Time
+	var mu sync.Mutex
+	var callTimes []time.Time
+	p := &scripted{answer: func(ctx context.Context, n int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if n == 1 {
+			throttledAt = time.Now()
+			return cloudproviderapi.NewRetryError("slow down", 300*time.Millisecond)
+		}
+		callTimes = append(callTimes, time.Now())
+		return nil
+	}}
+	inst, _ := New(p, Options{}).Instances()
+	if _, err := inst.InstanceExists(context.Background(), node("a")); err == nil {
+		t.Fatal("throttled call returned no error")
+	} else if _, ok := Throttled(err); !ok {
+		t.Fatalf("error %v not recognised as throttling", err)
+	}
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if _, err := inst.InstanceExists(context.Background(), node("b")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, at := range callTimes {
+		if d := at.Sub(throttledAt); d < 250*time.Millisecond {
+			t.Errorf("a caller reached the cloud %s after it throttled; all must wait its Retry-After", d)
+		}
+	}
+}
+
+func TestThrottleBackoffGrows(t *testing.T) {
+	var g throttleGate
+	now := time.Now()
+	var got []time.Duration
+	for range 4 {
+		got = append(got, g.throttled(now, 0, 100*time.Millisecond, 500*time.Millisecond))
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("pause %d = %s, want %s", i, got[i], want[i])
+		}
+	}
+	g.succeeded()
+	if d := g.throttled(now, 0, 100*time.Millisecond, time.Second); d != 100*time.Millisecond {
+		t.Errorf("after a success the pause restarts at the base, got %s", d)
+	}
+}
+
+func TestTimeoutFreesCallerOfHungProvider(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	p := &scripted{answer: func(ctx context.Context, n int64) error {
+		<-release // ignores ctx, as a badly written provider might
+		return nil
+	}}
+	inst, _ := New(p, Options{Timeout: 100 * time.Millisecond}).Instances()
+	start := time.Now()
+	_, err := inst.InstanceMetadata(context.Background(), node("a"))
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("caller held %s by a hung provider", d)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	p := &scripted{answer: func(context.Context, int64) error { return nil }}
+	inst, _ := New(p, Options{QPS: 20, Burst: 1}).Instances()
+	start := time.Now()
+	for range 6 {
+		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1 burst + 5 at 20/s: at least 250ms.
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("6 calls at 20 QPS took %s", d)
+	}
+}
+
+func TestLookupNeverReportsGoneOnError(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name       string
+		answer     func(context.Context, int64) error
+		need       Need
+		wantExists bool
+		wantErr    bool
+	}{
+		{"metadata found", func(context.Context, int64) error { return nil }, NeedMetadata, true, false},
+		{"metadata not found", func(context.Context, int64) error { return cloudprovider.InstanceNotFound }, NeedMetadata, false, false},
+		{"metadata error", func(context.Context, int64) error { return boom }, NeedMetadata, true, true},
+		{"liveness error", func(context.Context, int64) error { return boom }, NeedLiveness, true, true},
+		{"liveness throttled", func(context.Context, int64) error { return cloudproviderapi.NewRetryError("x", time.Millisecond) }, NeedLiveness, true, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inst, _ := New(&scripted{answer: tc.answer}, Options{}).Instances()
+			st := inst.Lookup(context.Background(), []*corev1.Node{node("a")}, tc.need, 1)[0]
+			if st.Exists != tc.wantExists || (st.Err != nil) != tc.wantErr {
+				t.Errorf("got exists=%t err=%v, want exists=%t err=%t", st.Exists, st.Err, tc.wantExists, tc.wantErr)
+			}
+		})
+	}
+	t.Run("canceled lookup", func(t *testing.T) {
+		inst, _ := New(&scripted{answer: func(context.Context, int64) error { return nil }}, Options{}).Instances()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		for _, st := range inst.Lookup(ctx, []*corev1.Node{node("a"), node("b")}, NeedLiveness, 1) {
+			if !st.Exists {
+				t.Error("a node reported gone by a lookup that never ran")
+			}
+		}
+	})
+}
+
+// batchProvider answers InstancesStatus and counts batch calls.
+type batchProvider struct {
+	scripted
+	batches atomic.Int64
+	fail    bool
+}
+
+func (b *batchProvider) InstancesV2() (cloudprovider.InstancesV2, bool) { return b, true }
+func (b *batchProvider) InstancesStatus(_ context.Context, nodes []*corev1.Node) ([]InstanceStatus, error) {
+	b.batches.Add(1)
+	if b.fail {
+		return nil, errors.New("outage")
+	}
+	out := make([]InstanceStatus, len(nodes))
+	for i := range nodes {
+		out[i] = InstanceStatus{Exists: i%2 == 0}
+	}
+	return out, nil
+}
+
+func TestLookupBatches(t *testing.T) {
+	nodes := make([]*corev1.Node, 1234)
+	for i := range nodes {
+		nodes[i] = node("n")
+	}
+	b := &batchProvider{}
+	inst, _ := New(b, Options{}).Instances()
+	if !inst.SupportsBatch() {
+		t.Fatal("batch provider not detected")
+	}
+	out := inst.Lookup(context.Background(), nodes, NeedLiveness, 4)
+	if got := b.batches.Load(); got != 3 {
+		t.Errorf("%d batch calls for %d nodes, want 3", got, len(nodes))
+	}
+	if b.calls.Load() != 0 {
+		t.Errorf("%d per-node calls alongside batch calls", b.calls.Load())
+	}
+	if out[MaxBatch].Exists != true || out[MaxBatch+1].Exists != false {
+		t.Error("statuses not mapped back to their nodes")
+	}
+
+	b.fail = true
+	for _, st := range inst.Lookup(context.Background(), nodes[:10], NeedLiveness, 1) {
+		if !st.Exists || st.Err == nil {
+			t.Fatalf("failed batch gave %+v, want an error and never gone", st)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package node
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+)
+
+func makeNode(mutate ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"keep": "me"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+			{Key: "other", Effect: corev1.TaintEffectNoSchedule},
+			{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+		}},
+	}
+	for _, m := range mutate {
+		m(n)
+	}
+	return n
+}
+
+func addrList(pairs ...string) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeAddressType(pairs[i]), Address: pairs[i+1]})
+	}
+	return out
+}
+
+func TestInitialized(t *testing.T) {
+	tests := []struct {
+		name        string
+		node        *corev1.Node
+		md          cloudprovider.InstanceMetadata
+		wantID      string
+		wantLabels  map[string]string
+		absent      []string
+		wantSkipped int
+	}{{
+		name:   "everything set",
+		node:   makeNode(),
+		md:     cloudprovider.InstanceMetadata{ProviderID: "p://1", InstanceType: "big", Zone: "z", Region: "r"},
+		wantID: "p://1",
+		wantLabels: map[string]string{"keep": "me", labelInstanceType: "big", labelInstanceTypeBeta: "big", labelZone: "z",
+			labelZoneFailureDomain: "z", labelRegion: "r", labelRegionFailureDomai: "r"},
+	}, {
+		name:       "existing providerID kept",
+		node:       makeNode(func(n *corev1.Node) { n.Spec.ProviderID = "p://kubelet" }),
+		md:         cloudprovider.InstanceMetadata{ProviderID: "p://1"},
+		wantID:     "p://kubelet",
+		wantLabels: map[string]string{"keep": "me"},
+		absent:     []string{labelZone, labelInstanceType, labelRegion},
+	}, {
+		name: "additional labels: new applied, reserved and conflicting refused, equal accepted",
+		node: makeNode(func(n *corev1.Node) { n.Labels["pool"] = "a"; n.Labels["same"] = "v" }),
+		md: cloudprovider.InstanceMetadata{AdditionalLabels: map[string]string{
+			"example.com/gpu": "true", "pool": "b", "same": "v",
+			"kubernetes.io/x": "1", "node.kubernetes.io/y": "1", "k8s.io/z": "1", "sub.k8s.io/w": "1",
+		}},
+		wantLabels:  map[string]string{"example.com/gpu": "true", "pool": "a", "same": "v"},
+		absent:      []string{"kubernetes.io/x", "node.kubernetes.io/y", "k8s.io/z", "sub.k8s.io/w"},
+		wantSkipped: 5,
+	}, {
+		name:       "nil labels map",
+		node:       makeNode(func(n *corev1.Node) { n.Labels = nil }),
+		md:         cloudprovider.InstanceMetadata{Zone: "z"},
+		wantLabels: map[string]string{labelZone: "z"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := tc.node.DeepCopy()
+			out, skipped := initialized(tc.node, &tc.md)
+			if out.Spec.ProviderID != tc.wantID {
+				t.Errorf("providerID = %q, want %q", out.Spec.ProviderID, tc.wantID)
+			}
+			for k, v := range tc.wantLabels {
+				if out.Labels[k] != v {
+					t.Errorf("label %s = %q, want %q", k, out.Labels[k], v)
+				}
+			}
+			for _, k := range tc.absent {
+				if _, ok := out.Labels[k]; ok {
+					t.Errorf("label %s set", k)
+				}
+			}
+			if len(skipped) != tc.wantSkipped {
+				t.Errorf("skipped %v, want %d", skipped, tc.wantSkipped)
+			}
+			if isUninitialized(out) || len(out.Spec.Taints) != 1 || out.Spec.Taints[0].Key != "other" {
+				t.Errorf("taints = %v, want only the other taint", out.Spec.Taints)
+			}
+			if !isUninitialized(tc.node) || len(tc.node.Labels) != len(orig.Labels) {
+				t.Error("input node was modified")
+			}
+		})
+	}
+}
+
+func TestDesiredAddresses(t *testing.T) {
+	cloudDual := addrList("InternalIP", "10.0.0.1", "InternalIP", "fd00::1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal")
+	tests := []struct {
+		name    string
+		node    *corev1.Node
+		cloud   []corev1.NodeAddress
+		want    []corev1.NodeAddress
+		wantOK  bool
+		wantErr bool
+	}{
+		{name: "cloud gave nothing: leave the node alone", node: makeNode(), cloud: nil, wantOK: false},
+		{name: "dual stack kept in order, kubelet hostname appended", node: makeNode(func(n *corev1.Node) {
+			n.Status.Addresses = addrList("Hostname", "host1")
+		}), cloud: cloudDual, want: append(slices.Clone(cloudDual), addrList("Hostname", "host1")...), wantOK: true},
+		{name: "cloud hostname wins over kubelet's", node: makeNode(func(n *corev1.Node) {
+			n.Status.Addresses = addrList("Hostname", "host1")
+		}), cloud: addrList("InternalIP", "10.0.0.1", "Hostname", "cloudhost"), want: addrList("InternalIP", "10.0.0.1", "Hostname", "cloudhost"), wantOK: true},
+		{name: "provided IPv4 node IP", node: makeNode(func(n *corev1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "10.0.0.1"}
+		}), cloud: cloudDual, want: addrList("InternalIP", "10.0.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
+		{name: "provided dual-stack node IPs", node: makeNode(func(n *corev1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "fd00::1,10.0.0.1"}
+		}), cloud: cloudDual, want: addrList("InternalIP", "fd00::1", "InternalIP", "10.0.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
+		{name: "provided node IP unknown to the cloud", node: makeNode(func(n *corev1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "192.0.2.1"}
+		}), cloud: cloudDual, wantErr: true},
+		{name: "malformed provided node IP", node: makeNode(func(n *corev1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "not-an-ip"}
+		}), cloud: cloudDual, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := desiredAddresses(tc.node, tc.cloud)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %t", err, tc.wantErr)
+			}
+			if ok != tc.wantOK || !slices.Equal(got, tc.want) {
+				t.Errorf("got %v (ok %t), want %v (ok %t)", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestAddressesEqualDualStackIsStable(t *testing.T) {
+	a := addrList("InternalIP", "10.0.0.1", "InternalIP", "fd00::1")
+	if !addressesEqual(a, slices.Clone(a)) {
+		t.Error("identical dual-stack lists compare unequal: every refresh would rewrite the node")
+	}
+	if addressesEqual(a, addrList("InternalIP", "fd00::1", "InternalIP", "10.0.0.1")) {
+		t.Error("reordered lists compare equal, but order picks the node IP")
+	}
+}

@@ -1,0 +1,58 @@
+package manager
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestEnabledControllers(t *testing.T) {
+	tests := []struct {
+		flag    []string
+		want    []string
+		wantErr string
+	}{
+		{flag: []string{"*"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller"}},
+		{flag: []string{"*", "-cloud-node-lifecycle-controller"}, want: []string{"cloud-node-controller"}},
+		{flag: []string{"cloud-node-lifecycle-controller"}, want: []string{"cloud-node-lifecycle-controller"}},
+		{flag: []string{"*", "-service-lb-controller", "-node-route-controller"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller"}},
+		{flag: []string{}, want: nil},
+		{flag: []string{"node-ipam-controller"}, wantErr: "not shipped"},
+		{flag: []string{"*", "cloud-node"}, wantErr: `unknown controller "cloud-node"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.flag, ","), func(t *testing.T) {
+			o := NewOptions()
+			o.Controllers = tc.flag
+			got, err := o.EnabledControllers()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblemOnOneLine(t *testing.T) {
+	o := NewOptions()
+	o.ConcurrentNodeSyncs = 0
+	o.SecurePort = 70000
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	for _, want := range []string{"--cloud-provider is required", "--concurrent-node-syncs must be positive", "--secure-port 70000"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not mention %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error spans lines: %q", msg)
+	}
+}
