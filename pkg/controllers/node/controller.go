@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -88,10 +89,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&corev1.Node{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			n, ok := o.(*corev1.Node)
-			return ok && isUninitialized(n)
-		}))).
+		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(r)
 	if err != nil {
@@ -101,6 +99,25 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
 	}
 	return nil
+}
+
+// needsInitialization lets through the nodes that carry the uninitialized
+// taint when they appear (or at start-up) and nodes that get the taint back.
+// Updates of a node that was tainted before and still is are our own address
+// patch, mid-initialization, or a change a retry with backoff will see
+// anyway; reacting to them would make a second pass over the node that races
+// the first one's final patch.
+func needsInitialization() predicate.Funcs {
+	tainted := func(o client.Object) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && isUninitialized(n)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return tainted(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return tainted(e.ObjectNew) && !tainted(e.ObjectOld) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(e event.GenericEvent) bool { return tainted(e.Object) },
+	}
 }
 
 // Reconcile initializes one node if it still carries the uninitialized taint.
@@ -159,7 +176,8 @@ func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) cloud.Instan
 }
 
 // patchAddresses writes the addresses the node should have, if they differ,
-// and reports whether it wrote. A JSON merge patch replaces the list whole,
+// and reports whether it wrote. node is updated from the answer, so a
+// following patch of the node carries the new resourceVersion. A JSON merge patch replaces the list whole,
 // which is right for a list with several addresses of one type (dual-stack),
 // where a strategic merge keyed on type is not.
 func patchAddresses(ctx context.Context, c client.Client, node *corev1.Node, cloudAddrs []corev1.NodeAddress) (bool, error) {
@@ -171,7 +189,7 @@ func patchAddresses(ctx context.Context, c client.Client, node *corev1.Node, clo
 	if err != nil {
 		return false, fmt.Errorf("encoding addresses of node %s: %w", node.Name, err)
 	}
-	if err := c.Status().Patch(ctx, node.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+	if err := c.Status().Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return false, fmt.Errorf("patching addresses of node %s: %w", node.Name, client.IgnoreNotFound(err))
 	}
 	return true, nil

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/pflag"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+)
+
+func flagSet(opts *manager.Options) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	return fs
+}
+
+// withoutBatch builds the sim provider with only the standard InstancesV2
+// methods visible, as most providers are today.
+func withoutBatch(config io.Reader) (cloudprovider.Interface, error) {
+	p, err := sim.New(config)
+	if err != nil {
+		return nil, err
+	}
+	return plain{p}, nil
+}
+
+type plain struct{ cloudprovider.Interface }
+
+type instancesOnly struct{ cloudprovider.InstancesV2 }
+
+func (p plain) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	v2, ok := p.Interface.InstancesV2()
+	return instancesOnly{v2}, ok
+}

@@ -1,0 +1,272 @@
+// Command nodeinit measures how fast Outrigger initializes a burst of new
+// nodes on a real control plane, and what that costs the cloud and the API
+// server. For each size it creates that many tainted nodes (as kubelets with
+// --cloud-provider=external register them) and matching sim cloud instances,
+// then starts Outrigger with its default flags and times until no node
+// carries the uninitialized taint.
+//
+//	go run ./bench/nodeinit -nodes 1000,5000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func main() {
+	sizes := flag.String("nodes", "1000,5000", "comma-separated node counts, one run each")
+	latency := flag.Duration("cloud-latency", 20*time.Millisecond, "latency of every sim cloud call")
+	rateLimit := flag.Float64("cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
+	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
+	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	_ = klogFlags.Set("v", "0")
+	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
+	_ = klogFlags.Set("logtostderr", "false")
+	_ = klogFlags.Set("stderrthreshold", "ERROR")
+
+	if err := run(context.Background(), *sizes, *latency, *rateLimit, strings.Fields(*extra), *noBatch); err != nil {
+		fmt.Fprintln(os.Stderr, "nodeinit:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, sizes string, latency time.Duration, rateLimit float64, extra []string, noBatch bool) error {
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	dir, err := os.MkdirTemp("", "outrigger-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kc, err := cp.AdminKubeconfig()
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		return err
+	}
+	cfg := *cp.Config
+	cfg.QPS, cfg.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(&cfg)
+
+	fmt.Printf("sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; Outrigger flags: defaults %s\n\n",
+		latency, rateLimit, !noBatch, strings.Join(extra, " "))
+	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes | API writes per node | of which conflicts (409) | Synced events |")
+	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("bad -nodes entry %q", s)
+		}
+		r, err := once(ctx, client, kubeconfig, dir, n, latency, rateLimit, extra, noBatch)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events)
+	}
+	return nil
+}
+
+type result struct {
+	seconds float64
+	calls   simcloud.Calls
+	writes    int64
+	conflicts int64
+	events    int
+}
+
+func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, latency time.Duration, rateLimit float64, extra []string, noBatch bool) (result, error) {
+	cloud := simcloud.New("")
+	cloudCtx, stopCloud := context.WithCancel(ctx)
+	defer stopCloud()
+	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
+	if err != nil {
+		return result{}, err
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
+		return result{}, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-%d-%05d", n, i)
+		if _, err := cloud.Create(simcloud.CreateRequest{Name: names[i]}); err != nil {
+			return result{}, err
+		}
+	}
+	var createErr error
+	workqueue.ParallelizeUntil(ctx, 64, n, func(i int) {
+		if err := kubeletsim.Register(ctx, client, names[i]); err != nil {
+			createErr = err
+		}
+	})
+	if createErr != nil {
+		return result{}, createErr
+	}
+	defer func() {
+		_ = client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	}()
+	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: latency}, RateLimit: rateLimit})
+
+	opts := manager.NewOptions()
+	opts.Kubeconfig = kubeconfig
+	opts.CloudProvider = sim.ProviderName
+	opts.CloudConfig = cloudConfig
+	opts.SecurePort = 0
+	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
+	fs := flagSet(opts)
+	if err := fs.Parse(extra); err != nil {
+		return result{}, err
+	}
+	reg := providers.NewRegistry()
+	if noBatch {
+		reg.Register(sim.ProviderName, withoutBatch)
+	} else {
+		reg.Register(sim.ProviderName, sim.New)
+	}
+
+	untainted, stopWatch, err := watchInitialized(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	defer stopWatch()
+	writesBefore, conflictsBefore, err := apiCounts(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	mgr, err := manager.New(runCtx, opts, reg)
+	if err != nil {
+		return result{}, err
+	}
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	for left := n; left > 0; {
+		select {
+		case err := <-done:
+			return result{}, fmt.Errorf("outrigger stopped: %w", err)
+		case <-untainted:
+			left--
+		}
+	}
+	r := result{seconds: time.Since(start).Seconds(), calls: cloud.Calls()}
+	stop()
+	<-done
+	writesAfter, conflictsAfter, err := apiCounts(ctx, client)
+	if err != nil {
+		return result{}, err
+	}
+	r.writes = writesAfter - writesBefore
+	r.conflicts = conflictsAfter - conflictsBefore
+	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Synced"})
+	if err != nil {
+		return result{}, err
+	}
+	r.events = len(events.Items)
+	_ = client.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	return r, nil
+}
+
+// watchInitialized sends on the channel once per node that loses the
+// uninitialized taint, from a watch: polling thousands of nodes would load the
+// API server the benchmark measures.
+func watchInitialized(ctx context.Context, client *kubernetes.Clientset) (<-chan struct{}, func(), error) {
+	out := make(chan struct{}, 100000)
+	seen := map[string]bool{}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	check := func(obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || seen[n.Name] {
+			return
+		}
+		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) {
+			seen[n.Name] = true
+			out <- struct{}{}
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    check,
+		UpdateFunc: func(_, obj any) { check(obj) },
+	}); err != nil {
+		return nil, nil, err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
+		return nil, nil, fmt.Errorf("node informer did not sync")
+	}
+	return out, func() { close(stop); factory.Shutdown() }, nil
+}
+
+// apiWrites sums the API server's count of mutating requests (the bench makes
+// none while Outrigger runs, so the difference is Outrigger's).
+func apiWrites(ctx context.Context, client *kubernetes.Clientset) (int64, error) {
+	w, _, err := apiCounts(ctx, client)
+	return w, err
+}
+
+// apiCounts returns mutating requests and, of them, conflicts (409).
+func apiCounts(ctx context.Context, client *kubernetes.Clientset) (int64, int64, error) {
+	raw, err := client.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading API server metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	if err != nil {
+		return 0, 0, fmt.Errorf("parsing API server metrics: %w", err)
+	}
+	var total, conflicts float64
+	if f, ok := families["apiserver_request_total"]; ok {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
+				total += m.GetCounter().GetValue()
+				if labels["code"] == "409" {
+					conflicts += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int64(total), int64(conflicts), nil
+}
