@@ -24,8 +24,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
@@ -39,16 +39,21 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
+// refresh is the address refresh period Outrigger runs with.
+var refresh time.Duration
+
 func main() {
 	sizes := flag.String("nodes", "1000,5000", "comma-separated node counts, one run each")
 	latency := flag.Duration("cloud-latency", 20*time.Millisecond, "latency of every sim cloud call")
 	rateLimit := flag.Float64("cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
 	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
+	refreshFlag := flag.Duration("refresh", 10*time.Second, "--node-status-update-frequency for the idle measurement (upstream and Outrigger default: 5m)")
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	_ = klogFlags.Set("v", "0")
 	flag.Parse()
+	refresh = *refreshFlag
 	ctrl.SetLogger(klog.NewKlogr())
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
@@ -82,10 +87,10 @@ func run(ctx context.Context, sizes string, latency time.Duration, rateLimit flo
 	cfg.QPS, cfg.Burst = 5000, 5000
 	client := kubernetes.NewForConfigOrDie(&cfg)
 
-	fmt.Printf("sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; Outrigger flags: defaults %s\n\n",
-		latency, rateLimit, !noBatch, strings.Join(extra, " "))
-	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes | API writes per node | of which conflicts (409) | Synced events |")
-	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Printf("sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; Outrigger flags: defaults, --node-status-update-frequency=%s %s\n\n",
+		latency, rateLimit, !noBatch, refresh, strings.Join(extra, " "))
+	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes (until all initialized) | API writes per node | of which conflicts (409) | Synced events (after settling) | idle cloud calls per refresh period |")
+	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -95,17 +100,20 @@ func run(ctx context.Context, sizes string, latency time.Duration, rateLimit flo
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events)
+		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d | %.1f |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events, r.idleCallsPerPeriod)
 	}
 	return nil
 }
 
 type result struct {
-	seconds float64
-	calls   simcloud.Calls
+	seconds   float64
+	calls     simcloud.Calls
 	writes    int64
 	conflicts int64
 	events    int
+	// idleCallsPerPeriod is the cloud calls per --node-status-update-frequency
+	// once all nodes are initialized.
+	idleCallsPerPeriod float64
 }
 
 func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, latency time.Duration, rateLimit float64, extra []string, noBatch bool) (result, error) {
@@ -147,6 +155,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	opts.CloudConfig = cloudConfig
 	opts.SecurePort = 0
 	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
+	opts.NodeStatusUpdateFrequency = refresh
 	fs := flagSet(opts)
 	if err := fs.Parse(extra); err != nil {
 		return result{}, err
@@ -185,19 +194,32 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		}
 	}
 	r := result{seconds: time.Since(start).Seconds(), calls: cloud.Calls()}
-	stop()
-	<-done
 	writesAfter, conflictsAfter, err := apiCounts(ctx, client)
 	if err != nil {
 		return result{}, err
 	}
 	r.writes = writesAfter - writesBefore
 	r.conflicts = conflictsAfter - conflictsBefore
-	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Synced"})
-	if err != nil {
-		return result{}, err
+	// Events are posted in the background; count them once they stop coming
+	// (outside the timed part), then stop Outrigger.
+	for last := -1; ; time.Sleep(2 * time.Second) {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Synced"})
+		if err != nil {
+			return result{}, err
+		}
+		if len(events.Items) == last {
+			break
+		}
+		last, r.events = len(events.Items), len(events.Items)
 	}
-	r.events = len(events.Items)
+	// Idle cost: cloud calls over three address refresh periods, nothing
+	// changing (the lifecycle check of Ready nodes costs none).
+	cloud.ResetCalls()
+	time.Sleep(3 * refresh)
+	r.idleCallsPerPeriod = float64(cloud.Calls().Total) / 3
+	stop()
+	<-done
+
 	_ = client.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	return r, nil
 }

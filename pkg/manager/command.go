@@ -32,9 +32,13 @@ func NewCommand(reg *providers.Registry, subcommands ...*cobra.Command) *cobra.C
 		},
 	}
 	opts.AddFlags(cmd.Flags())
+	// Of klog's flags, only the two Kubernetes components document.
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	cmd.PersistentFlags().AddGoFlagSet(klogFlags)
+	for _, name := range []string{"v", "vmodule"} {
+		cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup(name))
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(subcommands...)
 	return cmd
 }

@@ -2,12 +2,15 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -57,9 +60,20 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 	provider.Initialize(clientBuilder{restConfig}, ctx.Done())
 
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
+	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts, readyz))
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	// Ready once the node cache has synced: before that, this replica could
+	// not do the leader's work if it took over.
+	readyz["informer-sync"] = func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches not synced yet")
+		}
+		return nil
 	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
 	log := klog.FromContext(ctx)
@@ -129,7 +143,9 @@ func restConfig(opts *Options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-func managerOptions(opts *Options) manager.Options {
+// managerOptions maps the flags onto controller-runtime's manager. readyz
+// may gain checks until the manager starts.
+func managerOptions(opts *Options, readyz map[string]healthz.Checker) manager.Options {
 	mo := manager.Options{
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectResourceName,
@@ -149,11 +165,14 @@ func managerOptions(opts *Options) manager.Options {
 		mo.Metrics = metricsserver.Options{
 			BindAddress:   net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)),
 			SecureServing: true,
-			ExtraHandlers: map[string]http.Handler{
-				"/healthz": &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-				"/livez":   &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-				"/readyz":  &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}},
-			},
+			ExtraHandlers: map[string]http.Handler{},
+		}
+		live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
+		for path, h := range map[string]http.Handler{"/healthz": live, "/livez": live, "/readyz": &healthz.Handler{Checks: readyz}} {
+			// As controller-runtime's probe server mounts them: the
+			// handler reads the path below its prefix as a check name.
+			mo.Metrics.ExtraHandlers[path] = http.StripPrefix(path, h)
+			mo.Metrics.ExtraHandlers[path+"/"] = http.StripPrefix(path, h)
 		}
 		if !opts.DisableMetricsAuthentication {
 			mo.Metrics.FilterProvider = healthUnauthenticated(filters.WithAuthenticationAndAuthorization)
@@ -176,15 +195,23 @@ func healthUnauthenticated(filter func(*rest.Config, *http.Client) (metricsserve
 				return nil, err
 			}
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				switch r.URL.Path {
-				case "/healthz", "/livez", "/readyz":
+				if isHealthPath(r.URL.Path) {
 					h.ServeHTTP(w, r)
-				default:
-					protected.ServeHTTP(w, r)
+					return
 				}
+				protected.ServeHTTP(w, r)
 			}), nil
 		}, nil
 	}
+}
+
+func isHealthPath(p string) bool {
+	for _, prefix := range []string{"/healthz", "/livez", "/readyz"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // clientBuilder gives providers the API clients upstream's Initialize hands
