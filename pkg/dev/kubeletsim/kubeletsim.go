@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
@@ -101,13 +103,16 @@ func (s *Simulator) Sync(ctx context.Context) error {
 	beats := make([]bool, len(todo))
 	workqueue.ParallelizeUntil(ctx, s.Workers, len(todo), func(i int) {
 		w := todo[i]
+		running := w.in.State == simcloud.StateRunning
 		if w.node == nil {
 			errs[i] = Register(ctx, s.Client, w.in.Name)
-			beats[i] = errs[i] == nil
-			return
+		} else {
+			errs[i] = SetReady(ctx, s.Client, w.in.Name, running)
 		}
-		errs[i] = SetReady(ctx, s.Client, w.in.Name, w.in.State == simcloud.StateRunning)
-		beats[i] = errs[i] == nil && w.in.State == simcloud.StateRunning
+		if errs[i] == nil && (w.node == nil || ready(w.node) != running) {
+			errs[i] = setConditionTaints(ctx, s.Client, w.in.Name, running)
+		}
+		beats[i] = errs[i] == nil && running
 	})
 	for i, b := range beats {
 		if b {
@@ -166,6 +171,42 @@ func readyCondition(ok bool, now metav1.Time) corev1.NodeCondition {
 	}
 	return corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
 		Message: "Kubelet stopped posting node status.", LastHeartbeatTime: now, LastTransitionTime: now}
+}
+
+// conditionTaints are what kube-controller-manager's node lifecycle
+// controller keeps in step with the Ready condition (the API server adds
+// not-ready to every new node).
+var conditionTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule},
+	{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// setConditionTaints removes those taints from a Ready node and puts the
+// unreachable one on a node that stopped reporting, as kube-controller-manager
+// would; other taints are kept (the update is optimistic-locked).
+func setConditionTaints(ctx context.Context, c kubernetes.Interface, name string, ready bool) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool {
+			return slices.ContainsFunc(conditionTaints, func(ct corev1.Taint) bool { return ct.Key == t.Key && ct.Effect == t.Effect })
+		})
+		if !ready {
+			taints = append(taints, conditionTaints[1])
+		}
+		if slices.Equal(taints, node.Spec.Taints) {
+			return nil
+		}
+		node.Spec.Taints = taints
+		_, err = c.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("updating condition taints of node %s: %w", name, err)
+	}
+	return nil
 }
 
 // SetReady renews (ok) or drops (not ok) the node's Ready condition with a
