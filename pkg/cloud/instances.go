@@ -49,11 +49,20 @@ type Instances struct {
 }
 
 // Instances returns the provider's instances interface, or false when the
-// provider has none.
+// provider has none. A provider with only the older Instances interface is
+// adapted to InstancesV2.
 func (l *Layer) Instances() (*Instances, bool) {
 	v2, ok := l.provider.InstancesV2()
 	if !ok || v2 == nil {
-		return nil, false
+		v1, ok := l.provider.Instances()
+		if !ok || v1 == nil {
+			return nil, false
+		}
+		zones, ok := l.provider.Zones()
+		if !ok {
+			zones = nil
+		}
+		v2 = instancesV1{provider: l.provider, instances: v1, zones: zones}
 	}
 	batch, _ := v2.(BatchInstances)
 	return &Instances{layer: l, inner: v2, batch: batch}, true
