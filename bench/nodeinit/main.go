@@ -75,12 +75,8 @@ func run(ctx context.Context, sizes string, latency time.Duration, rateLimit flo
 		return err
 	}
 	defer os.RemoveAll(dir)
-	kc, err := cp.AdminKubeconfig()
-	if err != nil {
-		return err
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
 		return err
 	}
 	cfg := *cp.Config

@@ -63,13 +63,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	kc, err := cp.AdminKubeconfig()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testenv:", err)
-		return 1
-	}
 	Kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(Kubeconfig, kc, 0o600); err != nil {
+	if err := cp.WriteAdminKubeconfig(Kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}

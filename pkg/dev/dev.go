@@ -135,13 +135,9 @@ The sim cloud is at %s. Watch Outrigger react:
 }
 
 func writeState(dir string, cp *controlplane.ControlPlane, cloudURL string) (string, error) {
-	kc, err := cp.AdminKubeconfig()
-	if err != nil {
-		return "", err
-	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return "", fmt.Errorf("writing %s: %w", kubeconfig, err)
+	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
+		return "", err
 	}
 	cloudConfig := filepath.Join(dir, "cloud.yaml")
 	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+cloudURL+"\n"), 0o600); err != nil {

@@ -129,17 +129,20 @@ func Start(ctx context.Context) (*ControlPlane, error) {
 	return &ControlPlane{Env: env, Config: cfg}, nil
 }
 
-// AdminKubeconfig returns a kubeconfig for a cluster-admin user.
-func (cp *ControlPlane) AdminKubeconfig() ([]byte, error) {
+// WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user to path.
+func (cp *ControlPlane) WriteAdminKubeconfig(path string) error {
 	user, err := cp.Env.AddUser(envtest.User{Name: "outrigger-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("adding the admin user: %w", err)
+		return fmt.Errorf("adding the admin user: %w", err)
 	}
 	kc, err := user.KubeConfig()
 	if err != nil {
-		return nil, fmt.Errorf("writing the admin kubeconfig: %w", err)
+		return fmt.Errorf("encoding the admin kubeconfig: %w", err)
 	}
-	return kc, nil
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return fmt.Errorf("writing the admin kubeconfig: %w", err)
+	}
+	return nil
 }
 
 // Stop stops the API server and etcd and removes their data.
