@@ -1,0 +1,131 @@
+// Package e2e runs the outrigger binary the way a user does.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+)
+
+// syncBuffer collects a child's output safely.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// TestDev runs `outrigger dev` as `make dev` does, checks the nodes get
+// initialized, terminates an instance with `outrigger sim` and sees its node
+// deleted, then stops it with SIGTERM and checks the control plane went too.
+func TestDev(t *testing.T) {
+	if _, err := controlplane.EnsureAssets(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "outrigger")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger").CombinedOutput(); err != nil {
+		t.Fatalf("building outrigger: %v\n%s", err, out)
+	}
+	state := filepath.Join(dir, "state")
+	cloudAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(freePort(t)))
+	var out syncBuffer
+	dev.Stdout, dev.Stderr = &out, &out
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- dev.Wait() }()
+	t.Cleanup(func() {
+		_ = dev.Process.Kill()
+		if t.Failed() {
+			t.Logf("outrigger dev output:\n%s", out.String())
+		}
+	})
+
+	kubeconfig := filepath.Join(state, "kubeconfig")
+	eventually(t, 2*time.Minute, "the kubeconfig", func() bool { _, err := os.Stat(kubeconfig); return err == nil })
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	initialized := func(name string) bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && n.Spec.ProviderID != "" && n.Labels["topology.kubernetes.io/zone"] != ""
+	}
+	eventually(t, time.Minute, "node-1 and node-2 initialized", func() bool { return initialized("node-1") && initialized("node-2") })
+
+	sim := exec.Command(bin, "sim", "terminate", "node-2", "--cloud-config="+filepath.Join(state, "cloud.yaml"))
+	if o, err := sim.CombinedOutput(); err != nil {
+		t.Fatalf("outrigger sim terminate: %v\n%s", err, o)
+	}
+	eventually(t, time.Minute, "node-2 deleted", func() bool {
+		_, err := client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+
+	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(time.Minute):
+		t.Fatal("outrigger dev did not exit after SIGTERM")
+	}
+	host := cfg.Host
+	hc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Discovery().ServerVersion(); err == nil {
+		t.Errorf("the API server at %s still answers after outrigger dev exited", host)
+	}
+}
