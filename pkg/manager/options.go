@@ -11,16 +11,18 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 )
 
 // shippedControllers are the controllers this build runs, in start order.
-var shippedControllers = []string{node.Name, nodelifecycle.Name}
+var shippedControllers = []string{node.Name, nodelifecycle.Name, nodeipam.Name, route.Name}
 
 // upstreamOnlyControllers are upstream controller names Outrigger does not
 // ship yet: naming them to disable ("-name") is accepted so existing
 // --controllers values carry over; asking to enable one is an error.
-var upstreamOnlyControllers = []string{"service-lb-controller", "node-route-controller", "node-ipam-controller"}
+var upstreamOnlyControllers = []string{"service-lb-controller"}
 
 // Options are the command's flags. Names and meanings follow the upstream
 // cloud-controller-manager where upstream has the flag; defaults differ where
@@ -50,6 +52,14 @@ type Options struct {
 	CloudBurst                   int
 	CloudCallTimeout             time.Duration
 	DisableMetricsAuthentication bool
+
+	AllocateNodeCIDRs         bool
+	ClusterCIDR               string
+	NodeCIDRMaskSizeIPv4      int
+	NodeCIDRMaskSizeIPv6      int
+	CIDRAllocatorType         string
+	ConfigureCloudRoutes      bool
+	RouteReconciliationPeriod time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -73,6 +83,11 @@ func NewOptions() *Options {
 		CloudQPS:                     50,
 		CloudBurst:                   50,
 		CloudCallTimeout:             30 * time.Second,
+		NodeCIDRMaskSizeIPv4:         24,
+		NodeCIDRMaskSizeIPv6:         64,
+		CIDRAllocatorType:            nodeipam.RangeAllocator,
+		ConfigureCloudRoutes:         true,
+		RouteReconciliationPeriod:    10 * time.Second,
 	}
 }
 
@@ -100,6 +115,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Calls per second to the cloud provider, across all controllers; 0 means unlimited.")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
+	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs, "Give every node pod CIDRs (node-ipam-controller) and, with --configure-cloud-routes, a cloud route for each (node-route-controller).")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "The cluster's pod CIDR: one, or an IPv4 and an IPv6 one separated by a comma (dual-stack).")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
+	fs.StringVar(&o.CIDRAllocatorType, "cidr-allocator-type", o.CIDRAllocatorType, "RangeAllocator (CIDRs cut from --cluster-cidr) or CloudAllocator (the provider assigns them).")
+	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes, "Create a cloud route for every node's pod CIDRs (needs --allocate-node-cidrs and a provider with routes).")
+	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod, "How often all routes are compared with the nodes, besides on node changes.")
 	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only).")
 }
 
@@ -138,6 +160,24 @@ func (o *Options) Validate() error {
 		if !p.ok {
 			errs = append(errs, fmt.Errorf("%s must be positive", p.name))
 		}
+	}
+	if o.AllocateNodeCIDRs {
+		if o.ClusterCIDR == "" {
+			errs = append(errs, errors.New("--allocate-node-cidrs needs --cluster-cidr"))
+		} else if cidrs, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
+			errs = append(errs, err)
+		} else if err := nodeipam.ValidateRanges(cidrs, o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6); o.CIDRAllocatorType == nodeipam.RangeAllocator && err != nil {
+			errs = append(errs, err)
+		}
+		if o.CIDRAllocatorType != nodeipam.RangeAllocator && o.CIDRAllocatorType != nodeipam.CloudAllocator {
+			errs = append(errs, fmt.Errorf("--cidr-allocator-type %q: use %s or %s", o.CIDRAllocatorType, nodeipam.RangeAllocator, nodeipam.CloudAllocator))
+		}
+		if o.NodeCIDRMaskSizeIPv4 < 1 || o.NodeCIDRMaskSizeIPv4 > 32 || o.NodeCIDRMaskSizeIPv6 < 1 || o.NodeCIDRMaskSizeIPv6 > 128 {
+			errs = append(errs, fmt.Errorf("--node-cidr-mask-size-ipv4 (%d) must be 1-32 and --node-cidr-mask-size-ipv6 (%d) 1-128", o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6))
+		}
+	}
+	if o.RouteReconciliationPeriod <= 0 {
+		errs = append(errs, errors.New("--route-reconciliation-period must be positive"))
 	}
 	if o.CloudQPS < 0 || o.CloudBurst < 0 {
 		errs = append(errs, errors.New("--cloud-qps and --cloud-burst must not be negative"))

@@ -29,7 +29,9 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
 
@@ -78,34 +80,73 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
 	log := klog.FromContext(ctx)
 	for _, name := range enabled {
-		if err := setupController(mgr, name, layer, opts); err != nil {
+		skip, err := setupController(mgr, name, layer, opts)
+		if err != nil {
 			return nil, err
+		}
+		if skip != "" {
+			log.Info("Not running controller", "controller", name, "reason", skip)
+			continue
 		}
 		log.Info("Enabled controller", "controller", name)
 	}
 	return mgr, nil
 }
 
-func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) error {
-	instances, ok := layer.Instances()
-	if !ok {
-		return fmt.Errorf("controller %s needs InstancesV2, which provider %q does not offer; disable it with --controllers=*,-%s", name, opts.CloudProvider, name)
-	}
+// setupController adds one controller to mgr, or says why it does not run
+// (as upstream, a controller whose feature is off or whose provider interface
+// is missing is skipped, not an error).
+func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) (skip string, err error) {
 	switch name {
-	case node.Name:
-		return node.Setup(mgr, node.Options{
-			Instances:     instances,
-			Workers:       opts.ConcurrentNodeSyncs,
-			RefreshPeriod: opts.NodeStatusUpdateFrequency,
-		})
-	case nodelifecycle.Name:
-		return nodelifecycle.Setup(mgr, nodelifecycle.Options{
+	case node.Name, nodelifecycle.Name:
+		instances, ok := layer.Instances()
+		if !ok {
+			return "", fmt.Errorf("controller %s needs InstancesV2, which provider %q does not offer; disable it with --controllers=*,-%s", name, opts.CloudProvider, name)
+		}
+		if name == node.Name {
+			return "", node.Setup(mgr, node.Options{
+				Instances:     instances,
+				Workers:       opts.ConcurrentNodeSyncs,
+				RefreshPeriod: opts.NodeStatusUpdateFrequency,
+			})
+		}
+		return "", nodelifecycle.Setup(mgr, nodelifecycle.Options{
 			Instances:     instances,
 			MonitorPeriod: opts.NodeMonitorPeriod,
 			Workers:       opts.ConcurrentNodeSyncs,
 		})
+	case nodeipam.Name:
+		if !opts.AllocateNodeCIDRs {
+			return "--allocate-node-cidrs is false", nil
+		}
+		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
+		src, _ := layer.NodeCIDRs()
+		return "", nodeipam.Setup(mgr, nodeipam.Options{
+			Type:         opts.CIDRAllocatorType,
+			ClusterCIDRs: cidrs,
+			MaskV4:       opts.NodeCIDRMaskSizeIPv4,
+			MaskV6:       opts.NodeCIDRMaskSizeIPv6,
+			Cloud:        src,
+			Workers:      opts.ConcurrentNodeSyncs,
+		})
+	case route.Name:
+		if !opts.AllocateNodeCIDRs || !opts.ConfigureCloudRoutes {
+			return "needs --allocate-node-cidrs and --configure-cloud-routes", nil
+		}
+		routes, ok := layer.Routes()
+		if !ok {
+			return fmt.Sprintf("provider %q has no routes", opts.CloudProvider), nil
+		}
+		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
+		return "", route.Setup(mgr, route.Options{
+			Routes:       routes,
+			ClusterName:  opts.ClusterName,
+			ClusterCIDRs: cidrs,
+			Period:       opts.RouteReconciliationPeriod,
+			Workers:      opts.ConcurrentNodeSyncs,
+		})
 	}
-	return fmt.Errorf("controller %s has no setup", name)
+	return "", fmt.Errorf("controller %s has no setup", name)
 }
 
 func buildProvider(opts *Options, reg *providers.Registry) (cloudprovider.Interface, error) {

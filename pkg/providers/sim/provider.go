@@ -114,9 +114,6 @@ func (p *Provider) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters implements cloudprovider.Interface.
 func (p *Provider) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// Routes implements cloudprovider.Interface; not offered yet.
-func (p *Provider) Routes() (cloudprovider.Routes, bool) { return nil, false }
-
 // ProviderName implements cloudprovider.Interface.
 func (p *Provider) ProviderName() string { return ProviderName }
 

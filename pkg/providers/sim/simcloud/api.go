@@ -31,6 +31,8 @@ type Instance struct {
 	Addresses []Address         `json:"addresses"`
 	State     string            `json:"state"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	// PodCIDRs are assigned by the cloud on first request (CloudAllocator).
+	PodCIDRs []string `json:"podCIDRs,omitempty"`
 }
 
 // CreateRequest creates an instance. Empty fields are filled in by the cloud:
@@ -72,6 +74,8 @@ type Settings struct {
 	Hang bool `json:"hang"`
 	// MaxInstances is the instance quota; 0 means unlimited.
 	MaxInstances int `json:"maxInstances"`
+	// MaxRoutes is the route table's size; 0 means unlimited.
+	MaxRoutes int `json:"maxRoutes"`
 }
 
 // Calls counts the API calls the cloud answered (throttled and failed ones

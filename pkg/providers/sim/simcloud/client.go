@@ -194,3 +194,33 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	return nil
 }
+
+// Routes lists the route table.
+func (c *Client) Routes(ctx context.Context) ([]Route, error) {
+	var out []Route
+	err := c.do(ctx, http.MethodGet, "/v1/routes", nil, &out)
+	return out, err
+}
+
+// CreateRoute adds a route.
+func (c *Client) CreateRoute(ctx context.Context, r Route) error {
+	return c.do(ctx, http.MethodPost, "/v1/routes", r, nil)
+}
+
+// DeleteRoute removes a route by name.
+func (c *Client) DeleteRoute(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/routes/"+name, nil, nil)
+}
+
+// PodCIDRs returns the pod CIDRs the cloud assigned an instance.
+func (c *Client) PodCIDRs(ctx context.Context, idOrName string) ([]string, error) {
+	var out []string
+	err := c.do(ctx, http.MethodGet, "/v1/instances/"+idOrName+"/pod-cidrs", nil, &out)
+	return out, err
+}
+
+// IsConflict reports whether err is the cloud's 409.
+func IsConflict(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusConflict
+}

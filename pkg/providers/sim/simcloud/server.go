@@ -23,13 +23,15 @@ type Cloud struct {
 	zones  []string
 	region string
 
-	mu        sync.Mutex
-	instances map[string]*Instance // by ID
-	byName    map[string]string    // name -> ID of the newest instance with it
-	nextID    int
-	settings  Settings
-	limiter   *rate.Limiter
-	calls     Calls
+	mu         sync.Mutex
+	instances  map[string]*Instance // by ID
+	routes     map[string]Route     // by name
+	nextPodNet int
+	byName     map[string]string // name -> ID of the newest instance with it
+	nextID     int
+	settings   Settings
+	limiter    *rate.Limiter
+	calls      Calls
 }
 
 // New returns an empty cloud in region with zones.
@@ -44,6 +46,7 @@ func New(region string, zones ...string) *Cloud {
 		zones:     zones,
 		region:    region,
 		instances: map[string]*Instance{},
+		routes:    map[string]Route{},
 		byName:    map[string]string{},
 		limiter:   rate.NewLimiter(rate.Inf, 1),
 		calls:     Calls{ByOp: map[string]int64{}},
@@ -58,6 +61,10 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/instances/{id}", c.api("GetInstance", c.getInstance))
 	mux.HandleFunc("POST /v1/instances/{id}/{action}", c.api("InstanceAction", c.instanceAction))
 	mux.HandleFunc("POST /v1/batch/instances", c.api("BatchGetInstances", c.batchGet))
+	mux.HandleFunc("GET /v1/instances/{id}/pod-cidrs", c.api("GetPodCIDRs", c.podCIDRs))
+	mux.HandleFunc("GET /v1/routes", c.api("ListRoutes", c.listRoutes))
+	mux.HandleFunc("POST /v1/routes", c.api("CreateRoute", c.createRoute))
+	mux.HandleFunc("DELETE /v1/routes/{name}", c.api("DeleteRoute", c.deleteRoute))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
@@ -388,8 +395,8 @@ func (c *Cloud) putSettings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 {
-		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit and maxInstances must not be negative"})
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances and maxRoutes must not be negative"})
 		return
 	}
 	c.SetSettings(s)

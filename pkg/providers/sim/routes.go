@@ -1,0 +1,90 @@
+package sim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+var (
+	_ cloudprovider.Routes = (*Provider)(nil)
+	_ cloud.NodeCIDRSource = (*Provider)(nil)
+)
+
+// Routes implements cloudprovider.Interface.
+func (p *Provider) Routes() (cloudprovider.Routes, bool) { return p, true }
+
+// routeName is unique per cluster, node and destination (a dual-stack node
+// has two routes).
+func routeName(clusterName, nameHint, cidr string) string {
+	sum := sha256.Sum256([]byte(cidr))
+	return fmt.Sprintf("%s-%s-%s", clusterName, nameHint, hex.EncodeToString(sum[:4]))
+}
+
+// ListRoutes implements cloudprovider.Routes: the cluster's routes, those
+// whose instance is gone marked Blackhole.
+func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
+	all, err := p.client.Routes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*cloudprovider.Route
+	for _, r := range all {
+		if !strings.HasPrefix(r.Name, clusterName+"-") {
+			continue
+		}
+		out = append(out, &cloudprovider.Route{
+			Name:            r.Name,
+			TargetNode:      types.NodeName(r.Target),
+			DestinationCIDR: r.Destination,
+			Blackhole:       r.Blackhole,
+		})
+	}
+	return out, nil
+}
+
+// CreateRoute implements cloudprovider.Routes. A route that already exists
+// with the same destination and target is success.
+func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
+	r := simcloud.Route{
+		Name:        routeName(clusterName, nameHint, route.DestinationCIDR),
+		Destination: route.DestinationCIDR,
+		Target:      string(route.TargetNode),
+	}
+	err := p.client.CreateRoute(ctx, r)
+	if simcloud.IsConflict(err) {
+		existing, lerr := p.client.Routes(ctx)
+		if lerr != nil {
+			return lerr
+		}
+		for _, e := range existing {
+			if e.Name == r.Name && e.Destination == r.Destination && e.Target == r.Target {
+				return nil
+			}
+		}
+	}
+	return err
+}
+
+// DeleteRoute implements cloudprovider.Routes.
+func (p *Provider) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
+	return p.client.DeleteRoute(ctx, route.Name)
+}
+
+// NodeCIDRs implements cloud.NodeCIDRSource.
+func (p *Provider) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
+	key, err := instanceKey(node)
+	if err != nil {
+		return nil, err
+	}
+	return p.client.PodCIDRs(ctx, key)
+}
