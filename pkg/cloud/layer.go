@@ -51,6 +51,35 @@ type Layer struct {
 	limiter  *rate.Limiter
 	gate     throttleGate
 	now      func() time.Time
+	adaptMu  sync.Mutex
+	recent   window
+}
+
+// window counts calls in the last second.
+type window struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (w *window) add(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.times = append(w.times, t)
+	if len(w.times) > 4096 {
+		w.times = w.times[len(w.times)-4096:]
+	}
+}
+
+func (w *window) count(now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.times {
+		if now.Sub(t) <= time.Second {
+			n++
+		}
+	}
+	return n
 }
 
 // New wraps provider.
@@ -100,6 +129,9 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", method, err)
 	}
 	callsTotal.WithLabelValues(method).Inc()
+	if l.opts.QPS <= 0 {
+		l.recent.add(l.now())
+	}
 
 	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	defer cancel()
@@ -131,12 +163,65 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 		if retryAfter, ok := Throttled(r.err); ok {
 			throttlesTotal.WithLabelValues(method).Inc()
 			pause := l.gate.throttled(l.now(), retryAfter, l.opts.ThrottleBackoff, l.opts.MaxThrottleBackoff)
-			klog.FromContext(ctx).V(2).Info("Cloud throttled; pausing all cloud calls", "method", method, "pause", pause)
+			rate := l.slowDown()
+			klog.FromContext(ctx).V(2).Info("Cloud throttled; pausing all cloud calls", "method", method, "pause", pause, "rate", rate)
 		}
 		return zero, r.err
 	}
 	l.gate.succeeded()
+	l.speedUp()
 	return r.v, nil
+}
+
+// minRate is the slowest the layer adapts down to, in calls per second.
+const minRate = 0.5
+
+// slowDown halves the call rate after a throttle (multiplicative decrease),
+// so that a --cloud-qps set above what the cloud accepts is corrected instead
+// of being throttled again after every pause. It returns the new rate.
+func (l *Layer) slowDown() rate.Limit {
+	l.adaptMu.Lock()
+	defer l.adaptMu.Unlock()
+	cur := l.limiter.Limit()
+	if cur == rate.Inf {
+		// Unlimited so far: start from the rate the cloud just refused.
+		cur = rate.Limit(max(minRate, l.recentRate()))
+	}
+	next := max(cur/2, minRate)
+	l.limiter.SetLimit(next)
+	l.limiter.SetBurst(max(1, int(next)))
+	return next
+}
+
+// speedUp raises the rate by a little on every success (additive increase)
+// back up to the configured --cloud-qps.
+func (l *Layer) speedUp() {
+	l.adaptMu.Lock()
+	defer l.adaptMu.Unlock()
+	cur, ceiling := l.limiter.Limit(), l.ceiling()
+	if cur >= ceiling {
+		return
+	}
+	next := min(ceiling, cur+rate.Limit(0.05)+cur*0.02)
+	if next == rate.Inf {
+		l.limiter.SetLimit(rate.Inf)
+		return
+	}
+	l.limiter.SetLimit(next)
+	l.limiter.SetBurst(max(1, min(l.opts.Burst, int(next))))
+}
+
+func (l *Layer) ceiling() rate.Limit {
+	if l.opts.QPS <= 0 {
+		return rate.Inf
+	}
+	return rate.Limit(l.opts.QPS)
+}
+
+// recentRate estimates calls per second over the last second, for an
+// unlimited layer's first throttle.
+func (l *Layer) recentRate() float64 {
+	return float64(l.recent.count(l.now()))
 }
 
 // throttleGate holds every caller back while the cloud has asked us to slow
@@ -169,6 +254,11 @@ func (g *throttleGate) wait(ctx context.Context) error {
 func (g *throttleGate) throttled(now time.Time, retryAfter, base, maxPause time.Duration) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// Calls sent before the pause began come back throttled during it: they
+	// are the same episode, not a reason to pause longer.
+	if now.Before(g.until) && retryAfter <= g.until.Sub(now) {
+		return g.until.Sub(now)
+	}
 	pause := base << min(g.consecutive, 16)
 	if pause > maxPause || pause <= 0 {
 		pause = maxPause

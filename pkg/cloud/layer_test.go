@@ -55,7 +55,7 @@ func TestThrottlePausesEveryCaller(t *testing.T) {
 		callTimes = append(callTimes, time.Now())
 		return nil
 	}}
-	inst, _ := New(p, Options{}).Instances()
+	inst, _ := New(p, Options{QPS: 1000, Burst: 1000}).Instances()
 	if _, err := inst.InstanceExists(context.Background(), node("a")); err == nil {
 		t.Fatal("throttled call returned no error")
 	} else if _, ok := Throttled(err); !ok {
@@ -82,7 +82,14 @@ func TestThrottleBackoffGrows(t *testing.T) {
 	now := time.Now()
 	var got []time.Duration
 	for range 4 {
-		got = append(got, g.throttled(now, 0, 100*time.Millisecond, 500*time.Millisecond))
+		d := g.throttled(now, 0, 100*time.Millisecond, 500*time.Millisecond)
+		got = append(got, d)
+		// Throttles of calls already in flight during the pause do not
+		// lengthen it.
+		if again := g.throttled(now.Add(d/2), 0, 100*time.Millisecond, 500*time.Millisecond); again != d/2 {
+			t.Errorf("a throttle during a %s pause made it %s from its middle", d, again)
+		}
+		now = now.Add(d)
 	}
 	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond}
 	for i := range want {
@@ -91,7 +98,7 @@ func TestThrottleBackoffGrows(t *testing.T) {
 		}
 	}
 	g.succeeded()
-	if d := g.throttled(now, 0, 100*time.Millisecond, time.Second); d != 100*time.Millisecond {
+	if d := g.throttled(now.Add(time.Second), 0, 100*time.Millisecond, time.Second); d != 100*time.Millisecond {
 		t.Errorf("after a success the pause restarts at the base, got %s", d)
 	}
 }
@@ -211,5 +218,35 @@ func TestLookupBatches(t *testing.T) {
 		if !st.Exists || st.Err == nil {
 			t.Fatalf("failed batch gave %+v, want an error and never gone", st)
 		}
+	}
+}
+
+func TestRateAdaptsToThrottling(t *testing.T) {
+	throttle := true
+	p := &scripted{answer: func(context.Context, int64) error {
+		if throttle {
+			return cloudproviderapi.NewRetryError("slow down", 0)
+		}
+		return nil
+	}}
+	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	inst, _ := l.Instances()
+	var rates []float64
+	for range 3 {
+		_, _ = inst.InstanceExists(context.Background(), node("a"))
+		time.Sleep(2 * time.Millisecond) // past the pause: a new episode
+		rates = append(rates, float64(l.limiter.Limit()))
+	}
+	if rates[0] != 200 || rates[1] != 100 || rates[2] != 50 {
+		t.Errorf("rates after throttles = %v, want halving from 400: 200, 100, 50", rates)
+	}
+	throttle = false
+	for range 200 {
+		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := float64(l.limiter.Limit()); got != 400 {
+		t.Errorf("rate after 200 successes = %v, want back at --cloud-qps 400", got)
 	}
 }

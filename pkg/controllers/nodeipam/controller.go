@@ -52,7 +52,7 @@ const (
 
 // exhaustedRetry is how soon a node left without a CIDR is tried again (a
 // deleted node may have freed one meanwhile).
-const exhaustedRetry = 30 * time.Second
+const exhaustedRetry = 10 * time.Second
 
 // Options configure the controller.
 type Options struct {

@@ -1,8 +1,10 @@
 // Package route is the node-route-controller: one cloud route per node pod
 // CIDR (two for a dual-stack node), so pod traffic reaches every node.
-// Routes inside the cluster CIDR that no node needs any more, or whose
-// instance is gone (blackhole), are deleted; routes outside it are never
-// touched. A node whose routes all exist gets the NetworkUnavailable=False
+// Routes inside the cluster CIDR that no node needs any more (including
+// blackholes, whose instance is gone) are deleted; routes outside it are never
+// touched. A blackhole route whose node is still registered is left until the
+// lifecycle controller deletes the node: recreating it would only make another
+// blackhole, once per pass. A node whose routes all exist gets the NetworkUnavailable=False
 // condition (reason RouteCreated), as upstream sets it.
 //
 // Unlike upstream, which lists and then retries creates in a loop per node
@@ -164,8 +166,13 @@ func (r *reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		switch {
 		case !r.inCluster(rt.DestinationCIDR):
 			// Not ours: never touched.
-		case rt.Blackhole || !want[k]:
+		case !want[k]:
 			stale = append(stale, rt)
+		case rt.Blackhole:
+			// The node still wants this route but its instance is gone:
+			// a new route would be a blackhole too. The lifecycle
+			// controller deletes the node, and the route goes with it.
+			have[k] = true
 		default:
 			have[k] = true
 		}

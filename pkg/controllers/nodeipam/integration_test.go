@@ -1,0 +1,188 @@
+package nodeipam_test
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// ipamFlags run only the IPAM controller, with the given cluster CIDR.
+func ipamFlags(clusterCIDR string, extra ...string) []string {
+	return append([]string{"--controllers=node-ipam-controller", "--allocate-node-cidrs", "--cluster-cidr=" + clusterCIDR}, extra...)
+}
+
+func createNodes(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	names := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range names {
+		names[i] = testenv.Name(prefix)
+		wg.Go(func() { testenv.CreateNode(t, names[i], nil) })
+	}
+	wg.Wait()
+	return names
+}
+
+// waitCIDRs waits until every node has pod CIDRs and returns them by node.
+func waitCIDRs(t *testing.T, names []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	testenv.Eventually(t, 60*time.Second, "pod CIDRs on every node", func() (bool, error) {
+		for _, n := range names {
+			if _, ok := out[n]; ok {
+				continue
+			}
+			node := testenv.GetNode(t, n)
+			if len(node.Spec.PodCIDRs) == 0 {
+				return false, nil
+			}
+			if node.Spec.PodCIDR != node.Spec.PodCIDRs[0] {
+				t.Fatalf("node %s: podCIDR %q is not podCIDRs[0] of %v", n, node.Spec.PodCIDR, node.Spec.PodCIDRs)
+			}
+			out[n] = node.Spec.PodCIDRs
+		}
+		return true, nil
+	})
+	return out
+}
+
+func assertUnique(t *testing.T, got ...map[string][]string) {
+	t.Helper()
+	owner := map[string]string{}
+	for _, m := range got {
+		for node, cidrs := range m {
+			for _, c := range cidrs {
+				if other, dup := owner[c]; dup && other != node {
+					t.Fatalf("CIDR %s given to both %s and %s", c, other, node)
+				}
+				owner[c] = node
+			}
+		}
+	}
+}
+
+func TestAllocatesPodCIDRs(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster string
+		flags   []string
+		want    []string // prefix per family, in order
+	}{
+		{name: "IPv4", cluster: "10.244.0.0/16", want: []string{"10.244.0.0/16:24"}},
+		{name: "IPv6", cluster: "fd00:10:244::/56", want: []string{"fd00:10:244::/56:64"}},
+		{name: "dual-stack", cluster: "10.244.0.0/16,fd00:10:244::/56", flags: []string{"--node-cidr-mask-size-ipv4=26", "--node-cidr-mask-size-ipv6=72"},
+			want: []string{"10.244.0.0/16:26", "fd00:10:244::/56:72"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cloud := testenv.StartCloud(t)
+			testenv.StartOutrigger(t, cloud, ipamFlags(tc.cluster, tc.flags...)...)
+			got := waitCIDRs(t, createNodes(t, "ipam", 3))
+			for node, cidrs := range got {
+				if len(cidrs) != len(tc.want) {
+					t.Fatalf("node %s: %v, want %d CIDRs", node, cidrs, len(tc.want))
+				}
+				for i, c := range cidrs {
+					p := netip.MustParsePrefix(c)
+					cluster := netip.MustParsePrefix(tc.want[i][:len(tc.want[i])-3])
+					if !cluster.Contains(p.Addr()) || p.String() != p.Masked().String() || "/"+tc.want[i][len(tc.want[i])-2:] != c[len(c)-3:] {
+						t.Errorf("node %s CIDR %s is not a %s subnet of %s", node, c, tc.want[i][len(tc.want[i])-2:], cluster)
+					}
+				}
+			}
+			assertUnique(t, got)
+		})
+	}
+}
+
+func TestNoDuplicatesUnderConcurrentJoins(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	testenv.StartOutrigger(t, cloud, ipamFlags("10.100.0.0/16,fd00:100::/56")...)
+	got := waitCIDRs(t, createNodes(t, "storm", 200))
+	assertUnique(t, got)
+}
+
+func TestRebuildsStateAfterRestart(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	first := testenv.StartOutrigger(t, cloud, ipamFlags("10.101.0.0/16")...)
+	before := waitCIDRs(t, createNodes(t, "restart", 5))
+	first.Stop()
+	testenv.StartOutrigger(t, cloud, ipamFlags("10.101.0.0/16")...)
+	after := waitCIDRs(t, createNodes(t, "restart", 5))
+	assertUnique(t, before, after)
+}
+
+func TestNoDuplicatesAcrossLeaderChange(t *testing.T) {
+	lease := testenv.Name("ipam-lease")
+	flags := ipamFlags("10.102.0.0/16", "--leader-elect=true", "--leader-elect-resource-name="+lease,
+		"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=1500ms", "--leader-elect-retry-period=100ms")
+	a := testenv.StartOutrigger(t, testenv.StartCloud(t), flags...)
+	// A holds the lease before B starts.
+	testenv.Eventually(t, 20*time.Second, "a leader", func() (bool, error) {
+		l, err := testenv.Client.CoordinationV1().Leases("kube-system").Get(context.Background(), lease, metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
+	testenv.StartOutrigger(t, testenv.StartCloud(t), flags...)
+	var names []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			n := createNodes(t, "failover", 25)
+			mu.Lock()
+			names = append(names, n...)
+			mu.Unlock()
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	a.Stop() // mid-allocation: the other instance takes over
+	wg.Wait()
+	assertUnique(t, waitCIDRs(t, names))
+}
+
+func TestExhaustionAndRelease(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	// A /30 cut into /31s: room for two nodes.
+	testenv.StartOutrigger(t, cloud, ipamFlags("10.103.0.0/30", "--node-cidr-mask-size-ipv4=31")...)
+	two := createNodes(t, "full", 2)
+	waitCIDRs(t, two)
+	third := testenv.Name("full")
+	testenv.CreateNode(t, third, nil)
+	testenv.Eventually(t, 20*time.Second, "CIDRNotAvailable event", func() (bool, error) {
+		return len(testenv.Events(t, third)[nodeipam.ReasonCIDRNotAvailable]) > 0, nil
+	})
+	if n := testenv.GetNode(t, third); len(n.Spec.PodCIDRs) != 0 {
+		t.Fatalf("node got %v from an exhausted range", n.Spec.PodCIDRs)
+	}
+	// Others keep working: deleting a node frees its CIDR for the third.
+	if err := testenv.Client.CoreV1().Nodes().Delete(context.Background(), two[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitCIDRs(t, []string{third})
+}
+
+func TestCloudAllocator(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	name := testenv.Name("cloudipam")
+	if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CreateNode(t, name, func(n *corev1.Node) {})
+	testenv.StartOutrigger(t, cloud, ipamFlags("10.200.0.0/16,fd00:200::/48", "--cidr-allocator-type=CloudAllocator")...)
+	got := waitCIDRs(t, []string{name})[name]
+	want, _ := cloud.PodCIDRs(name)
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("node has %v, the cloud assigned %v", got, want)
+	}
+}

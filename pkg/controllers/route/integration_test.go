@@ -1,0 +1,178 @@
+package route_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func routeFlags(clusterCIDR string, extra ...string) []string {
+	return append([]string{"--allocate-node-cidrs", "--cluster-cidr=" + clusterCIDR, "--route-reconciliation-period=500ms"}, extra...)
+}
+
+// joinNodes creates instances and their nodes.
+func joinNodes(t *testing.T, cloud *testenv.Cloud, prefix string, n int) []string {
+	t.Helper()
+	var names []string
+	for range n {
+		name := testenv.Name(prefix)
+		if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.CreateNode(t, name, nil)
+		names = append(names, name)
+	}
+	return names
+}
+
+// routesByTarget maps node name to its routes' destinations.
+func routesByTarget(cloud *testenv.Cloud) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range cloud.Routes() {
+		out[r.Target] = append(out[r.Target], r.Destination)
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func networkCondition(t *testing.T, name string) *corev1.NodeCondition {
+	for _, c := range testenv.GetNode(t, name).Status.Conditions {
+		if c.Type == corev1.NodeNetworkUnavailable {
+			return &c
+		}
+	}
+	return nil
+}
+
+func waitRouted(t *testing.T, cloud *testenv.Cloud, names []string) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, "routes and NetworkUnavailable=False on every node", func() (bool, error) {
+		routes := routesByTarget(cloud)
+		for _, n := range names {
+			node := testenv.GetNode(t, n)
+			if len(node.Spec.PodCIDRs) == 0 || fmt.Sprint(sorted(routes[n])) != fmt.Sprint(sorted(node.Spec.PodCIDRs)) {
+				return false, nil
+			}
+			c := networkCondition(t, n)
+			if c == nil || c.Status != corev1.ConditionFalse || c.Reason != route.ConditionReasonCreated {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func TestRoutesFollowNodes(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	// Someone else's route outside the cluster CIDR, and a stale one of ours.
+	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "192.168.0.0/24", Target: "gateway"}
+	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "10.110.99.0/24", Target: "gone"}
+	for _, r := range []simcloud.Route{foreign, stale} {
+		if _, err := cloud.CreateRoute(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := joinNodes(t, cloud, "rt", 3)
+	testenv.StartOutrigger(t, cloud, routeFlags("10.110.0.0/16,fd00:110::/56")...)
+	waitRouted(t, cloud, names)
+	for _, n := range names {
+		if got := routesByTarget(cloud)[n]; len(got) != 2 {
+			t.Errorf("dual-stack node %s has routes %v, want one per family", n, got)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "stale route deleted", func() (bool, error) {
+		return len(routesByTarget(cloud)["gone"]) == 0, nil
+	})
+
+	// A node leaving takes its routes with it; a terminated instance's
+	// routes (blackholes) go too.
+	if err := testenv.Client.CoreV1().Nodes().Delete(context.Background(), names[0], metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := cloud.Get(names[1])
+	if _, err := cloud.SetState(in.ID, simcloud.StateTerminated); err != nil {
+		t.Fatal(err)
+	}
+	testenv.SetReady(t, names[1], false) // so the lifecycle controller deletes it
+	testenv.Eventually(t, 20*time.Second, "routes of the deleted node and of the terminated instance gone", func() (bool, error) {
+		r := routesByTarget(cloud)
+		return len(r[names[0]]) == 0 && len(r[names[1]]) == 0 && len(r[names[2]]) == 2, nil
+	})
+	if got := routesByTarget(cloud)["gateway"]; len(got) != 1 {
+		t.Errorf("the route outside the cluster CIDR was touched: %v", cloud.Routes())
+	}
+}
+
+func TestRouteQuotaReachesTheNode(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	cloud.SetSettings(simcloud.Settings{MaxRoutes: 2})
+	names := joinNodes(t, cloud, "quota", 3)
+	testenv.StartOutrigger(t, cloud, routeFlags("10.111.0.0/16")...)
+	var unrouted string
+	testenv.Eventually(t, 30*time.Second, "a FailedToCreateRoute event and NetworkUnavailable=True", func() (bool, error) {
+		for _, n := range names {
+			c := networkCondition(t, n)
+			if len(testenv.Events(t, n)[route.ReasonFailedToCreateRoute]) > 0 && c != nil && c.Status == corev1.ConditionTrue {
+				unrouted = n
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	ev := testenv.Events(t, unrouted)[route.ReasonFailedToCreateRoute][0]
+	t.Logf("event: %s", ev.Message)
+	cloud.SetSettings(simcloud.Settings{})
+	waitRouted(t, cloud, names)
+}
+
+func TestRoutesDespiteCloudFaultsWithoutStorms(t *testing.T) {
+	tests := []struct {
+		name     string
+		settings simcloud.Settings
+		heal     time.Duration
+	}{
+		{name: "throttled", settings: simcloud.Settings{RateLimit: 5, RateBurst: 2}},
+		{name: "hanging", settings: simcloud.Settings{Hang: true}, heal: 2 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cloud := testenv.StartCloud(t)
+			names := joinNodes(t, cloud, "fault", 5)
+			cloud.SetSettings(tc.settings)
+			if tc.heal > 0 {
+				time.AfterFunc(tc.heal, func() { cloud.SetSettings(simcloud.Settings{}) })
+			}
+			testenv.StartOutrigger(t, cloud, routeFlags("10.112.0.0/16", "--cloud-call-timeout=1s")...)
+			waitRouted(t, cloud, names)
+			calls := cloud.Calls().ByOp
+			// Five routes: a create that timed out or was throttled may be
+			// repeated, but never a storm.
+			if calls["CreateRoute"] > 15 {
+				t.Errorf("%d CreateRoute calls for 5 routes", calls["CreateRoute"])
+			}
+			// Steady state: passes only list.
+			before := cloud.Calls().ByOp
+			time.Sleep(2 * time.Second)
+			after := cloud.Calls().ByOp
+			if after["CreateRoute"] != before["CreateRoute"] || after["DeleteRoute"] != before["DeleteRoute"] {
+				t.Errorf("route writes with nothing to do: %v -> %v", before, after)
+			}
+		})
+	}
+}
