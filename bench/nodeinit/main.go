@@ -49,6 +49,7 @@ func main() {
 	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
 	refreshFlag := flag.Duration("refresh", 10*time.Second, "--node-status-update-frequency for the idle measurement (upstream and Outrigger default: 5m)")
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
+	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	_ = klogFlags.Set("v", "0")
@@ -58,13 +59,25 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if err := run(context.Background(), *sizes, *latency, *rateLimit, strings.Fields(*extra), *noBatch); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, sizes string, latency time.Duration, rateLimit float64, extra []string, noBatch bool) error {
+// config is one benchmark run's settings.
+type config struct {
+	latency    time.Duration
+	rateLimit  float64
+	extra      []string
+	noBatch    bool
+	networking bool
+}
+
+// networkFlags turn on IPAM and routes with room for 16,384 nodes.
+var networkFlags = []string{"--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/12,fd00:10::/48", "--node-cidr-mask-size-ipv4=26"}
+
+func run(ctx context.Context, sizes string, cfg config) error {
 	cp, err := controlplane.Start(ctx)
 	if err != nil {
 		return err
@@ -79,24 +92,32 @@ func run(ctx context.Context, sizes string, latency time.Duration, rateLimit flo
 	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	cfg := *cp.Config
-	cfg.QPS, cfg.Burst = 5000, 5000
-	client := kubernetes.NewForConfigOrDie(&cfg)
+	admin := *cp.Config
+	admin.QPS, admin.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(&admin)
 
+	if cfg.networking {
+		cfg.extra = append(slices.Clone(networkFlags), cfg.extra...)
+	}
 	fmt.Printf("sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; Outrigger flags: defaults, --node-status-update-frequency=%s %s\n\n",
-		latency, rateLimit, !noBatch, refresh, strings.Join(extra, " "))
-	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes (until all initialized) | API writes per node | of which conflicts (409) | Synced events (after settling) | idle cloud calls per refresh period |")
-	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+		cfg.latency, cfg.rateLimit, !cfg.noBatch, refresh, strings.Join(cfg.extra, " "))
+	if cfg.networking {
+		fmt.Println("Done when every node is initialized, has pod CIDRs and NetworkUnavailable=False (RouteCreated).")
+		fmt.Println()
+	}
+	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes (until all initialized) | API writes per node | of which conflicts (409) | Synced events (after settling) | idle cloud calls per refresh period | route calls: create / list / delete |")
+	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("bad -nodes entry %q", s)
 		}
-		r, err := once(ctx, client, kubeconfig, dir, n, latency, rateLimit, extra, noBatch)
+		r, err := once(ctx, client, kubeconfig, dir, n, cfg)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d | %.1f |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events, r.idleCallsPerPeriod)
+		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d | %.1f | %d / %d / %d |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events, r.idleCallsPerPeriod,
+			r.calls.ByOp["CreateRoute"], r.calls.ByOp["ListRoutes"], r.calls.ByOp["DeleteRoute"])
 	}
 	return nil
 }
@@ -112,7 +133,7 @@ type result struct {
 	idleCallsPerPeriod float64
 }
 
-func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, latency time.Duration, rateLimit float64, extra []string, noBatch bool) (result, error) {
+func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, cfg config) (result, error) {
 	cloud := simcloud.New("")
 	cloudCtx, stopCloud := context.WithCancel(ctx)
 	defer stopCloud()
@@ -143,7 +164,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	defer func() {
 		_ = client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	}()
-	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: latency}, RateLimit: rateLimit})
+	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
 
 	opts := manager.NewOptions()
 	opts.Kubeconfig = kubeconfig
@@ -153,17 +174,17 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
 	opts.NodeStatusUpdateFrequency = refresh
 	fs := flagSet(opts)
-	if err := fs.Parse(extra); err != nil {
+	if err := fs.Parse(cfg.extra); err != nil {
 		return result{}, err
 	}
 	reg := providers.NewRegistry()
-	if noBatch {
+	if cfg.noBatch {
 		reg.Register(sim.ProviderName, withoutBatch)
 	} else {
 		reg.Register(sim.ProviderName, sim.New)
 	}
 
-	untainted, stopWatch, err := watchInitialized(ctx, client)
+	untainted, stopWatch, err := watchInitialized(ctx, client, cfg.networking)
 	if err != nil {
 		return result{}, err
 	}
@@ -223,7 +244,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 // watchInitialized sends on the channel once per node that loses the
 // uninitialized taint, from a watch: polling thousands of nodes would load the
 // API server the benchmark measures.
-func watchInitialized(ctx context.Context, client *kubernetes.Clientset) (<-chan struct{}, func(), error) {
+func watchInitialized(ctx context.Context, client *kubernetes.Clientset, routed bool) (<-chan struct{}, func(), error) {
 	out := make(chan struct{}, 100000)
 	seen := map[string]bool{}
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -233,7 +254,13 @@ func watchInitialized(ctx context.Context, client *kubernetes.Clientset) (<-chan
 		if !ok || seen[n.Name] {
 			return
 		}
-		if !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) {
+		done := !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+		if routed {
+			done = done && len(n.Spec.PodCIDRs) == 2 && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+				return c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated"
+			})
+		}
+		if done {
 			seen[n.Name] = true
 			out <- struct{}{}
 		}

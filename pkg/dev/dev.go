@@ -51,6 +51,11 @@ func NewCommand(reg *providers.Registry) *cobra.Command {
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", ".outrigger", "Directory for the admin kubeconfig and the cloud-config.")
 	cmd.Flags().StringVar(&opts.CloudAddress, "cloud-address", "127.0.0.1:8480", "Address the sim cloud listens on.")
 	cmd.Flags().IntVar(&opts.Outrigger.SecurePort, "secure-port", opts.Outrigger.SecurePort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
+	// Pod networking is on by default in dev, dual-stack.
+	opts.Outrigger.AllocateNodeCIDRs = true
+	opts.Outrigger.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56"
+	cmd.Flags().BoolVar(&opts.Outrigger.AllocateNodeCIDRs, "allocate-node-cidrs", opts.Outrigger.AllocateNodeCIDRs, "Give nodes pod CIDRs and cloud routes.")
+	cmd.Flags().StringVar(&opts.Outrigger.ClusterCIDR, "cluster-cidr", opts.Outrigger.ClusterCIDR, "The cluster's pod CIDRs.")
 	return cmd
 }
 
@@ -113,11 +118,13 @@ Outrigger is running on a local control plane with %d simulated nodes.
   export KUBECONFIG=%s
   alias kubectl=%s          # or your own kubectl
   kubectl get nodes -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type -w
+  kubectl get nodes -o custom-columns=NAME:.metadata.name,POD-CIDRS:.spec.podCIDRs
   kubectl get events -A --field-selector involvedObject.kind=Node -w
 
 The sim cloud is at %s. Watch Outrigger react:
 
   ./bin/outrigger sim list
+  ./bin/outrigger sim routes              # one route per node pod CIDR
   ./bin/outrigger sim create node-%d      # a new node joins and is initialized
   ./bin/outrigger sim stop node-1         # node-1 goes NotReady and is tainted shutdown
   ./bin/outrigger sim start node-1        # ... and untainted

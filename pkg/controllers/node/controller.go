@@ -154,11 +154,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(skipped) > 0 {
 		log.Info("Skipped provider labels", "node", klog.KObj(&node), "labels", skipped)
 	}
-	// The optimistic lock keeps a concurrent taint or label change by
-	// someone else from being overwritten by this patch's taint list.
-	patch := client.MergeFromWithOptions(&node, client.MergeFromWithOptimisticLock{})
+	patch, err := initializationPatch(&node, updated)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.client.Patch(ctx, updated, patch); err != nil {
-		if apierrors.IsConflict(err) {
+		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+			// The taint moved (someone changed the taints meanwhile):
+			// read the node again.
 			return ctrl.Result{Requeue: true}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, client.IgnoreNotFound(err))

@@ -1,14 +1,18 @@
 package node
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	cloudnodehelpers "k8s.io/cloud-provider/node/helpers"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Label keys upstream sets from instance metadata. The beta and
@@ -110,4 +114,52 @@ func desiredAddresses(node *corev1.Node, cloudAddrs []corev1.NodeAddress) (addrs
 // type-keyed comparison gets wrong.
 func addressesEqual(a, b []corev1.NodeAddress) bool {
 	return slices.Equal(a, b)
+}
+
+// initializationPatch is a JSON patch from node to updated that removes the
+// uninitialized taint only if it is still where it was read (a "test"
+// operation), adds the labels and sets the providerID. Unlike a patch locked
+// on the resourceVersion, it does not fail because someone else changed an
+// unrelated field meanwhile (pod CIDRs, annotations); unlike a merge patch of
+// the taint list, it cannot drop a taint added meanwhile. providerID needs no
+// test: the API server refuses to change it once set.
+func initializationPatch(node, updated *corev1.Node) (client.Patch, error) {
+	var ops []map[string]any
+	if node.Spec.ProviderID != updated.Spec.ProviderID {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/providerID", "value": updated.Spec.ProviderID})
+	}
+	if node.Labels == nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": updated.Labels})
+	} else {
+		keys := make([]string, 0, len(updated.Labels))
+		for k := range updated.Labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if old, ok := node.Labels[k]; !ok || old != updated.Labels[k] {
+				ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": updated.Labels[k]})
+			}
+		}
+	}
+	// Remove from the end, so earlier indexes stay valid.
+	for i := len(node.Spec.Taints) - 1; i >= 0; i-- {
+		if node.Spec.Taints[i].Key != cloudproviderapi.TaintExternalCloudProvider {
+			continue
+		}
+		path := fmt.Sprintf("/spec/taints/%d", i)
+		ops = append(ops,
+			map[string]any{"op": "test", "path": path + "/key", "value": cloudproviderapi.TaintExternalCloudProvider},
+			map[string]any{"op": "remove", "path": path})
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the initialization patch of node %s: %w", node.Name, err)
+	}
+	return client.RawPatch(types.JSONPatchType, data), nil
+}
+
+// jsonPointerEscape escapes a label key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }

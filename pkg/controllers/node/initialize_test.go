@@ -1,8 +1,12 @@
 package node
 
 import (
+	"encoding/json"
+	"reflect"
 	"slices"
 	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,4 +156,64 @@ func TestAddressesEqualDualStackIsStable(t *testing.T) {
 	if addressesEqual(a, addrList("InternalIP", "fd00::1", "InternalIP", "10.0.0.1")) {
 		t.Error("reordered lists compare equal, but order picks the node IP")
 	}
+}
+
+func TestInitializationPatch(t *testing.T) {
+	md := &cloudprovider.InstanceMetadata{ProviderID: "p://1", Zone: "z", AdditionalLabels: map[string]string{"example.com/a~b": "x"}}
+	apply := func(t *testing.T, base, node *corev1.Node) (*corev1.Node, error) {
+		t.Helper()
+		updated, _ := initialized(node, md)
+		p, err := initializationPatch(node, updated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := p.Data(nil)
+		doc, _ := json.Marshal(base)
+		out, err := jsonpatch.DecodePatch(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patched, err := out.Apply(doc)
+		if err != nil {
+			return nil, err
+		}
+		var n corev1.Node
+		return &n, json.Unmarshal(patched, &n)
+	}
+	t.Run("applies to the node it was made from", func(t *testing.T) {
+		node := makeNode()
+		got, err := apply(t, node, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := initialized(node, md)
+		if got.Spec.ProviderID != want.Spec.ProviderID || !reflect.DeepEqual(got.Labels, want.Labels) || !reflect.DeepEqual(got.Spec.Taints, want.Spec.Taints) {
+			t.Errorf("patched node %+v\nwant %+v", got, want)
+		}
+	})
+	t.Run("a concurrent unrelated change does not matter", func(t *testing.T) {
+		node := makeNode()
+		current := node.DeepCopy()
+		current.Spec.PodCIDRs = []string{"10.0.0.0/24"}
+		current.ResourceVersion = "2"
+		got, err := apply(t, current, node)
+		if err != nil || len(got.Spec.PodCIDRs) != 1 || isUninitialized(got) {
+			t.Errorf("got %v, %v", got, err)
+		}
+	})
+	t.Run("a taint added meanwhile is not dropped", func(t *testing.T) {
+		node := makeNode()
+		current := node.DeepCopy()
+		current.Spec.Taints = append([]corev1.Taint{{Key: "new", Effect: corev1.TaintEffectNoExecute}}, current.Spec.Taints...)
+		if _, err := apply(t, current, node); err == nil {
+			t.Error("patch applied although the taints moved")
+		}
+	})
+	t.Run("nil labels", func(t *testing.T) {
+		node := makeNode(func(n *corev1.Node) { n.Labels = nil })
+		got, err := apply(t, node, node)
+		if err != nil || got.Labels[labelZone] != "z" || got.Labels["example.com/a~b"] != "x" {
+			t.Errorf("got %v, %v", got, err)
+		}
+	})
 }

@@ -189,13 +189,19 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	updated := node.DeepCopy()
 	updated.Spec.PodCIDR, updated.Spec.PodCIDRs = cidrs[0], cidrs
-	// podCIDRs can be set once only; the optimistic lock makes a write
-	// racing another one fail instead of both thinking they won.
-	if err := r.client.Patch(ctx, updated, client.MergeFromWithOptions(&node, client.MergeFromWithOptimisticLock{})); err != nil {
+	// No optimistic lock: the patch touches only the pod CIDR fields, and
+	// the API server refuses to change them once set, so a racing writer
+	// cannot be overwritten, and other writers (labels, taints) do not make
+	// this patch conflict.
+	if err := r.client.Patch(ctx, updated, client.MergeFrom(&node)); err != nil {
 		if r.ranges != nil {
 			r.ranges.release(node.Name)
 		}
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		if apierrors.IsInvalid(err) {
+			// Someone set other CIDRs first: take note of theirs.
 			return ctrl.Result{Requeue: true}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("setting pod CIDRs %v on node %s: %w", cidrs, node.Name, err)

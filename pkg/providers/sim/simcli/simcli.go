@@ -122,6 +122,27 @@ func NewCommand() *cobra.Command {
 			},
 		})
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "routes",
+		Short: "List the cloud's route table",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			routes, err := c.Routes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "DESTINATION\tTARGET\tBLACKHOLE\tNAME")
+			for _, r := range routes {
+				fmt.Fprintf(w, "%s\t%s\t%t\t%s\n", r.Destination, r.Target, r.Blackhole, r.Name)
+			}
+			return w.Flush()
+		},
+	})
 	cmd.AddCommand(settingsCommand(client))
 	cmd.AddCommand(&cobra.Command{
 		Use:   "calls",
@@ -183,6 +204,9 @@ func settingsCommand(client func() (*simcloud.Client, error)) *cobra.Command {
 			if fs.Changed("max-instances") {
 				cur.MaxInstances = s.MaxInstances
 			}
+			if fs.Changed("max-routes") {
+				cur.MaxRoutes = s.MaxRoutes
+			}
 			if fs.NFlag() > 0 {
 				if err := c.SetSettings(ctx, cur); err != nil {
 					return err
@@ -197,6 +221,7 @@ func settingsCommand(client func() (*simcloud.Client, error)) *cobra.Command {
 	cmd.Flags().Float64Var(&s.ErrorRate, "error-rate", 0, "Fraction of calls answered with 500.")
 	cmd.Flags().BoolVar(&s.Hang, "hang", false, "Make every call hang until the client gives up.")
 	cmd.Flags().IntVar(&s.MaxInstances, "max-instances", 0, "Instance quota (0: unlimited).")
+	cmd.Flags().IntVar(&s.MaxRoutes, "max-routes", 0, "Route table size (0: unlimited).")
 	cmd.Flags().Bool("reset", false, "Turn every fault off first.")
 	return cmd
 }
