@@ -55,10 +55,20 @@ func TestDeployManifestsGiveEnoughAndNoMore(t *testing.T) {
 	testenv.CreateNode(t, gone, nil)
 	port := freePort(t)
 	testenv.StartOutrigger(t, cloud, "--kubeconfig="+saKubeconfig, "--leader-elect=true",
+		"--allocate-node-cidrs", "--cluster-cidr=10.120.0.0/16,fd00:120::/56", "--route-reconciliation-period=500ms",
 		"--leader-elect-resource-name="+testenv.Name("rbac-lease"), "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1")
 
 	testenv.Eventually(t, 30*time.Second, "both nodes initialized", func() (bool, error) {
 		return testenv.GetNode(t, name).Spec.ProviderID == "sim://"+in.ID && testenv.GetNode(t, gone).Spec.ProviderID != "", nil
+	})
+	testenv.Eventually(t, 30*time.Second, "pod CIDRs, a route and NetworkUnavailable=False", func() (bool, error) {
+		n := testenv.GetNode(t, name)
+		for _, c := range n.Status.Conditions {
+			if c.Type == "NetworkUnavailable" {
+				return len(n.Spec.PodCIDRs) == 2 && c.Status == "False" && len(cloud.Routes()) >= 2, nil
+			}
+		}
+		return false, nil
 	})
 	if _, err := cloud.SetState(goneIn.ID, simcloud.StateTerminated); err != nil {
 		t.Fatal(err)
