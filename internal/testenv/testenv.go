@@ -7,6 +7,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,4 +227,15 @@ func SetReady(t testing.TB, name string, ready bool) {
 	if err := kubeletsim.SetReady(context.Background(), Client, name, ready); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,7 +3,6 @@ package manager_test
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +52,7 @@ func TestDeployManifestsGiveEnoughAndNoMore(t *testing.T) {
 	goneIn, _ := cloud.Create(simcloud.CreateRequest{Name: gone})
 	testenv.CreateNode(t, name, nil)
 	testenv.CreateNode(t, gone, nil)
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	testenv.StartOutrigger(t, cloud, "--kubeconfig="+saKubeconfig, "--leader-elect=true",
 		"--allocate-node-cidrs", "--cluster-cidr=10.120.0.0/16,fd00:120::/56", "--route-reconciliation-period=500ms",
 		"--leader-elect-resource-name="+testenv.Name("rbac-lease"), "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1")
@@ -102,14 +101,4 @@ func TestDeployManifestsGiveEnoughAndNoMore(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		t.Errorf("/metrics without credentials answered %d, want 401 or 403", resp.StatusCode)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

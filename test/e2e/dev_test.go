@@ -4,7 +4,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 )
 
@@ -38,16 +38,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
@@ -73,8 +63,8 @@ func TestDev(t *testing.T) {
 		t.Fatalf("building outrigger: %v\n%s", err, out)
 	}
 	state := filepath.Join(dir, "state")
-	cloudAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(freePort(t)))
+	cloudAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(testenv.FreePort(t)))
 	var out syncBuffer
 	dev.Stdout, dev.Stderr = &out, &out
 	if err := dev.Start(); err != nil {
