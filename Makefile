@@ -43,10 +43,18 @@ verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
+	cd bench/upstream-ccm && go vet ./...
 
-## bench: initialize 1,000 and 5,000 nodes on the real control plane (see docs/performance.md).
-bench: controlplane
+## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side.
+bench: controlplane bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
+	go run ./bench/nodeinit -nodes 1000 -upstream bin/upstream-ccm
+	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
+	go run ./bench/nodeinit -nodes 1000 -networking
+
+## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
+bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
+	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
 
 clean:
 	rm -rf bin .outrigger

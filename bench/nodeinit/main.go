@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,6 +50,7 @@ func main() {
 	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
 	refreshFlag := flag.Duration("refresh", 10*time.Second, "--node-status-update-frequency for the idle measurement (upstream and Outrigger default: 5m)")
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
+	upstream := flag.String("upstream", "", "run this upstream cloud-controller-manager binary (bench/upstream-ccm) instead of Outrigger, with its own default flags plus -outrigger-flags")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -59,7 +61,7 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking}); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
@@ -72,6 +74,8 @@ type config struct {
 	extra      []string
 	noBatch    bool
 	networking bool
+	// upstream is the upstream CCM binary to run instead of Outrigger.
+	upstream string
 }
 
 // networkFlags turn on IPAM and routes with room for 16,384 nodes.
@@ -99,8 +103,12 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	if cfg.networking {
 		cfg.extra = append(slices.Clone(networkFlags), cfg.extra...)
 	}
-	fmt.Printf("sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; Outrigger flags: defaults, --node-status-update-frequency=%s %s\n\n",
-		cfg.latency, cfg.rateLimit, !cfg.noBatch, refresh, strings.Join(cfg.extra, " "))
+	ccm := "Outrigger"
+	if cfg.upstream != "" {
+		ccm = "upstream cloud-controller-manager (k8s.io/cloud-provider v0.37.2)"
+	}
+	fmt.Printf("%s; sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
+		ccm, cfg.latency, cfg.rateLimit, !cfg.noBatch && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
 	if cfg.networking {
 		fmt.Println("Done when every node is initialized, has pod CIDRs and NetworkUnavailable=False (RouteCreated).")
 		fmt.Println()
@@ -166,24 +174,6 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	}()
 	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
 
-	opts := manager.NewOptions()
-	opts.Kubeconfig = kubeconfig
-	opts.CloudProvider = sim.ProviderName
-	opts.CloudConfig = cloudConfig
-	opts.SecurePort = 0
-	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
-	opts.NodeStatusUpdateFrequency = refresh
-	fs := flagSet(opts)
-	if err := fs.Parse(cfg.extra); err != nil {
-		return result{}, err
-	}
-	reg := providers.NewRegistry()
-	if cfg.noBatch {
-		reg.Register(sim.ProviderName, withoutBatch)
-	} else {
-		reg.Register(sim.ProviderName, sim.New)
-	}
-
 	untainted, stopWatch, err := watchInitialized(ctx, client, cfg.networking)
 	if err != nil {
 		return result{}, err
@@ -195,17 +185,15 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	mgr, err := manager.New(runCtx, opts, reg)
+	start := time.Now()
+	done, err := startCCM(runCtx, cfg, kubeconfig, cloudConfig, n)
 	if err != nil {
 		return result{}, err
 	}
-	start := time.Now()
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(runCtx) }()
 	for left := n; left > 0; {
 		select {
 		case err := <-done:
-			return result{}, fmt.Errorf("outrigger stopped: %w", err)
+			return result{}, fmt.Errorf("the CCM stopped: %w", err)
 		case <-untainted:
 			left--
 		}
@@ -239,6 +227,60 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 
 	_ = client.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	return r, nil
+}
+
+// startCCM starts the CCM under test until ctx ends; done receives its exit.
+func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n int) (<-chan error, error) {
+	done := make(chan error, 1)
+	if cfg.upstream != "" {
+		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d", n),
+			"--node-status-update-frequency=" + refresh.String(),
+			// The controllers Outrigger runs without -networking; upstream's
+			// route controller refuses to start without a cluster CIDR.
+			"--controllers=cloud-node-controller,cloud-node-lifecycle-controller"}
+		cmd := exec.CommandContext(ctx, cfg.upstream, append(args, cfg.extra...)...)
+		log, err := os.Create(filepath.Join(os.TempDir(), fmt.Sprintf("upstream-ccm-%d.log", n)))
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting the upstream CCM: %w", err)
+		}
+		go func() {
+			err := cmd.Wait()
+			log.Close()
+			if ctx.Err() != nil {
+				err = nil
+			}
+			done <- err
+		}()
+		return done, nil
+	}
+	opts := manager.NewOptions()
+	opts.Kubeconfig = kubeconfig
+	opts.CloudProvider = sim.ProviderName
+	opts.CloudConfig = cloudConfig
+	opts.SecurePort = 0
+	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
+	opts.NodeStatusUpdateFrequency = refresh
+	if err := flagSet(opts).Parse(cfg.extra); err != nil {
+		return nil, err
+	}
+	reg := providers.NewRegistry()
+	if cfg.noBatch {
+		reg.Register(sim.ProviderName, withoutBatch)
+	} else {
+		reg.Register(sim.ProviderName, sim.New)
+	}
+	mgr, err := manager.New(ctx, opts, reg)
+	if err != nil {
+		return nil, err
+	}
+	go func() { done <- mgr.Start(ctx) }()
+	return done, nil
 }
 
 // watchInitialized sends on the channel once per node that loses the
