@@ -98,7 +98,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
 	fs.StringVar(&o.Master, "master", o.Master, "The API server's address, overriding the kubeconfig's.")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(append(slices.Clone(shippedControllers), upstreamOnlyControllers...), ", ")+" (the last three are not shipped yet).")
-	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, which load balancer providers tag cloud resources with; accepted now so upstream manifests carry over, used once service-lb-controller ships.")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, which providers tag cloud resources with (route names; load balancers once service-lb-controller ships).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease before running controllers; run several replicas for availability.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")

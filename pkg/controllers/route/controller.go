@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +108,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			// for a pass; a node getting its pod CIDRs is.
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-				return fmt.Sprint(o.Spec.PodCIDRs) != fmt.Sprint(n.Spec.PodCIDRs)
+				return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs)
 			},
 			GenericFunc: func(event.GenericEvent) bool { return true },
 		})).
