@@ -9,20 +9,17 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 )
 
 // shippedControllers are the controllers this build runs, in start order.
-var shippedControllers = []string{node.Name, nodelifecycle.Name, nodeipam.Name, route.Name}
-
-// upstreamOnlyControllers are upstream controller names Outrigger does not
-// ship yet: naming them to disable ("-name") is accepted so existing
-// --controllers values carry over; asking to enable one is an error.
-var upstreamOnlyControllers = []string{"service-lb-controller"}
+var shippedControllers = []string{node.Name, nodelifecycle.Name, service.Name, nodeipam.Name, route.Name}
 
 // Options are the command's flags. Names and meanings follow the upstream
 // cloud-controller-manager where upstream has the flag; defaults differ where
@@ -42,6 +39,8 @@ type Options struct {
 	LeaderElectResourceName      string
 	LeaderElectResourceNamespace string
 	ConcurrentNodeSyncs          int
+	ConcurrentServiceSyncs       int
+	LoadBalancerClass            string
 	NodeMonitorPeriod            time.Duration
 	NodeStatusUpdateFrequency    time.Duration
 	KubeAPIQPS                   float32
@@ -74,6 +73,7 @@ func NewOptions() *Options {
 		LeaderElectResourceName:      "cloud-controller-manager",
 		LeaderElectResourceNamespace: "kube-system",
 		ConcurrentNodeSyncs:          256,
+		ConcurrentServiceSyncs:       64,
 		NodeMonitorPeriod:            5 * time.Second,
 		NodeStatusUpdateFrequency:    5 * time.Minute,
 		KubeAPIQPS:                   500,
@@ -97,8 +97,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the provider's configuration file.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
 	fs.StringVar(&o.Master, "master", o.Master, "The API server's address, overriding the kubeconfig's.")
-	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(append(slices.Clone(shippedControllers), upstreamOnlyControllers...), ", ")+" (the last three are not shipped yet).")
-	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, which providers tag cloud resources with (route names; load balancers once service-lb-controller ships).")
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(shippedControllers, ", ")+".")
+	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, which providers tag cloud resources with (route names, load balancer tags).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease before running controllers; run several replicas for availability.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")
@@ -106,6 +106,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease used for leader election (upstream's by default, so the two never lead at once).")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the leader election Lease.")
 	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Nodes initialized at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
+	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "Load balancer Services synced at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
+	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "How often NotReady nodes are checked against the cloud (deleted when gone, tainted when shut down).")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often every node's addresses are refreshed from the cloud.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (upstream default: 20; the API server's priority and fairness still applies).")
@@ -150,6 +152,7 @@ func (o *Options) Validate() error {
 		ok   bool
 	}{
 		{"--concurrent-node-syncs", o.ConcurrentNodeSyncs > 0},
+		{"--concurrent-service-syncs", o.ConcurrentServiceSyncs > 0},
 		{"--node-monitor-period", o.NodeMonitorPeriod > 0},
 		{"--node-status-update-frequency", o.NodeStatusUpdateFrequency > 0},
 		{"--kube-api-qps", o.KubeAPIQPS > 0},
@@ -174,6 +177,11 @@ func (o *Options) Validate() error {
 		}
 		if o.NodeCIDRMaskSizeIPv4 < 1 || o.NodeCIDRMaskSizeIPv4 > 32 || o.NodeCIDRMaskSizeIPv6 < 1 || o.NodeCIDRMaskSizeIPv6 > 128 {
 			errs = append(errs, fmt.Errorf("--node-cidr-mask-size-ipv4 (%d) must be 1-32 and --node-cidr-mask-size-ipv6 (%d) 1-128", o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6))
+		}
+	}
+	if o.LoadBalancerClass != "" {
+		for _, msg := range validation.IsQualifiedName(o.LoadBalancerClass) {
+			errs = append(errs, fmt.Errorf("--load-balancer-class %q: %s", o.LoadBalancerClass, msg))
 		}
 	}
 	if o.RouteReconciliationPeriod <= 0 {
@@ -212,13 +220,8 @@ func (o *Options) EnabledControllers() ([]string, error) {
 			all = true
 			continue
 		case slices.Contains(shippedControllers, name):
-		case slices.Contains(upstreamOnlyControllers, name):
-			if off {
-				continue
-			}
-			return nil, fmt.Errorf("--controllers: %q is not shipped in this version of Outrigger (available: %s)", name, strings.Join(shippedControllers, ", "))
 		default:
-			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(append(slices.Clone(shippedControllers), upstreamOnlyControllers...), ", "))
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(shippedControllers, ", "))
 		}
 		if off {
 			disabled[name] = true

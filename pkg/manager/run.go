@@ -32,6 +32,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
 
@@ -114,6 +115,17 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			Instances:     instances,
 			MonitorPeriod: opts.NodeMonitorPeriod,
 			Workers:       opts.ConcurrentNodeSyncs,
+		})
+	case service.Name:
+		lb, ok := layer.LoadBalancer()
+		if !ok {
+			return fmt.Sprintf("provider %q has no load balancers", opts.CloudProvider), nil
+		}
+		return "", service.Setup(mgr, service.Options{
+			LoadBalancer: lb,
+			ClusterName:  opts.ClusterName,
+			Class:        opts.LoadBalancerClass,
+			Workers:      opts.ConcurrentServiceSyncs,
 		})
 	case nodeipam.Name:
 		if !opts.AllocateNodeCIDRs {

@@ -99,9 +99,6 @@ var (
 // Initialize implements cloudprovider.Interface.
 func (p *Provider) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
 
-// LoadBalancer implements cloudprovider.Interface; not offered yet.
-func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
-
 // Instances implements cloudprovider.Interface; the sim offers InstancesV2.
 func (p *Provider) Instances() (cloudprovider.Instances, bool) { return nil, false }
 

@@ -1,4 +1,5 @@
 // Package simcloud is a simulated IaaS cloud: an HTTP API holding instances,
+// routes and L4 load balancers (VIPs from 198.18.0.0/15),
 // with knobs for latency, throttling (429), error rate, hangs and quotas, and
 // a counter of every call made to it. The sim provider is a real HTTP client
 // of it; tests and benchmarks read its counters to see what the controllers
@@ -76,6 +77,8 @@ type Settings struct {
 	MaxInstances int `json:"maxInstances"`
 	// MaxRoutes is the route table's size; 0 means unlimited.
 	MaxRoutes int `json:"maxRoutes"`
+	// MaxLoadBalancers is the load balancer quota; 0 means unlimited.
+	MaxLoadBalancers int `json:"maxLoadBalancers"`
 }
 
 // Calls counts the API calls the cloud answered (throttled and failed ones

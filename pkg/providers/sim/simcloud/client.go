@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -223,4 +224,45 @@ func (c *Client) PodCIDRs(ctx context.Context, idOrName string) ([]string, error
 func IsConflict(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusConflict
+}
+
+// LoadBalancers lists the cloud's load balancers.
+func (c *Client) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
+	var out []LoadBalancer
+	err := c.do(ctx, http.MethodGet, "/v1/loadbalancers", nil, &out)
+	return out, err
+}
+
+// GetLoadBalancer returns one load balancer; IsNotFound tells a missing one.
+func (c *Client) GetLoadBalancer(ctx context.Context, name string) (LoadBalancer, error) {
+	var out LoadBalancer
+	err := c.do(ctx, http.MethodGet, "/v1/loadbalancers/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// PutLoadBalancer creates or replaces a load balancer.
+func (c *Client) PutLoadBalancer(ctx context.Context, name string, spec LoadBalancerSpec) (LoadBalancer, error) {
+	var out LoadBalancer
+	err := c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name), spec, &out)
+	return out, err
+}
+
+// SetBackends replaces a load balancer's backends.
+func (c *Client) SetBackends(ctx context.Context, name string, backends []Backend) error {
+	return c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name)+"/backends", backends, nil)
+}
+
+// DeleteLoadBalancer deletes a load balancer; IsNotFound tells a missing one.
+func (c *Client) DeleteLoadBalancer(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/loadbalancers/"+url.PathEscape(name), nil, nil)
+}
+
+// APIErrorCode returns the cloud's error code ("QuotaExceeded", ...) of err,
+// or "".
+func APIErrorCode(err error) string {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Err.Code
+	}
+	return ""
 }

@@ -26,6 +26,9 @@ type Cloud struct {
 	mu         sync.Mutex
 	instances  map[string]*Instance // by ID
 	routes     map[string]Route     // by name
+	lbs        map[string]*LoadBalancer
+	vips       map[netip.Addr]string // VIP -> load balancer name
+	nextVIP    netip.Addr
 	nextPodNet int
 	byName     map[string]string // name -> ID of the newest instance with it
 	nextID     int
@@ -47,6 +50,8 @@ func New(region string, zones ...string) *Cloud {
 		region:    region,
 		instances: map[string]*Instance{},
 		routes:    map[string]Route{},
+		lbs:       map[string]*LoadBalancer{},
+		vips:      map[netip.Addr]string{},
 		byName:    map[string]string{},
 		limiter:   rate.NewLimiter(rate.Inf, 1),
 		calls:     Calls{ByOp: map[string]int64{}},
@@ -65,6 +70,11 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/routes", c.api("ListRoutes", c.listRoutes))
 	mux.HandleFunc("POST /v1/routes", c.api("CreateRoute", c.createRoute))
 	mux.HandleFunc("DELETE /v1/routes/{name}", c.api("DeleteRoute", c.deleteRoute))
+	mux.HandleFunc("GET /v1/loadbalancers", c.api("ListLoadBalancers", c.listLoadBalancers))
+	mux.HandleFunc("GET /v1/loadbalancers/{name}", c.api("GetLoadBalancer", c.getLoadBalancer))
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}", c.api("PutLoadBalancer", c.putLoadBalancer))
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}/backends", c.api("SetBackends", c.putBackends))
+	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", c.api("DeleteLoadBalancer", c.deleteLoadBalancer))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
@@ -395,8 +405,8 @@ func (c *Cloud) putSettings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 {
-		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances and maxRoutes must not be negative"})
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 || s.MaxLoadBalancers < 0 {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances, maxRoutes and maxLoadBalancers must not be negative"})
 		return
 	}
 	c.SetSettings(s)

@@ -1,0 +1,61 @@
+package cloud
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// LoadBalancer returns the provider's load balancer interface behind the
+// layer, or false when the provider has none.
+func (l *Layer) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	lb, ok := l.provider.LoadBalancer()
+	if !ok || lb == nil {
+		return nil, false
+	}
+	return loadBalancer{l, lb}, true
+}
+
+type loadBalancer struct {
+	layer *Layer
+	inner cloudprovider.LoadBalancer
+}
+
+type lbStatus struct {
+	status *corev1.LoadBalancerStatus
+	exists bool
+}
+
+func (b loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	r, err := do(ctx, b.layer, "GetLoadBalancer", func(ctx context.Context) (lbStatus, error) {
+		s, ok, err := b.inner.GetLoadBalancer(ctx, clusterName, service)
+		return lbStatus{s, ok}, err
+	})
+	return r.status, r.exists, err
+}
+
+// GetLoadBalancerName is not a cloud call: it goes straight to the provider.
+func (b loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, service *corev1.Service) string {
+	return b.inner.GetLoadBalancerName(ctx, clusterName, service)
+}
+
+func (b loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	return do(ctx, b.layer, "EnsureLoadBalancer", func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+		return b.inner.EnsureLoadBalancer(ctx, clusterName, service, nodes)
+	})
+}
+
+func (b loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	_, err := do(ctx, b.layer, "UpdateLoadBalancer", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.inner.UpdateLoadBalancer(ctx, clusterName, service, nodes)
+	})
+	return err
+}
+
+func (b loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	_, err := do(ctx, b.layer, "EnsureLoadBalancerDeleted", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.inner.EnsureLoadBalancerDeleted(ctx, clusterName, service)
+	})
+	return err
+}

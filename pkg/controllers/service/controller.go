@@ -1,0 +1,445 @@
+// Package service is the service-lb-controller: a cloud load balancer for
+// every Service of type LoadBalancer this Outrigger owns, with on-cluster
+// state identical to upstream's (the finalizer
+// service.kubernetes.io/load-balancer-cleanup, status.loadBalancer, the
+// Event reasons) so a cluster can move between CCMs without recreating a
+// load balancer.
+//
+// Beyond upstream:
+//   - --load-balancer-class makes Outrigger own one class, so several CCMs
+//     can share a cluster;
+//   - node changes are coalesced: a burst of joins and leaves becomes one
+//     UpdateLoadBalancer per Service per window, and only when that
+//     Service's backend set really changed;
+//   - a status condition (LoadBalancerReady=False) says why a load
+//     balancer is pending or failing, and is removed once it is provisioned;
+//   - many workers (--concurrent-service-syncs), all under the cloud-call
+//     layer's rate limit.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+)
+
+// Name is the controller's name, as upstream's, for --controllers.
+const Name = "service-lb-controller"
+
+// Finalizer is upstream's: a Service carrying it has (or may have) a cloud
+// load balancer that must be deleted before the Service goes.
+const Finalizer = "service.kubernetes.io/load-balancer-cleanup"
+
+// ConditionLoadBalancerReady is set to False, with a reason and a message,
+// while a Service's load balancer is pending or failing, and removed once
+// it is provisioned.
+const ConditionLoadBalancerReady = "LoadBalancerReady"
+
+// Event reasons, upstream's.
+const (
+	EventEnsuring        = "EnsuringLoadBalancer"
+	EventEnsured         = "EnsuredLoadBalancer"
+	EventSyncFailed      = "SyncLoadBalancerFailed"
+	EventUpdated         = "UpdatedLoadBalancer"
+	EventUpdateFailed    = "UpdateLoadBalancerFailed"
+	EventDeleting        = "DeletingLoadBalancer"
+	EventDeleted         = "DeletedLoadBalancer"
+	EventDeleteFailed    = "DeleteLoadBalancerFailed"
+	EventNoNodes         = "UnAvailableLoadBalancer"
+	ConditionReasonNodes = "NoNodes"
+	// ConditionReasonProvisioning is the condition's reason while the first
+	// EnsureLoadBalancer is under way.
+	ConditionReasonProvisioning = "Provisioning"
+)
+
+// Options configure the controller.
+type Options struct {
+	LoadBalancer cloudprovider.LoadBalancer
+	ClusterName  string
+	// Class, when set, is the spec.loadBalancerClass this Outrigger owns;
+	// empty means Services without a class, as upstream.
+	Class string
+	// Workers is --concurrent-service-syncs.
+	Workers int
+	// NodeSyncWindow is how long node changes are gathered before the
+	// affected Services are updated. Default 1s.
+	NodeSyncWindow time.Duration
+}
+
+// applied is what the controller last made the cloud do for one Service.
+type applied struct {
+	service *corev1.Service // a copy, to delete the LB if the Service vanishes unseen
+	spec    string
+	nodes   string
+}
+
+type reconciler struct {
+	client   client.Client
+	recorder record.EventRecorder
+	opts     Options
+
+	mu      sync.Mutex
+	applied map[types.NamespacedName]applied
+
+	// Backend nodes are listed once per change, not once per Service.
+	nodeGen     atomic.Uint64
+	nodesMu     sync.Mutex
+	nodesAt     uint64
+	nodes       []*corev1.Node
+	nodesFP     string
+	syncPending atomic.Bool
+}
+
+// Setup adds the controller to mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	if opts.LoadBalancer == nil {
+		return errors.New("service-lb-controller needs a provider with LoadBalancer")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 64
+	}
+	if opts.NodeSyncWindow <= 0 {
+		opts.NodeSyncWindow = time.Second
+	}
+	r := &reconciler{
+		client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		opts:     opts,
+		applied:  map[types.NamespacedName]applied{},
+	}
+	r.nodeGen.Store(1)
+	nodes := handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.nodesChanged(q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if backendChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+				r.nodesChanged(q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.nodesChanged(q)
+		},
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&corev1.Service{}).
+		Watches(&corev1.Node{}, nodes).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.Workers,
+			// Upstream retries a failed Service after 5s, up to 5m.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute),
+		}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("setting up %s: %w", Name, err)
+	}
+	return nil
+}
+
+// owns reports whether svc is this Outrigger's to provision: its class is
+// ours. A Service no longer of type LoadBalancer has lost its class (the
+// API server clears it), so it is ours to clean up when we own the default
+// class, as upstream, or when we remember provisioning it.
+func (r *reconciler) owns(svc *corev1.Service) bool {
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if r.opts.Class == "" {
+			return svc.Spec.LoadBalancerClass == nil
+		}
+		return svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == r.opts.Class
+	}
+	if r.opts.Class == "" {
+		return true
+	}
+	_, ok := r.lastApplied(client.ObjectKeyFromObject(svc))
+	return ok
+}
+
+func wantsLoadBalancer(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
+}
+
+// nodesChanged invalidates the backend list and, once per window, queues
+// every load balancer Service; each then updates only if its own backend
+// set changed.
+func (r *reconciler) nodesChanged(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	r.nodeGen.Add(1)
+	if !r.syncPending.CompareAndSwap(false, true) {
+		return
+	}
+	time.AfterFunc(r.opts.NodeSyncWindow, func() {
+		r.syncPending.Store(false)
+		r.mu.Lock()
+		keys := make([]types.NamespacedName, 0, len(r.applied))
+		for k := range r.applied {
+			keys = append(keys, k)
+		}
+		r.mu.Unlock()
+		for _, k := range keys {
+			q.Add(reconcile.Request{NamespacedName: k})
+		}
+	})
+}
+
+// backends returns the backend nodes, sorted by name, and their fingerprint.
+// The slice is shared: callers and providers must not modify it.
+func (r *reconciler) backends(ctx context.Context) ([]*corev1.Node, string, error) {
+	gen := r.nodeGen.Load()
+	r.nodesMu.Lock()
+	defer r.nodesMu.Unlock()
+	if r.nodesAt == gen {
+		return r.nodes, r.nodesFP, nil
+	}
+	var list corev1.NodeList
+	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, "", fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		if IsBackend(&list.Items[i]) {
+			nodes = append(nodes, &list.Items[i])
+		}
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	r.nodes, r.nodesFP, r.nodesAt = nodes, fingerprint(nodes), gen
+	return r.nodes, r.nodesFP, nil
+}
+
+func (r *reconciler) lastApplied(key types.NamespacedName) (applied, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.applied[key]
+	return a, ok
+}
+
+func (r *reconciler) remember(key types.NamespacedName, a applied) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied[key] = a
+}
+
+func (r *reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.applied, key)
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("getting service: %w", err)
+		}
+		return ctrl.Result{}, r.vanished(ctx, req.NamespacedName)
+	}
+	if !r.owns(svc) {
+		return ctrl.Result{}, nil
+	}
+	if wantsLoadBalancer(svc) {
+		return ctrl.Result{}, r.ensure(ctx, svc)
+	}
+	if !slices.Contains(svc.Finalizers, Finalizer) {
+		if _, ok := r.lastApplied(req.NamespacedName); !ok {
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, r.cleanup(ctx, svc)
+}
+
+// vanished handles a Service deleted without our finalizer (someone removed
+// it by hand): the load balancer we made for it must not be left behind.
+func (r *reconciler) vanished(ctx context.Context, key types.NamespacedName) error {
+	last, ok := r.lastApplied(key)
+	if !ok {
+		return nil
+	}
+	klog.FromContext(ctx).Info("Service deleted without the load balancer finalizer; deleting its load balancer", "service", key)
+	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, last.service); err != nil {
+		return fmt.Errorf("deleting the load balancer of vanished service %s: %w", key, err)
+	}
+	r.forget(key)
+	return nil
+}
+
+// ensure provisions or updates the load balancer of svc.
+func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
+	log := klog.FromContext(ctx)
+	key := client.ObjectKeyFromObject(svc)
+	nodes, nodesFP, err := r.backends(ctx)
+	if err != nil {
+		return err
+	}
+	spec := specFingerprint(svc)
+	last, known := r.lastApplied(key)
+
+	// Only the backends changed since a successful ensure: the cheap call.
+	if known && last.spec == spec && len(svc.Status.LoadBalancer.Ingress) > 0 {
+		if last.nodes == nodesFP {
+			return nil
+		}
+		if err := r.opts.LoadBalancer.UpdateLoadBalancer(ctx, r.opts.ClusterName, svc, nodes); err != nil {
+			r.recorder.Eventf(svc, corev1.EventTypeWarning, EventUpdateFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(nodes), err)
+			r.forget(key) // the next attempt ensures everything
+			return fmt.Errorf("updating load balancer hosts: %w", err)
+		}
+		if len(nodes) == 0 {
+			r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
+		} else {
+			r.recorder.Event(svc, corev1.EventTypeNormal, EventUpdated, "Updated load balancer with new hosts")
+		}
+		last.nodes = nodesFP
+		r.remember(key, last)
+		return r.patchStatus(ctx, svc, svc.Status.LoadBalancer, noNodesCondition(svc, len(nodes)))
+	}
+
+	// The finalizer goes on before anything exists in the cloud, so that a
+	// Service deleted at any moment from here on has its load balancer
+	// cleaned up.
+	if !slices.Contains(svc.Finalizers, Finalizer) {
+		if err := r.patchFinalizers(ctx, svc, append(slices.Clone(svc.Finalizers), Finalizer)); err != nil {
+			return err
+		}
+	}
+	if len(svc.Status.LoadBalancer.Ingress) == 0 && meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) == nil {
+		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ConditionReasonProvisioning, Message: "Creating the load balancer in the cloud"}
+		if err := r.patchStatus(ctx, svc, svc.Status.LoadBalancer, &cond); err != nil {
+			return err
+		}
+	}
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuring, "Ensuring load balancer")
+	status, err := r.opts.LoadBalancer.EnsureLoadBalancer(ctx, r.opts.ClusterName, svc, nodes)
+	if err != nil {
+		reason := cloud.Reason(err)
+		r.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncFailed, "Error syncing load balancer: %v", err)
+		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: reason, Message: conditionMessage(reason, err)}
+		if perr := r.patchStatus(ctx, svc, svc.Status.LoadBalancer, &cond); perr != nil {
+			log.Error(perr, "Recording the load balancer failure on the Service")
+		}
+		return fmt.Errorf("ensuring load balancer: %w", err)
+	}
+	if status == nil {
+		status = &corev1.LoadBalancerStatus{}
+	}
+	if len(nodes) == 0 {
+		r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
+	}
+	if err := r.patchStatus(ctx, svc, *status, noNodesCondition(svc, len(nodes))); err != nil {
+		return err
+	}
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsured, "Ensured load balancer")
+	r.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP})
+	log.V(2).Info("Ensured load balancer", "service", key, "ingress", status.Ingress, "nodes", len(nodes))
+	return nil
+}
+
+// cleanup deletes the cloud load balancer of a Service being deleted or no
+// longer of type LoadBalancer, then lets the Service go.
+func (r *reconciler) cleanup(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer")
+	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, svc); err != nil {
+		r.recorder.Eventf(svc, corev1.EventTypeWarning, EventDeleteFailed, "Error deleting load balancer: %v", err)
+		return fmt.Errorf("deleting load balancer: %w", err)
+	}
+	// Status first: once the finalizer is gone the Service may be gone too.
+	if svc.DeletionTimestamp == nil && (len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) != nil) {
+		if err := r.patchStatus(ctx, svc, corev1.LoadBalancerStatus{}, nil); err != nil {
+			return err
+		}
+	}
+	if i := slices.Index(svc.Finalizers, Finalizer); i >= 0 {
+		if err := r.patchFinalizers(ctx, svc, slices.Delete(slices.Clone(svc.Finalizers), i, i+1)); err != nil {
+			return err
+		}
+	}
+	r.forget(key)
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleted, "Deleted load balancer")
+	return nil
+}
+
+// noNodesCondition is the condition a provisioned load balancer keeps when
+// it has no backends; nil (the condition removed) otherwise.
+func noNodesCondition(svc *corev1.Service, nodes int) *metav1.Condition {
+	if nodes > 0 {
+		return nil
+	}
+	return &metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ConditionReasonNodes,
+		Message: "The load balancer exists but no node can receive its traffic: every node is being deleted, excluded by the " +
+			corev1.LabelNodeExcludeBalancers + " label or tainted " + ToBeDeletedTaint}
+}
+
+func conditionMessage(reason string, err error) string {
+	var hint string
+	switch reason {
+	case cloud.ReasonQuotaExceeded:
+		hint = "The cloud's load balancer quota is used up; delete unused load balancers or raise the quota. "
+	case cloud.ReasonInvalidAnnotation:
+		hint = "Fix the annotation on the Service; retrying with backoff meanwhile. "
+	case cloud.ReasonThrottled:
+		hint = "The cloud is throttling requests; retrying with backoff. "
+	case cloud.ReasonTimeout:
+		hint = "The cloud did not answer in time; retrying with backoff. "
+	}
+	msg := hint + "Last error: " + err.Error()
+	if len(msg) > 32000 {
+		msg = msg[:32000]
+	}
+	return msg
+}
+
+// patchStatus sets status.loadBalancer and sets (cond != nil) or removes the
+// LoadBalancerReady condition, in one patch, and only if anything changes.
+func (r *reconciler) patchStatus(ctx context.Context, svc *corev1.Service, lb corev1.LoadBalancerStatus, cond *metav1.Condition) error {
+	updated := svc.DeepCopy()
+	updated.Status.LoadBalancer = lb
+	if cond != nil {
+		cond.ObservedGeneration = svc.Generation
+		meta.SetStatusCondition(&updated.Status.Conditions, *cond)
+	} else {
+		meta.RemoveStatusCondition(&updated.Status.Conditions, ConditionLoadBalancerReady)
+	}
+	if equality.Semantic.DeepEqual(svc.Status, updated.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(svc)); err != nil {
+		return fmt.Errorf("patching service status: %w", err)
+	}
+	updated.DeepCopyInto(svc)
+	return nil
+}
+
+func (r *reconciler) patchFinalizers(ctx context.Context, svc *corev1.Service, finalizers []string) error {
+	updated := svc.DeepCopy()
+	updated.Finalizers = finalizers
+	if err := r.client.Patch(ctx, updated, client.MergeFromWithOptions(svc, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching service finalizers: %w", err)
+	}
+	updated.DeepCopyInto(svc)
+	return nil
+}

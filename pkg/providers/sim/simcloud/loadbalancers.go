@@ -1,0 +1,251 @@
+package simcloud
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"sort"
+)
+
+// LoadBalancer is an L4 load balancer: a VIP with listeners forwarding to
+// the backends' node ports.
+type LoadBalancer struct {
+	Name string `json:"name"`
+	// VIP is allocated by the cloud from its pool on creation and kept for
+	// the load balancer's life.
+	VIP string `json:"vip"`
+	LoadBalancerSpec
+}
+
+// LoadBalancerSpec is what a client asks for; PUT replaces it whole.
+type LoadBalancerSpec struct {
+	// Tags identify the owner (cluster, service) for operators.
+	Tags map[string]string `json:"tags,omitempty"`
+	// RequestedIP is honoured on creation when it is in the pool and free.
+	RequestedIP string     `json:"requestedIP,omitempty"`
+	Listeners   []Listener `json:"listeners"`
+	Backends    []Backend  `json:"backends"`
+	// SourceRanges restrict clients; empty allows all.
+	SourceRanges []string `json:"sourceRanges,omitempty"`
+	// SessionAffinity is "None" or "ClientIP".
+	SessionAffinity string `json:"sessionAffinity,omitempty"`
+	// HealthCheckPort is probed on every backend (0: the listener's port).
+	HealthCheckPort int32 `json:"healthCheckPort,omitempty"`
+	// IdleTimeoutSeconds closes idle connections.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
+}
+
+// Listener forwards Protocol traffic on Port to each backend's NodePort.
+type Listener struct {
+	Protocol string `json:"protocol"`
+	Port     int32  `json:"port"`
+	NodePort int32  `json:"nodePort"`
+}
+
+// Backend is one node behind the load balancer.
+type Backend struct {
+	Node    string `json:"node"`
+	Address string `json:"address"`
+}
+
+// Load balancer errors.
+var (
+	ErrLBQuota         = errors.New("load balancer quota exceeded")
+	ErrIPNotAvailable  = errors.New("requested IP is not available")
+	ErrInvalidLBSpec   = errors.New("invalid load balancer")
+	ErrLBNotFound      = errors.New("load balancer not found")
+	defaultVIPPool     = netip.MustParsePrefix("198.18.0.0/15")
+	validLBProtocols   = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
+	validLBAffinities  = map[string]bool{"": true, "None": true, "ClientIP": true}
+	maxListenersPerLB  = 50
+	maxSourceRangesPer = 100
+)
+
+func (s LoadBalancerSpec) validate() error {
+	if len(s.Listeners) > maxListenersPerLB {
+		return fmt.Errorf("%w: %d listeners, at most %d", ErrInvalidLBSpec, len(s.Listeners), maxListenersPerLB)
+	}
+	for _, l := range s.Listeners {
+		if !validLBProtocols[l.Protocol] || l.Port <= 0 || l.Port > 65535 || l.NodePort < 0 || l.NodePort > 65535 {
+			return fmt.Errorf("%w: listener %s/%d -> %d", ErrInvalidLBSpec, l.Protocol, l.Port, l.NodePort)
+		}
+	}
+	if len(s.SourceRanges) > maxSourceRangesPer {
+		return fmt.Errorf("%w: %d source ranges, at most %d", ErrInvalidLBSpec, len(s.SourceRanges), maxSourceRangesPer)
+	}
+	for _, r := range s.SourceRanges {
+		if _, err := netip.ParsePrefix(r); err != nil {
+			return fmt.Errorf("%w: source range: %v", ErrInvalidLBSpec, err)
+		}
+	}
+	if !validLBAffinities[s.SessionAffinity] {
+		return fmt.Errorf("%w: session affinity %q", ErrInvalidLBSpec, s.SessionAffinity)
+	}
+	return nil
+}
+
+// PutLoadBalancer creates the load balancer name or replaces its spec,
+// keeping its VIP.
+func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec) (LoadBalancer, error) {
+	if name == "" {
+		return LoadBalancer{}, fmt.Errorf("%w: a name is required", ErrInvalidLBSpec)
+	}
+	if err := spec.validate(); err != nil {
+		return LoadBalancer{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if lb, ok := c.lbs[name]; ok {
+		lb.LoadBalancerSpec = spec
+		return *lb, nil
+	}
+	if q := c.settings.MaxLoadBalancers; q > 0 && len(c.lbs) >= q {
+		return LoadBalancer{}, fmt.Errorf("%w: %d of %d load balancers in use", ErrLBQuota, len(c.lbs), q)
+	}
+	vip, err := c.allocateVIP(spec.RequestedIP)
+	if err != nil {
+		return LoadBalancer{}, err
+	}
+	lb := &LoadBalancer{Name: name, VIP: vip.String(), LoadBalancerSpec: spec}
+	c.lbs[name] = lb
+	c.vips[vip] = name
+	return *lb, nil
+}
+
+func (c *Cloud) allocateVIP(requested string) (netip.Addr, error) {
+	if requested != "" {
+		ip, err := netip.ParseAddr(requested)
+		if err != nil || !defaultVIPPool.Contains(ip) {
+			return netip.Addr{}, fmt.Errorf("%w: %s is not in the pool %s", ErrIPNotAvailable, requested, defaultVIPPool)
+		}
+		if owner, used := c.vips[ip]; used {
+			return netip.Addr{}, fmt.Errorf("%w: %s is in use by %s", ErrIPNotAvailable, requested, owner)
+		}
+		return ip, nil
+	}
+	first := defaultVIPPool.Addr().Next() // skip the network address
+	ip := c.nextVIP
+	if !ip.IsValid() {
+		ip = first
+	}
+	for range 1 << (32 - defaultVIPPool.Bits()) {
+		if !defaultVIPPool.Contains(ip) {
+			ip = first
+		}
+		if _, used := c.vips[ip]; !used {
+			c.nextVIP = ip.Next()
+			return ip, nil
+		}
+		ip = ip.Next()
+	}
+	return netip.Addr{}, fmt.Errorf("%w: the pool %s is exhausted", ErrIPNotAvailable, defaultVIPPool)
+}
+
+// SetBackends replaces a load balancer's backends.
+func (c *Cloud) SetBackends(name string, backends []Backend) (LoadBalancer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lb, ok := c.lbs[name]
+	if !ok {
+		return LoadBalancer{}, fmt.Errorf("%w: %s", ErrLBNotFound, name)
+	}
+	lb.Backends = backends
+	return *lb, nil
+}
+
+// GetLoadBalancer returns a load balancer by name.
+func (c *Cloud) GetLoadBalancer(name string) (LoadBalancer, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lb, ok := c.lbs[name]
+	if !ok {
+		return LoadBalancer{}, false
+	}
+	return *lb, true
+}
+
+// DeleteLoadBalancer removes a load balancer and frees its VIP; it reports
+// whether it existed.
+func (c *Cloud) DeleteLoadBalancer(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lb, ok := c.lbs[name]
+	if !ok {
+		return false
+	}
+	delete(c.lbs, name)
+	delete(c.vips, netip.MustParseAddr(lb.VIP))
+	return true
+}
+
+// LoadBalancers lists load balancers sorted by name.
+func (c *Cloud) LoadBalancers() []LoadBalancer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]LoadBalancer, 0, len(c.lbs))
+	for _, lb := range c.lbs {
+		out = append(out, *lb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (c *Cloud) listLoadBalancers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, c.LoadBalancers())
+}
+
+func (c *Cloud) getLoadBalancer(w http.ResponseWriter, r *http.Request) {
+	lb, ok := c.GetLoadBalancer(r.PathValue("name"))
+	if !ok {
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("load balancer %q not found", r.PathValue("name"))})
+		return
+	}
+	writeJSON(w, http.StatusOK, lb)
+}
+
+func (c *Cloud) putLoadBalancer(w http.ResponseWriter, r *http.Request) {
+	var spec LoadBalancerSpec
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	lb, err := c.PutLoadBalancer(r.PathValue("name"), spec)
+	writeLBResult(w, lb, err)
+}
+
+func (c *Cloud) putBackends(w http.ResponseWriter, r *http.Request) {
+	var backends []Backend
+	if err := json.NewDecoder(r.Body).Decode(&backends); err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	lb, err := c.SetBackends(r.PathValue("name"), backends)
+	writeLBResult(w, lb, err)
+}
+
+func writeLBResult(w http.ResponseWriter, lb LoadBalancer, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, lb)
+	case errors.Is(err, ErrLBQuota):
+		writeJSON(w, http.StatusForbidden, Error{Code: "QuotaExceeded", Message: err.Error()})
+	case errors.Is(err, ErrIPNotAvailable):
+		writeJSON(w, http.StatusConflict, Error{Code: "IPNotAvailable", Message: err.Error()})
+	case errors.Is(err, ErrLBNotFound):
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: err.Error()})
+	default:
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+	}
+}
+
+func (c *Cloud) deleteLoadBalancer(w http.ResponseWriter, r *http.Request) {
+	if !c.DeleteLoadBalancer(r.PathValue("name")) {
+		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("load balancer %q not found", r.PathValue("name"))})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
