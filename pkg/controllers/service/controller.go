@@ -262,14 +262,28 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if wantsLoadBalancer(svc) {
-		return ctrl.Result{}, r.ensure(ctx, svc)
+		return requeue(ctx, r.ensure(ctx, svc))
 	}
 	if !slices.Contains(svc.Finalizers, Finalizer) {
 		if _, ok := r.lastApplied(req.NamespacedName); !ok {
 			return ctrl.Result{}, nil
 		}
 	}
-	return ctrl.Result{}, r.cleanup(ctx, svc)
+	return requeue(ctx, r.cleanup(ctx, svc))
+}
+
+// throttledRetry is how soon a Service whose cloud call was throttled is
+// tried again. The cloud-call layer already paces every caller after a
+// throttle, so the Service's own backoff should not grow as for a failure
+// of its own: that would leave it waiting minutes after the cloud recovered.
+const throttledRetry = 2 * time.Second
+
+func requeue(ctx context.Context, err error) (ctrl.Result, error) {
+	if _, ok := cloud.Throttled(err); ok {
+		klog.FromContext(ctx).V(2).Info("Cloud throttled; retrying", "after", throttledRetry, "err", err)
+		return ctrl.Result{RequeueAfter: throttledRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // vanished handles a Service deleted without our finalizer (someone removed

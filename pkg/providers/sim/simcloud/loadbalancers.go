@@ -1,6 +1,7 @@
 package simcloud
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,7 +215,24 @@ func (c *Cloud) putLoadBalancer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lb, err := c.PutLoadBalancer(r.PathValue("name"), spec)
+	if err == nil {
+		c.mu.Lock()
+		hook := c.afterPut
+		c.mu.Unlock()
+		if hook != nil {
+			hook(r.Context(), lb)
+		}
+	}
 	writeLBResult(w, lb, err)
+}
+
+// SetAfterPutHook makes every successful PUT of a load balancer call hook
+// after the cloud changed and before it answers: a test uses it to stop the
+// caller between the two.
+func (c *Cloud) SetAfterPutHook(hook func(context.Context, LoadBalancer)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.afterPut = hook
 }
 
 func (c *Cloud) putBackends(w http.ResponseWriter, r *http.Request) {

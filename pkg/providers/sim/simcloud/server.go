@@ -29,6 +29,7 @@ type Cloud struct {
 	lbs        map[string]*LoadBalancer
 	vips       map[netip.Addr]string // VIP -> load balancer name
 	nextVIP    netip.Addr
+	afterPut   func(context.Context, LoadBalancer)
 	nextPodNet int
 	byName     map[string]string // name -> ID of the newest instance with it
 	nextID     int

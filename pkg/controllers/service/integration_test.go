@@ -1,0 +1,566 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/utils/ptr"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var ctx = context.Background()
+
+// startOutrigger runs only this controller, with a short node sync window.
+func startOutrigger(t *testing.T, c *testenv.Cloud, flags ...string) *testenv.Outrigger {
+	t.Helper()
+	return testenv.StartOutrigger(t, c, append([]string{"--controllers=service-lb-controller"}, flags...)...)
+}
+
+// namespace creates a namespace for one test; when the test ends its
+// Services are deleted while Outrigger still runs (cleanups run last-in
+// first-out, so call it after startOutrigger) and waited for.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := testenv.Name("lb")
+	if _, err := testenv.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		list, err := testenv.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, s := range list.Items {
+			_ = testenv.Client.CoreV1().Services(ns).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			list, err = testenv.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+			if err == nil && len(list.Items) == 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("services of %s not deleted: %d left (their finalizers were not removed)", ns, len(list.Items))
+	})
+	return ns
+}
+
+// node registers an initialized node with an InternalIP.
+func node(t *testing.T, ip string, mutate func(*corev1.Node)) string {
+	t.Helper()
+	name := testenv.Name("n")
+	testenv.CreateNode(t, name, func(n *corev1.Node) {
+		n.Spec.Taints = nil
+		n.Spec.ProviderID = "sim://" + name
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		if mutate != nil {
+			mutate(n)
+		}
+	})
+	return name
+}
+
+func lbService(ns, name string, ports ...int32) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": name},
+		},
+	}
+	for _, p := range ports {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(p)})
+	}
+	return s
+}
+
+func create(t *testing.T, s *corev1.Service) *corev1.Service {
+	t.Helper()
+	out, err := testenv.Client.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func get(t *testing.T, ns, name string) *corev1.Service {
+	t.Helper()
+	s, err := testenv.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func update(t *testing.T, ns, name string, mutate func(*corev1.Service)) {
+	t.Helper()
+	for range 10 {
+		s := get(t, ns, name)
+		mutate(s)
+		_, err := testenv.Client.CoreV1().Services(ns).Update(ctx, s, metav1.UpdateOptions{})
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("too many conflicts updating the service")
+}
+
+// cloudLB is the sim cloud's load balancer for a Service.
+func cloudLB(c *testenv.Cloud, s *corev1.Service) (simcloud.LoadBalancer, bool) {
+	return c.GetLoadBalancer(cloudprovider.DefaultLoadBalancerName(s))
+}
+
+// waitProvisioned waits until the Service has an ingress IP equal to its
+// cloud load balancer's VIP and the condition is gone, and returns both.
+func waitProvisioned(t *testing.T, c *testenv.Cloud, ns, name string) (*corev1.Service, simcloud.LoadBalancer) {
+	t.Helper()
+	var (
+		svc *corev1.Service
+		lb  simcloud.LoadBalancer
+	)
+	testenv.Eventually(t, 30*time.Second, ns+"/"+name+" provisioned", func() (bool, error) {
+		svc = get(t, ns, name)
+		var ok bool
+		lb, ok = cloudLB(c, svc)
+		ing := svc.Status.LoadBalancer.Ingress
+		return ok && len(ing) == 1 && ing[0].IP == lb.VIP &&
+			meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady) == nil, nil
+	})
+	return svc, lb
+}
+
+func backendNames(lb simcloud.LoadBalancer) []string {
+	var out []string
+	for _, b := range lb.Backends {
+		out = append(out, b.Node)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sorted(s ...string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func listeners(lb simcloud.LoadBalancer) string {
+	var out []string
+	for _, l := range lb.Listeners {
+		out = append(out, fmt.Sprintf("%s/%d", l.Protocol, l.Port))
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
+}
+
+func TestCreateUpdateDelete(t *testing.T) {
+	c := testenv.StartCloud(t)
+	n1 := node(t, "10.1.0.1", nil)
+	startOutrigger(t, c)
+	ns := namespace(t)
+
+	create(t, lbService(ns, "web", 80, 443))
+	svc, lb := waitProvisioned(t, c, ns, "web")
+	if !slices.Contains(svc.Finalizers, service.Finalizer) {
+		t.Errorf("finalizers = %v, want %s", svc.Finalizers, service.Finalizer)
+	}
+	if got := svc.Status.LoadBalancer.Ingress[0].IPMode; got == nil || *got != corev1.LoadBalancerIPModeVIP {
+		t.Errorf("ipMode = %v, want VIP", got)
+	}
+	if got := listeners(lb); got != "TCP/443,TCP/80" {
+		t.Errorf("listeners = %s", got)
+	}
+	for _, l := range lb.Listeners {
+		for _, p := range svc.Spec.Ports {
+			if p.Port == l.Port && p.NodePort != l.NodePort {
+				t.Errorf("listener %d forwards to node port %d, want %d", l.Port, l.NodePort, p.NodePort)
+			}
+		}
+	}
+	if got := backendNames(lb); !slices.Equal(got, []string{n1}) || lb.Backends[0].Address != "10.1.0.1" {
+		t.Errorf("backends = %+v", lb.Backends)
+	}
+	waitEvents(t, "web", service.EventEnsuring, service.EventEnsured)
+
+	// Spec changes that matter reach the cloud; the VIP stays.
+	update(t, ns, "web", func(s *corev1.Service) {
+		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
+		s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"}
+		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	})
+	testenv.Eventually(t, 20*time.Second, "ports, source ranges and affinity applied", func() (bool, error) {
+		got, _ := cloudLB(c, svc)
+		return listeners(got) == "TCP/443,TCP/80,UDP/53" && slices.Equal(got.SourceRanges, []string{"192.0.2.0/24"}) && got.SessionAffinity == "ClientIP", nil
+	})
+	update(t, ns, "web", func(s *corev1.Service) { s.Spec.Ports = s.Spec.Ports[1:] })
+	testenv.Eventually(t, 20*time.Second, "a port removed", func() (bool, error) {
+		got, _ := cloudLB(c, svc)
+		return listeners(got) == "TCP/443,UDP/53", nil
+	})
+	update(t, ns, "web", func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	testenv.Eventually(t, 20*time.Second, "health check node port applied", func() (bool, error) {
+		s := get(t, ns, "web")
+		got, _ := cloudLB(c, svc)
+		return s.Spec.HealthCheckNodePort != 0 && got.HealthCheckPort == s.Spec.HealthCheckNodePort, nil
+	})
+	if got, _ := cloudLB(c, svc); got.VIP != lb.VIP {
+		t.Errorf("VIP changed from %s to %s on update", lb.VIP, got.VIP)
+	}
+
+	// Delete: the load balancer goes first, then the Service.
+	if err := testenv.Client.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "service and load balancer gone", func() (bool, error) {
+		_, err := testenv.Client.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		_, exists := cloudLB(c, svc)
+		return apierrors.IsNotFound(err) && !exists, nil
+	})
+	if n := len(c.LoadBalancers()); n != 0 {
+		t.Errorf("%d load balancers left in the cloud", n)
+	}
+}
+
+// waitEvents waits for Events of each reason about the object named name
+// (Events are written asynchronously).
+func waitEvents(t *testing.T, name string, reasons ...string) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("events %v about %s", reasons, name), func() (bool, error) {
+		ev := testenv.Events(t, name)
+		for _, r := range reasons {
+			if len(ev[r]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// deleteAndWait deletes a Service and waits until its finalizer let it go.
+func deleteAndWait(t *testing.T, ns, name string) {
+	t.Helper()
+	if err := testenv.Client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, ns+"/"+name+" deleted", func() (bool, error) {
+		_, err := testenv.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func TestTypeChangeAwayFromLoadBalancer(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.1.0.2", nil)
+	startOutrigger(t, c)
+	ns := namespace(t)
+	create(t, lbService(ns, "app", 80))
+	svc, _ := waitProvisioned(t, c, ns, "app")
+
+	update(t, ns, "app", func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeClusterIP
+		for i := range s.Spec.Ports {
+			s.Spec.Ports[i].NodePort = 0
+		}
+	})
+	testenv.Eventually(t, 20*time.Second, "load balancer deleted, finalizer and ingress removed", func() (bool, error) {
+		s := get(t, ns, "app")
+		_, exists := cloudLB(c, svc)
+		return !exists && !slices.Contains(s.Finalizers, service.Finalizer) && len(s.Status.LoadBalancer.Ingress) == 0, nil
+	})
+	waitEvents(t, "app", service.EventDeleting, service.EventDeleted)
+}
+
+// Outrigger stops after the cloud created the load balancer and before the
+// Service's status was written; the next Outrigger finds the same load
+// balancer (no duplicate) and the Service gets its VIP.
+func TestCrashBetweenCloudCreateAndStatus(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.1.0.3", nil)
+	created := make(chan simcloud.LoadBalancer, 1)
+	c.SetAfterPutHook(func(reqCtx context.Context, lb simcloud.LoadBalancer) {
+		select {
+		case created <- lb:
+		default:
+		}
+		<-reqCtx.Done() // never answer: the caller dies first
+	})
+	first := startOutrigger(t, c)
+	ns := namespace(t)
+	create(t, lbService(ns, "crash", 80))
+	var lb simcloud.LoadBalancer
+	select {
+	case lb = <-created:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no load balancer created")
+	}
+	first.Stop()
+	c.SetAfterPutHook(nil)
+	if s := get(t, ns, "crash"); len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Fatalf("status written before the cloud answered: %v", s.Status.LoadBalancer)
+	}
+
+	startOutrigger(t, c)
+	svc, got := waitProvisioned(t, c, ns, "crash")
+	if got.VIP != lb.VIP || len(c.LoadBalancers()) != 1 {
+		t.Errorf("after restart: VIP %s (was %s), %d load balancers in the cloud, want the same one", got.VIP, lb.VIP, len(c.LoadBalancers()))
+	}
+	if !slices.Contains(svc.Finalizers, service.Finalizer) {
+		t.Errorf("finalizer missing")
+	}
+	deleteAndWait(t, ns, "crash")
+	if n := len(c.LoadBalancers()); n != 0 {
+		t.Errorf("%d load balancers left after delete", n)
+	}
+}
+
+func TestLoadBalancerClass(t *testing.T) {
+	defaultCloud, classCloud := testenv.StartCloud(t), testenv.StartCloud(t)
+	node(t, "10.1.0.4", nil)
+	startOutrigger(t, defaultCloud)
+	startOutrigger(t, classCloud, "--load-balancer-class=example.com/internal")
+	ns := namespace(t)
+
+	create(t, lbService(ns, "plain", 80))
+	classy := lbService(ns, "classy", 80)
+	classy.Spec.LoadBalancerClass = ptr.To("example.com/internal")
+	create(t, classy)
+	other := lbService(ns, "other", 80)
+	other.Spec.LoadBalancerClass = ptr.To("example.com/someone-else")
+	create(t, other)
+
+	plain, _ := waitProvisioned(t, defaultCloud, ns, "plain")
+	classySvc, _ := waitProvisioned(t, classCloud, ns, "classy")
+	if _, ok := cloudLB(classCloud, plain); ok {
+		t.Error("the class-owning Outrigger provisioned a Service without a class")
+	}
+	if _, ok := cloudLB(defaultCloud, classySvc); ok {
+		t.Error("the default Outrigger provisioned a Service of another class")
+	}
+	time.Sleep(2 * time.Second)
+	o := get(t, ns, "other")
+	if len(o.Finalizers) != 0 || len(o.Status.LoadBalancer.Ingress) != 0 || len(defaultCloud.LoadBalancers())+len(classCloud.LoadBalancers()) != 2 {
+		t.Errorf("a Service of a class nobody here owns was touched: finalizers %v, status %v", o.Finalizers, o.Status.LoadBalancer)
+	}
+
+	// Deleting the class's Service: its owner cleans up, the other leaves it.
+	if err := testenv.Client.CoreV1().Services(ns).Delete(ctx, "classy", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, "classy's load balancer deleted by its owner", func() (bool, error) {
+		_, ok := cloudLB(classCloud, classySvc)
+		return !ok, nil
+	})
+}
+
+func TestBackendNodes(t *testing.T) {
+	c := testenv.StartCloud(t)
+	plain := node(t, "10.2.0.1", nil)
+	node(t, "10.2.0.2", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
+	kept := node(t, "10.2.0.3", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "false" })
+	node(t, "10.2.0.4", func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: service.ToBeDeletedTaint, Value: "1700000000", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	notReady := node(t, "10.2.0.5", nil)
+	testenv.SetReady(t, notReady, false)
+	startOutrigger(t, c)
+	ns := namespace(t)
+	create(t, lbService(ns, "b", 80))
+	svc, lb := waitProvisioned(t, c, ns, "b")
+	if got, want := backendNames(lb), sorted(plain, kept, notReady); !slices.Equal(got, want) {
+		t.Fatalf("backends = %v, want %v (not the excluded or autoscaler-tainted nodes; NotReady counts)", got, want)
+	}
+
+	// Excluding a node later updates the backends without a full ensure.
+	puts := c.Calls().ByOp["PutLoadBalancer"]
+	patchNode(t, plain, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
+	testenv.Eventually(t, 20*time.Second, "excluded node removed from the backends", func() (bool, error) {
+		got, _ := cloudLB(c, svc)
+		return slices.Equal(backendNames(got), sorted(kept, notReady)), nil
+	})
+	if got := c.Calls().ByOp["PutLoadBalancer"]; got != puts {
+		t.Errorf("a node change made %d full ensures, want only backend updates", got-puts)
+	}
+	waitEvents(t, "b", service.EventUpdated)
+
+	// No eligible node left: provisioned, but the condition says why no
+	// traffic flows.
+	for _, n := range []string{kept, notReady} {
+		patchNode(t, n, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
+	}
+	testenv.Eventually(t, 20*time.Second, "NoNodes condition", func() (bool, error) {
+		cond := meta.FindStatusCondition(get(t, ns, "b").Status.Conditions, service.ConditionLoadBalancerReady)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == service.ConditionReasonNodes, nil
+	})
+	patchNode(t, kept, func(n *corev1.Node) { delete(n.Labels, corev1.LabelNodeExcludeBalancers) })
+	waitProvisioned(t, c, ns, "b")
+}
+
+func patchNode(t *testing.T, name string, mutate func(*corev1.Node)) {
+	t.Helper()
+	for range 10 {
+		n := testenv.GetNode(t, name)
+		mutate(n)
+		_, err := testenv.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("too many conflicts")
+}
+
+// A burst of node joins becomes a bounded number of backend updates per
+// Service, counted at the cloud, not one per node event.
+func TestNodeEventsAreCoalesced(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.3.0.1", nil)
+	startOutrigger(t, c)
+	ns := namespace(t)
+	const services, joins = 5, 40
+	var svcs []*corev1.Service
+	for i := range services {
+		create(t, lbService(ns, fmt.Sprintf("s%d", i), 80))
+	}
+	for i := range services {
+		s, _ := waitProvisioned(t, c, ns, fmt.Sprintf("s%d", i))
+		svcs = append(svcs, s)
+	}
+	c.ResetCalls()
+	for i := range joins {
+		node(t, fmt.Sprintf("10.3.1.%d", i+1), nil)
+	}
+	testenv.Eventually(t, 30*time.Second, "every load balancer has all nodes", func() (bool, error) {
+		for _, s := range svcs {
+			lb, _ := cloudLB(c, s)
+			if len(lb.Backends) != joins+1 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(2 * time.Second) // any late update would show now
+	calls := c.Calls().ByOp
+	// The joins take a few hundred ms; with a 1s window that is one update
+	// per Service, two if the burst straddles a window.
+	if got := calls["SetBackends"]; got > 2*services {
+		t.Errorf("%d node joins made %d UpdateLoadBalancer calls for %d services, want at most %d", joins, got, services, 2*services)
+	}
+	if calls["PutLoadBalancer"] != 0 {
+		t.Errorf("node joins made %d full ensures", calls["PutLoadBalancer"])
+	}
+}
+
+func condition(t *testing.T, ns, name string) *metav1.Condition {
+	return meta.FindStatusCondition(get(t, ns, name).Status.Conditions, service.ConditionLoadBalancerReady)
+}
+
+func TestQuotaExceeded(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.4.0.1", nil)
+	c.SetSettings(simcloud.Settings{MaxLoadBalancers: 1})
+	startOutrigger(t, c)
+	ns := namespace(t)
+	create(t, lbService(ns, "first", 80))
+	waitProvisioned(t, c, ns, "first")
+	create(t, lbService(ns, "second", 80))
+	testenv.Eventually(t, 20*time.Second, "QuotaExceeded condition and event", func() (bool, error) {
+		cond := condition(t, ns, "second")
+		return cond != nil && cond.Reason == cloud.ReasonQuotaExceeded && strings.Contains(cond.Message, "quota") &&
+			len(testenv.Events(t, "second")[service.EventSyncFailed]) > 0, nil
+	})
+	if s := get(t, ns, "second"); !slices.Contains(s.Finalizers, service.Finalizer) || len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("pending service: finalizers %v, ingress %v", s.Finalizers, s.Status.LoadBalancer.Ingress)
+	}
+	c.SetSettings(simcloud.Settings{MaxLoadBalancers: 2})
+	waitProvisioned(t, c, ns, "second") // retried with backoff, condition cleared
+}
+
+func TestMalformedAnnotation(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.5.0.1", nil)
+	startOutrigger(t, c)
+	ns := namespace(t)
+	bad := lbService(ns, "bad", 80)
+	bad.Annotations = map[string]string{sim.AnnotationIdleTimeout: "soon"}
+	create(t, bad)
+	testenv.Eventually(t, 20*time.Second, "InvalidAnnotation condition", func() (bool, error) {
+		cond := condition(t, ns, "bad")
+		return cond != nil && cond.Reason == cloud.ReasonInvalidAnnotation && strings.Contains(cond.Message, sim.AnnotationIdleTimeout), nil
+	})
+	if n := len(c.LoadBalancers()); n != 0 {
+		t.Errorf("%d load balancers created for an invalid Service", n)
+	}
+	update(t, ns, "bad", func(s *corev1.Service) { s.Annotations[sim.AnnotationIdleTimeout] = "30" })
+	_, lb := waitProvisioned(t, c, ns, "bad")
+	if lb.IdleTimeoutSeconds != 30 {
+		t.Errorf("idle timeout = %d", lb.IdleTimeoutSeconds)
+	}
+}
+
+// Throttling, injected errors and a hung cloud: every Service ends up with
+// exactly one load balancer.
+func TestCloudFaults(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.6.0.1", nil)
+	c.SetSettings(simcloud.Settings{Hang: true})
+	startOutrigger(t, c, "--cloud-call-timeout=1s")
+	ns := namespace(t)
+	create(t, lbService(ns, "hung", 80))
+	testenv.Eventually(t, 20*time.Second, "CloudTimeout condition", func() (bool, error) {
+		cond := condition(t, ns, "hung")
+		return cond != nil && cond.Reason == cloud.ReasonTimeout, nil
+	})
+
+	c.SetSettings(simcloud.Settings{RateLimit: 5, RateBurst: 1, ErrorRate: 0.2})
+	const n = 10
+	for i := range n {
+		create(t, lbService(ns, fmt.Sprintf("f%d", i), 80))
+	}
+	for i := range n {
+		waitProvisionedWithin(t, c, ns, fmt.Sprintf("f%d", i), 90*time.Second)
+	}
+	waitProvisionedWithin(t, c, ns, "hung", 90*time.Second)
+	if got := len(c.LoadBalancers()); got != n+1 {
+		t.Errorf("%d load balancers in the cloud for %d services", got, n+1)
+	}
+	if c.Calls().Throttled == 0 {
+		t.Error("the cloud never throttled: the test did not test throttling")
+	}
+	c.SetSettings(simcloud.Settings{})
+}
+
+func waitProvisionedWithin(t *testing.T, c *testenv.Cloud, ns, name string, d time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, d, ns+"/"+name+" provisioned", func() (bool, error) {
+		svc := get(t, ns, name)
+		lb, ok := cloudLB(c, svc)
+		ing := svc.Status.LoadBalancer.Ingress
+		return ok && len(ing) == 1 && ing[0].IP == lb.VIP && condition(t, ns, name) == nil, nil
+	})
+}
