@@ -8,12 +8,14 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
 )
 
 func main() {
 	reg := providers.NewRegistry()
+	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
 	os.Exit(manager.Main(reg, dev.NewCommand(reg), simcli.NewCommand()))
 }

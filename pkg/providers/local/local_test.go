@@ -1,0 +1,383 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/utils/ptr"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+)
+
+// fakeNode is a machine on a loopback address: TCP and UDP servers on its
+// node ports that answer with its name, and a kube-proxy healthz whose
+// answer the test controls.
+type fakeNode struct {
+	name    string
+	ip      string
+	healthy atomic.Bool
+}
+
+func startNode(t *testing.T, name, ip string, healthPort int, nodePorts ...int) *fakeNode {
+	t.Helper()
+	n := &fakeNode{name: name, ip: ip}
+	n.healthy.Store(true)
+	hl, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, healthPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !n.healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})}
+	go func() { _ = srv.Serve(hl) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for _, p := range nodePorts {
+		ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					line, _ := bufio.NewReader(c).ReadString('\n')
+					fmt.Fprintf(c, "%s %s", name, line)
+				}()
+			}
+		}()
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("%s:%d", ip, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pc.Close() })
+		go func() {
+			buf := make([]byte, 1500)
+			for {
+				k, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo([]byte(name+" "+string(buf[:k])), from)
+			}
+		}()
+	}
+	return n
+}
+
+func (n *fakeNode) node() *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.name},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip}}},
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func newProvider(t *testing.T, config string) *balancers {
+	t.Helper()
+	p, err := New(strings.NewReader(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := p.(*Provider).lbs
+	t.Cleanup(lbs.closeAll)
+	return lbs
+}
+
+func service(uid string, ports ...corev1.ServicePort) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "svc-" + uid, UID: types.UID(uid)},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: ports},
+	}
+}
+
+func tcpPort(port, nodePort int) corev1.ServicePort {
+	return corev1.ServicePort{Name: fmt.Sprintf("tcp-%d", port), Protocol: corev1.ProtocolTCP, Port: int32(port), NodePort: int32(nodePort)}
+}
+
+// ask sends one line over TCP from the local address from ("" for any) and
+// returns the answer, or an error when the connection is refused or closed
+// without one.
+func ask(vip string, port int, from string) (string, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	if from != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+	}
+	c, err := d.Dial("tcp", fmt.Sprintf("%s:%d", vip, port))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := fmt.Fprintln(c, "hello"); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		return "", err
+	}
+	if len(b) == 0 {
+		return "", io.EOF
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func nodeOf(answer string) string { return strings.Fields(answer)[0] }
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestTrafficFailoverAndLivePorts(t *testing.T) {
+	health, np1, np2 := freePort(t), freePort(t), freePort(t)
+	a := startNode(t, "node-a", "127.0.0.11", health, np1, np2)
+	b := startNode(t, "node-b", "127.0.0.12", health, np1, np2)
+	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.101.0/24\nhealthCheck: {kubeProxyPort: %d, interval: 100ms, timeout: 500ms}\n", health))
+	ctx := context.Background()
+	svc := service("traffic", tcpPort(8080, np1))
+	st, err := lbs.EnsureLoadBalancer(ctx, "c", svc, []*corev1.Node{a.node(), b.node()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := st.Ingress[0].IP
+	if !netip.MustParsePrefix("127.0.101.0/24").Contains(netip.MustParseAddr(vip)) || *st.Ingress[0].IPMode != corev1.LoadBalancerIPModeVIP {
+		t.Fatalf("ingress %+v: want a VIP from the pool", st.Ingress)
+	}
+
+	seen := map[string]int{}
+	for range 10 {
+		got, err := ask(vip, 8080, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(got, "hello") {
+			t.Fatalf("answer %q did not carry the request", got)
+		}
+		seen[nodeOf(got)]++
+	}
+	if seen["node-a"] == 0 || seen["node-b"] == 0 {
+		t.Fatalf("traffic not spread over both nodes: %v", seen)
+	}
+
+	// node-a fails its health check: only node-b gets traffic.
+	a.healthy.Store(false)
+	eventually(t, "node-a out of rotation", func() bool {
+		for range 6 {
+			if got, err := ask(vip, 8080, ""); err != nil || nodeOf(got) != "node-b" {
+				return false
+			}
+		}
+		return true
+	})
+	a.healthy.Store(true)
+	eventually(t, "node-a back in rotation", func() bool {
+		for range 6 {
+			if got, err := ask(vip, 8080, ""); err == nil && nodeOf(got) == "node-a" {
+				return true
+			}
+		}
+		return false
+	})
+
+	// A port added live answers on the same VIP; removing the first closes it.
+	svc.Spec.Ports = append(svc.Spec.Ports, tcpPort(9090, np2))
+	if st, err = lbs.EnsureLoadBalancer(ctx, "c", svc, []*corev1.Node{a.node(), b.node()}); err != nil || st.Ingress[0].IP != vip {
+		t.Fatalf("adding a port: %v, ingress %v (want VIP %s kept)", err, st, vip)
+	}
+	if _, err := ask(vip, 9090, ""); err != nil {
+		t.Fatalf("added port: %v", err)
+	}
+	svc.Spec.Ports = svc.Spec.Ports[1:]
+	if _, err := lbs.EnsureLoadBalancer(ctx, "c", svc, []*corev1.Node{a.node(), b.node()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ask(vip, 8080, ""); err == nil {
+		t.Fatal("removed port still answers")
+	}
+	if _, err := ask(vip, 9090, ""); err != nil {
+		t.Fatalf("remaining port: %v", err)
+	}
+
+	// Backends updated: only node-b.
+	if err := lbs.UpdateLoadBalancer(ctx, "c", svc, []*corev1.Node{b.node()}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if got, err := ask(vip, 9090, ""); err != nil || nodeOf(got) != "node-b" {
+			t.Fatalf("after update: %q %v, want node-b only", got, err)
+		}
+	}
+
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "c", svc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ask(vip, 9090, ""); err == nil {
+		t.Fatal("deleted load balancer still answers")
+	}
+	if _, exists, _ := lbs.GetLoadBalancer(ctx, "c", svc); exists {
+		t.Fatal("deleted load balancer still exists")
+	}
+}
+
+func TestUDP(t *testing.T) {
+	health, np := freePort(t), freePort(t)
+	a := startNode(t, "node-a", "127.0.0.21", health, np)
+	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.102.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
+	svc := service("udp", corev1.ServicePort{Protocol: corev1.ProtocolUDP, Port: 5353, NodePort: int32(np)})
+	st, err := lbs.EnsureLoadBalancer(context.Background(), "c", svc, []*corev1.Node{a.node()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("udp", st.Ingress[0].IP+":5353")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		msg := fmt.Sprintf("ping-%d", i)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != "node-a "+msg {
+			t.Fatalf("UDP answer %q, %v", buf[:n], err)
+		}
+	}
+}
+
+func TestSourceRangesAndAffinity(t *testing.T) {
+	health, np := freePort(t), freePort(t)
+	a := startNode(t, "node-a", "127.0.0.31", health, np)
+	b := startNode(t, "node-b", "127.0.0.32", health, np)
+	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.103.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
+	svc := service("ranges", tcpPort(80, np))
+	svc.Spec.LoadBalancerSourceRanges = []string{"127.0.0.5/32"}
+	svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	st, err := lbs.EnsureLoadBalancer(context.Background(), "c", svc, []*corev1.Node{a.node(), b.node()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := st.Ingress[0].IP
+	if _, err := ask(vip, 80, "127.0.0.6"); err == nil {
+		t.Fatal("a client outside loadBalancerSourceRanges got an answer")
+	}
+	first, err := ask(vip, 80, "127.0.0.5")
+	if err != nil {
+		t.Fatalf("a client inside loadBalancerSourceRanges: %v", err)
+	}
+	for range 8 {
+		got, err := ask(vip, 80, "127.0.0.5")
+		if err != nil || nodeOf(got) != nodeOf(first) {
+			t.Fatalf("ClientIP affinity broken: %q then %q (%v)", first, got, err)
+		}
+	}
+}
+
+func TestVIPChoice(t *testing.T) {
+	lbs := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
+	ctx := context.Background()
+	np := freePort(t)
+
+	wanted := service("wanted", tcpPort(freePort(t), np))
+	wanted.Spec.LoadBalancerIP = "127.0.104.77"
+	st, err := lbs.EnsureLoadBalancer(ctx, "c", wanted, nil)
+	if err != nil || st.Ingress[0].IP != "127.0.104.77" {
+		t.Fatalf("spec.loadBalancerIP: %v %v", st, err)
+	}
+	clash := service("clash", tcpPort(freePort(t), np))
+	clash.Spec.LoadBalancerIP = "127.0.104.77"
+	if _, err := lbs.EnsureLoadBalancer(ctx, "c", clash, nil); err == nil || cloud.Reason(err) != "LoadBalancerIPNotAvailable" {
+		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, cloud.Reason(err))
+	}
+	outside := service("outside", tcpPort(freePort(t), np))
+	outside.Spec.LoadBalancerIP = "10.9.9.9"
+	if _, err := lbs.EnsureLoadBalancer(ctx, "c", outside, nil); err == nil || !strings.Contains(err.Error(), "not in the pool") {
+		t.Fatalf("loadBalancerIP outside the pool: %v", err)
+	}
+
+	// A restarted Outrigger (a new provider) keeps the VIP in the status.
+	restarted := service("restarted", tcpPort(freePort(t), np))
+	restarted.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.104.200", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
+	fresh := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
+	if st, err := fresh.EnsureLoadBalancer(ctx, "c", restarted, nil); err != nil || st.Ingress[0].IP != "127.0.104.200" {
+		t.Fatalf("VIP from status after restart: %v %v", st, err)
+	}
+	if name := fresh.GetLoadBalancerName(ctx, "c", restarted); name != cloudprovider.DefaultLoadBalancerName(restarted) {
+		t.Errorf("name %s is not upstream's default", name)
+	}
+}
+
+func TestPoolExhausted(t *testing.T) {
+	lbs := newProvider(t, "pool: 127.0.105.0/30\nhealthCheck: {disabled: true}\n")
+	ctx := context.Background()
+	var err error
+	for i := range 4 {
+		_, err = lbs.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("x", i), tcpPort(freePort(t), 30000)), nil)
+		if err != nil {
+			break
+		}
+	}
+	if err == nil || cloud.Reason(err) != cloud.ReasonQuotaExceeded {
+		t.Fatalf("err = %v, want the pool exhausted (QuotaExceeded)", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct{ config, want string }{
+		{"pool: 10.0.0.0/33\n", "pool"},
+		{"pool: 127.0.0.1/32\n", "holds no usable address"},
+		{"healthCheck: {interval: soon}\n", "healthCheck.interval"},
+		{"healthCheck: {kubeProxyPort: 70000}\n", "not a port"},
+		{"poool: 127.0.0.0/24\n", "unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if _, err := New(strings.NewReader(tt.config)); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := New(nil); err != nil {
+		t.Fatalf("no cloud-config: %v", err)
+	}
+}

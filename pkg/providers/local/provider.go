@@ -1,0 +1,228 @@
+// Package local is the provider for a cluster whose machines are not in a
+// cloud (bare metal, a lab, this laptop): the host running Outrigger is the
+// cloud. Its load balancers are real TCP and UDP proxies inside the
+// Outrigger process, on VIPs from a pool of addresses of this machine (a
+// loopback range by default), forwarding to each backend node's
+// InternalIP:nodePort and leaving out nodes whose health check fails.
+//
+// Its instances are the nodes themselves: a machine it cannot see is taken
+// to exist (so the lifecycle controller never deletes a node), and a node's
+// addresses are the ones its kubelet reported.
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/yaml"
+)
+
+// ProviderName is the --cloud-provider name.
+const ProviderName = "local"
+
+// Config is the provider's cloud-config (YAML or JSON); every field is
+// optional.
+type Config struct {
+	// Pool is the prefix VIPs are allocated from; every address in it must
+	// be assignable on this machine. Default 127.0.100.0/24 (Linux answers
+	// on all of 127.0.0.0/8 without configuration).
+	Pool string `json:"pool,omitempty"`
+	// HealthCheck configures the probes of backend nodes.
+	HealthCheck HealthCheckConfig `json:"healthCheck,omitempty"`
+	// DialTimeout bounds a connection to a backend. Default 2s.
+	DialTimeout string `json:"dialTimeout,omitempty"`
+	// UDPIdleTimeout ends a UDP flow after this long without packets.
+	// Default 60s.
+	UDPIdleTimeout string `json:"udpIdleTimeout,omitempty"`
+}
+
+// HealthCheckConfig configures the probes of backend nodes: an HTTP GET of
+// /healthz on kube-proxy's health port, or on the Service's
+// healthCheckNodePort when its externalTrafficPolicy is Local.
+type HealthCheckConfig struct {
+	// KubeProxyPort is kube-proxy's healthz port. Default 10256.
+	KubeProxyPort int32 `json:"kubeProxyPort,omitempty"`
+	// Interval between probes of one node. Default 2s.
+	Interval string `json:"interval,omitempty"`
+	// Timeout of one probe. Default 1s.
+	Timeout string `json:"timeout,omitempty"`
+	// UnhealthyThreshold is how many failed probes in a row take a node
+	// out. Default 2.
+	UnhealthyThreshold int `json:"unhealthyThreshold,omitempty"`
+	// Disabled turns health checking off: every backend node gets traffic.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// settings are the parsed Config.
+type settings struct {
+	pool               netip.Prefix
+	kubeProxyPort      int32
+	interval, timeout  time.Duration
+	unhealthyThreshold int
+	healthDisabled     bool
+	dialTimeout        time.Duration
+	udpIdle            time.Duration
+}
+
+func parseConfig(r io.Reader) (settings, error) {
+	s := settings{
+		pool:               netip.MustParsePrefix("127.0.100.0/24"),
+		kubeProxyPort:      10256,
+		interval:           2 * time.Second,
+		timeout:            time.Second,
+		unhealthyThreshold: 2,
+		dialTimeout:        2 * time.Second,
+		udpIdle:            60 * time.Second,
+	}
+	var cfg Config
+	if r != nil {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return s, fmt.Errorf("reading cloud-config: %w", err)
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+				return s, fmt.Errorf("malformed cloud-config: %w", err)
+			}
+		}
+	}
+	var errs []error
+	if cfg.Pool != "" {
+		p, err := netip.ParsePrefix(cfg.Pool)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("cloud-config pool %q: %w", cfg.Pool, err))
+		case p.Addr().Is4() && p.Bits() > 30, p.Addr().Is6() && p.Bits() > 126:
+			errs = append(errs, fmt.Errorf("cloud-config pool %q holds no usable address", cfg.Pool))
+		default:
+			s.pool = p.Masked()
+		}
+	}
+	duration := func(name, v string, into *time.Duration) {
+		if v == "" {
+			return
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("cloud-config %s %q must be a positive duration such as 2s", name, v))
+			return
+		}
+		*into = d
+	}
+	duration("healthCheck.interval", cfg.HealthCheck.Interval, &s.interval)
+	duration("healthCheck.timeout", cfg.HealthCheck.Timeout, &s.timeout)
+	duration("dialTimeout", cfg.DialTimeout, &s.dialTimeout)
+	duration("udpIdleTimeout", cfg.UDPIdleTimeout, &s.udpIdle)
+	if p := cfg.HealthCheck.KubeProxyPort; p != 0 {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("cloud-config healthCheck.kubeProxyPort %d is not a port", p))
+		}
+		s.kubeProxyPort = p
+	}
+	if n := cfg.HealthCheck.UnhealthyThreshold; n != 0 {
+		if n < 1 {
+			errs = append(errs, fmt.Errorf("cloud-config healthCheck.unhealthyThreshold must be at least 1, got %d", n))
+		}
+		s.unhealthyThreshold = n
+	}
+	s.healthDisabled = cfg.HealthCheck.Disabled
+	return s, errors.Join(errs...)
+}
+
+// Provider implements cloudprovider.Interface with LoadBalancer and
+// InstancesV2.
+type Provider struct {
+	lbs *balancers
+}
+
+var (
+	_ cloudprovider.Interface   = (*Provider)(nil)
+	_ cloudprovider.InstancesV2 = (*Provider)(nil)
+)
+
+// New is the provider's factory (a cloudprovider.Factory).
+func New(config io.Reader) (cloudprovider.Interface, error) {
+	s, err := parseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{lbs: newBalancers(s)}, nil
+}
+
+// Initialize implements cloudprovider.Interface. Load balancers stop when
+// the process stops; nothing else holds resources.
+func (p *Provider) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	go func() {
+		<-stop
+		p.lbs.closeAll()
+	}()
+}
+
+// LoadBalancer implements cloudprovider.Interface.
+func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p.lbs, true }
+
+// Instances implements cloudprovider.Interface; InstancesV2 is offered.
+func (p *Provider) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 implements cloudprovider.Interface.
+func (p *Provider) InstancesV2() (cloudprovider.InstancesV2, bool) { return p, true }
+
+// Zones implements cloudprovider.Interface.
+func (p *Provider) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters implements cloudprovider.Interface.
+func (p *Provider) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes implements cloudprovider.Interface: pod routing is the network
+// plugin's job on machines outside a cloud.
+func (p *Provider) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName implements cloudprovider.Interface.
+func (p *Provider) ProviderName() string { return ProviderName }
+
+// HasClusterID implements cloudprovider.Interface.
+func (p *Provider) HasClusterID() bool { return true }
+
+// InstanceExists is always true: this provider cannot see machines, and a
+// node must never be deleted because of what it cannot see.
+func (p *Provider) InstanceExists(context.Context, *corev1.Node) (bool, error) { return true, nil }
+
+// InstanceShutdown is always false, for the same reason.
+func (p *Provider) InstanceShutdown(context.Context, *corev1.Node) (bool, error) { return false, nil }
+
+// ProvidedNodeIPAnnotation is where a kubelet started with
+// --cloud-provider=external and --node-ip records the address it was given.
+const ProvidedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
+
+// InstanceMetadata gives the node the providerID local://<name> and keeps
+// the addresses its kubelet reported (or the --node-ip it was started with).
+func (p *Provider) InstanceMetadata(_ context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	md := &cloudprovider.InstanceMetadata{ProviderID: ProviderName + "://" + node.Name, InstanceType: "local"}
+	seen := map[corev1.NodeAddress]bool{}
+	add := func(a corev1.NodeAddress) {
+		if !seen[a] {
+			seen[a] = true
+			md.NodeAddresses = append(md.NodeAddresses, a)
+		}
+	}
+	if v := node.Annotations[ProvidedNodeIPAnnotation]; v != "" {
+		for _, ip := range strings.Split(v, ",") {
+			if _, err := netip.ParseAddr(ip); err == nil {
+				add(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+			}
+		}
+	}
+	for _, a := range node.Status.Addresses {
+		add(a)
+	}
+	add(corev1.NodeAddress{Type: corev1.NodeHostName, Address: node.Name})
+	return md, nil
+}
