@@ -17,5 +17,5 @@ func main() {
 	reg := providers.NewRegistry()
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, dev.NewCommand(reg), simcli.NewCommand()))
+	os.Exit(manager.Main(reg, dev.NewCommand(), simcli.NewCommand()))
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -31,25 +32,32 @@ type Options struct {
 	StateDir string
 	// CloudAddress is where the sim cloud listens.
 	CloudAddress string
+	// NodeIPRange gives instances their IPv4 InternalIPs; it must be local
+	// (loopback) so that their node ports can be served here.
+	NodeIPRange string
+	// LBPool is the local load balancers' VIP pool.
+	LBPool string
 	// Outrigger holds Outrigger's own flags; kubeconfig, provider and
 	// cloud-config are filled in by the environment.
 	Outrigger *manager.Options
 }
 
 // NewCommand returns `outrigger dev`.
-func NewCommand(reg *providers.Registry) *cobra.Command {
+func NewCommand() *cobra.Command {
 	opts := Options{Outrigger: manager.NewOptions()}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Outrigger on its embedded default: a local control plane, a sim cloud and simulated nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Run(cmd.Context(), opts, reg, cmd.OutOrStdout())
+			return Run(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().IntVar(&opts.Nodes, "nodes", 3, "Instances, and so nodes, to start with.")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", ".outrigger", "Directory for the admin kubeconfig and the cloud-config.")
 	cmd.Flags().StringVar(&opts.CloudAddress, "cloud-address", "127.0.0.1:8480", "Address the sim cloud listens on.")
+	cmd.Flags().StringVar(&opts.NodeIPRange, "node-ip-range", "127.1.0.0/16", "IPv4 range of the simulated nodes' InternalIPs, on loopback: each node's Service node ports are served there.")
+	cmd.Flags().StringVar(&opts.LBPool, "lb-pool", "127.0.100.0/24", "VIPs of LoadBalancer Services, on this machine.")
 	cmd.Flags().IntVar(&opts.Outrigger.SecurePort, "secure-port", opts.Outrigger.SecurePort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
 	opts.Outrigger.AllocateNodeCIDRs = true
@@ -60,7 +68,7 @@ func NewCommand(reg *providers.Registry) *cobra.Command {
 }
 
 // Run runs the environment until ctx ends, then stops everything it started.
-func Run(ctx context.Context, opts Options, reg *providers.Registry, out io.Writer) error {
+func Run(ctx context.Context, opts Options, out io.Writer) error {
 	log := klog.FromContext(ctx)
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", opts.StateDir, err)
@@ -68,6 +76,16 @@ func Run(ctx context.Context, opts Options, reg *providers.Registry, out io.Writ
 	// Bind the cloud's port first: a port in use should fail in a second,
 	// not after the control plane started.
 	cloud := simcloud.New("")
+	nodeIPs, err := netip.ParsePrefix(opts.NodeIPRange)
+	if err != nil {
+		return fmt.Errorf("--node-ip-range: %w", err)
+	}
+	if err := cloud.SetInternalIPv4Range(nodeIPs); err != nil {
+		return fmt.Errorf("--node-ip-range: %w", err)
+	}
+	if _, err := netip.ParsePrefix(opts.LBPool); err != nil {
+		return fmt.Errorf("--lb-pool: %w", err)
+	}
 	cloudCtx, stopCloud := context.WithCancel(context.Background())
 	defer stopCloud()
 	cloudURL, err := cloud.Serve(cloudCtx, opts.CloudAddress)
@@ -91,22 +109,27 @@ func Run(ctx context.Context, opts Options, reg *providers.Registry, out io.Writ
 			log.Error(err, "Stopping the control plane")
 		}
 	}()
-	kubeconfig, err := writeState(opts.StateDir, cp, cloudURL)
+	kubeconfig, err := writeState(opts.StateDir, cp, cloudURL, opts.LBPool)
 	if err != nil {
 		return err
 	}
 
-	sim := &kubeletsim.Simulator{Cloud: cloud, Client: kubernetes.NewForConfigOrDie(cp.Config)}
+	client := kubernetes.NewForConfigOrDie(cp.Config)
+	sim := &kubeletsim.Simulator{Cloud: cloud, Client: client}
+	nodePorts := &kubeletsim.NodePorts{Cloud: cloud, Client: client}
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
 	go sim.Run(simCtx)
+	go nodePorts.Run(simCtx)
 
 	o := opts.Outrigger
 	o.Kubeconfig = kubeconfig
-	o.CloudProvider = "sim"
+	o.CloudProvider = ProviderName
 	o.CloudConfig = filepath.Join(opts.StateDir, "cloud.yaml")
 	o.BindAddress = "127.0.0.1"
 	o.DisableMetricsAuthentication = true
+	reg := providers.NewRegistry()
+	reg.Register(ProviderName, NewProvider)
 	mgr, err := manager.New(ctx, o, reg)
 	if err != nil {
 		return err
@@ -129,7 +152,14 @@ The sim cloud is at %s. Watch Outrigger react:
   ./bin/outrigger sim stop node-1         # node-1 goes NotReady and is tainted shutdown
   ./bin/outrigger sim start node-1        # ... and untainted
   ./bin/outrigger sim terminate node-2    # node-2 is deleted
-`, opts.Nodes, absPath(kubeconfig), kubectl, cloudURL, opts.Nodes+1)
+
+Load balancers are real, on this machine (VIPs from %s); each simulated node
+answers its Service node ports itself:
+
+  kubectl create service loadbalancer web --tcp=80:8080
+  kubectl get service web -w              # EXTERNAL-IP is a local VIP
+  curl http://$(kubectl get service web -o jsonpath='{.status.loadBalancer.ingress[0].ip}')/
+`, opts.Nodes, absPath(kubeconfig), kubectl, cloudURL, opts.Nodes+1, opts.LBPool)
 	if o.SecurePort > 0 {
 		fmt.Fprintf(out, "\nOutrigger's metrics: curl -k https://127.0.0.1:%d/metrics | grep outrigger_cloud\n", o.SecurePort)
 	}
@@ -141,14 +171,23 @@ The sim cloud is at %s. Watch Outrigger react:
 	return err
 }
 
-func writeState(dir string, cp *controlplane.ControlPlane, cloudURL string) (string, error) {
+func writeState(dir string, cp *controlplane.ControlPlane, cloudURL, lbPool string) (string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
 		return "", err
 	}
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+cloudURL+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("writing %s: %w", cloudConfig, err)
+	// sim.yaml is the sim provider's own cloud-config (for `outrigger sim`
+	// and for running Outrigger by hand with --cloud-provider=sim);
+	// cloud.yaml is the dev provider's, adding the local load balancers.
+	files := map[string]string{
+		"sim.yaml":   "endpoint: " + cloudURL + "\n",
+		"cloud.yaml": "sim:\n  endpoint: " + cloudURL + "\nlocal:\n  pool: " + lbPool + "\n",
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return "", fmt.Errorf("writing %s: %w", path, err)
+		}
 	}
 	return kubeconfig, nil
 }

@@ -64,7 +64,10 @@ func TestDev(t *testing.T) {
 	}
 	state := filepath.Join(dir, "state")
 	cloudAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(testenv.FreePort(t)))
+	// Node addresses and VIPs of their own, so that a developer's running
+	// `outrigger dev` does not collide with the test's.
+	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(testenv.FreePort(t)),
+		"--node-ip-range=127.3.0.0/16", "--lb-pool=127.0.203.0/24")
 	var out syncBuffer
 	dev.Stdout, dev.Stderr = &out, &out
 	if err := dev.Start(); err != nil {
@@ -93,7 +96,14 @@ func TestDev(t *testing.T) {
 	}
 	eventually(t, time.Minute, "node-1 and node-2 initialized", func() bool { return initialized("node-1") && initialized("node-2") })
 
-	sim := exec.Command(bin, "sim", "terminate", "node-2", "--cloud-config="+filepath.Join(state, "cloud.yaml"))
+	testLoadBalancers(t, client, kubeconfig, func(args ...string) {
+		cmd := exec.Command(bin, append(append([]string{"sim"}, args...), "--cloud-config="+filepath.Join(state, "sim.yaml"))...)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("outrigger sim %v: %v\n%s", args, err, o)
+		}
+	})
+
+	sim := exec.Command(bin, "sim", "terminate", "node-2", "--cloud-config="+filepath.Join(state, "sim.yaml"))
 	if o, err := sim.CombinedOutput(); err != nil {
 		t.Fatalf("outrigger sim terminate: %v\n%s", err, o)
 	}

@@ -21,6 +21,8 @@ import (
 type Cloud struct {
 	// Zones instances are spread over, round-robin; all in Region.
 	zones  []string
+	// internalV4 is the range instances' IPv4 InternalIPs come from.
+	internalV4 netip.Prefix
 	region string
 
 	mu         sync.Mutex
@@ -102,6 +104,19 @@ func (c *Cloud) Serve(ctx context.Context, addr string) (string, error) {
 	}()
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// SetInternalIPv4Range makes instances created from now on take their IPv4
+// InternalIP from prefix (e.g. a loopback range, so that `outrigger dev` can
+// serve each simulated node's ports on this machine).
+func (c *Cloud) SetInternalIPv4Range(prefix netip.Prefix) error {
+	if !prefix.Addr().Is4() {
+		return fmt.Errorf("instance address range %s is not IPv4", prefix)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.internalV4 = prefix
+	return nil
 }
 
 // SetSettings replaces the behaviour knobs.
@@ -189,7 +204,7 @@ func (c *Cloud) Create(req CreateRequest) (Instance, error) {
 		in.Zone = c.zones[(n-1)%len(c.zones)]
 	}
 	if len(in.Addresses) == 0 {
-		in.Addresses = defaultAddresses(n, in.Name, in.Zone)
+		in.Addresses = defaultAddresses(c.internalV4, n, in.Name, in.Zone)
 	}
 	c.instances[in.ID] = in
 	c.byName[in.Name] = in.ID
@@ -197,9 +212,15 @@ func (c *Cloud) Create(req CreateRequest) (Instance, error) {
 }
 
 // defaultAddresses gives instance number n a dual-stack pair of internal
-// addresses (10.0.0.0/8 and fd00:10::/64), its hostname and a DNS name.
-func defaultAddresses(n int, name, zone string) []Address {
-	v4 := netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+// addresses (the n-th of the IPv4 range, 10.0.0.0/8 by default, and of
+// fd00:10::/64), its hostname and a DNS name.
+func defaultAddresses(base netip.Prefix, n int, name, zone string) []Address {
+	if !base.IsValid() {
+		base = netip.MustParsePrefix("10.0.0.0/8")
+	}
+	b := base.Masked().Addr().As4()
+	u := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) + uint32(n)
+	v4 := netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
 	v6 := netip.MustParseAddr("fd00:10::").As16()
 	v6[13], v6[14], v6[15] = byte(n>>16), byte(n>>8), byte(n)
 	return []Address{

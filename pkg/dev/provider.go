@@ -1,0 +1,69 @@
+package dev
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/yaml"
+
+	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+)
+
+// ProviderName is the provider `outrigger dev` runs Outrigger with: the sim
+// cloud's instances and routes, with the local provider's load balancers,
+// so that a LoadBalancer Service gets a VIP on this machine that answers.
+const ProviderName = "dev"
+
+// config is the dev provider's cloud-config: each part is the named
+// provider's own.
+type config struct {
+	Sim   json.RawMessage `json:"sim"`
+	Local json.RawMessage `json:"local,omitempty"`
+}
+
+// provider is the sim provider with the local provider's load balancers.
+type provider struct {
+	*sim.Provider
+	local cloudprovider.Interface
+}
+
+// NewProvider is the dev provider's factory.
+func NewProvider(r io.Reader) (cloudprovider.Interface, error) {
+	if r == nil {
+		return nil, errors.New("the dev provider needs --cloud-config with a sim: and a local: section")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	var cfg config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("malformed cloud-config: %w", err)
+	}
+	s, err := sim.New(bytes.NewReader(cfg.Sim))
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	l, err := local.New(bytes.NewReader(cfg.Local))
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &provider{Provider: s.(*sim.Provider), local: l}, nil
+}
+
+// Initialize implements cloudprovider.Interface.
+func (p *provider) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	p.Provider.Initialize(b, stop)
+	p.local.Initialize(b, stop)
+}
+
+// LoadBalancer implements cloudprovider.Interface with the local provider.
+func (p *provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p.local.LoadBalancer() }
+
+// ProviderName implements cloudprovider.Interface.
+func (p *provider) ProviderName() string { return ProviderName }
