@@ -3,18 +3,10 @@ package main
 import (
 	"io"
 
-	"github.com/spf13/pflag"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
-
-func flagSet(opts *manager.Options) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
-	opts.AddFlags(fs)
-	return fs
-}
 
 // withoutBatch builds the sim provider with only the standard InstancesV2
 // methods visible, as most providers are today.

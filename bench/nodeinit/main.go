@@ -13,15 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -32,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
@@ -105,7 +103,7 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	}
 	ccm := "Outrigger"
 	if cfg.upstream != "" {
-		ccm = "upstream cloud-controller-manager (k8s.io/cloud-provider v0.37.2)"
+		ccm = benchenv.UpstreamName
 	}
 	fmt.Printf("%s; sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
 		ccm, cfg.latency, cfg.rateLimit, !cfg.noBatch && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
@@ -179,7 +177,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		return result{}, err
 	}
 	defer stopWatch()
-	writesBefore, conflictsBefore, err := apiCounts(ctx, client)
+	writesBefore, conflictsBefore, err := benchenv.APICounts(ctx, client)
 	if err != nil {
 		return result{}, err
 	}
@@ -199,7 +197,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		}
 	}
 	r := result{seconds: time.Since(start).Seconds(), calls: cloud.Calls()}
-	writesAfter, conflictsAfter, err := apiCounts(ctx, client)
+	writesAfter, conflictsAfter, err := benchenv.APICounts(ctx, client)
 	if err != nil {
 		return result{}, err
 	}
@@ -231,7 +229,6 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 
 // startCCM starts the CCM under test until ctx ends; done receives its exit.
 func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n int) (<-chan error, error) {
-	done := make(chan error, 1)
 	if cfg.upstream != "" {
 		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
 			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d", n),
@@ -239,25 +236,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 			// The controllers Outrigger runs without -networking; upstream's
 			// route controller refuses to start without a cluster CIDR.
 			"--controllers=cloud-node-controller,cloud-node-lifecycle-controller"}
-		cmd := exec.CommandContext(ctx, cfg.upstream, append(args, cfg.extra...)...)
-		log, err := os.Create(filepath.Join(os.TempDir(), fmt.Sprintf("upstream-ccm-%d.log", n)))
-		if err != nil {
-			return nil, err
-		}
-		cmd.Stdout, cmd.Stderr = log, log
-		cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("starting the upstream CCM: %w", err)
-		}
-		go func() {
-			err := cmd.Wait()
-			log.Close()
-			if ctx.Err() != nil {
-				err = nil
-			}
-			done <- err
-		}()
-		return done, nil
+		return benchenv.StartUpstream(ctx, cfg.upstream, append(args, cfg.extra...), fmt.Sprintf("upstream-ccm-%d.log", n))
 	}
 	opts := manager.NewOptions()
 	opts.Kubeconfig = kubeconfig
@@ -266,21 +245,13 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	opts.SecurePort = 0
 	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
 	opts.NodeStatusUpdateFrequency = refresh
-	if err := flagSet(opts).Parse(cfg.extra); err != nil {
-		return nil, err
-	}
 	reg := providers.NewRegistry()
 	if cfg.noBatch {
 		reg.Register(sim.ProviderName, withoutBatch)
 	} else {
 		reg.Register(sim.ProviderName, sim.New)
 	}
-	mgr, err := manager.New(ctx, opts, reg)
-	if err != nil {
-		return nil, err
-	}
-	go func() { done <- mgr.Start(ctx) }()
-	return done, nil
+	return benchenv.StartOutrigger(ctx, opts, cfg.extra, reg)
 }
 
 // watchInitialized sends on the channel once per node that loses the
@@ -320,40 +291,4 @@ func watchInitialized(ctx context.Context, client *kubernetes.Clientset, routed 
 		return nil, nil, fmt.Errorf("node informer did not sync")
 	}
 	return out, func() { close(stop); factory.Shutdown() }, nil
-}
-
-// apiWrites sums the API server's count of mutating requests (the bench makes
-// none while Outrigger runs, so the difference is Outrigger's).
-func apiWrites(ctx context.Context, client *kubernetes.Clientset) (int64, error) {
-	w, _, err := apiCounts(ctx, client)
-	return w, err
-}
-
-// apiCounts returns mutating requests and, of them, conflicts (409).
-func apiCounts(ctx context.Context, client *kubernetes.Clientset) (int64, int64, error) {
-	raw, err := client.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading API server metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
-	if err != nil {
-		return 0, 0, fmt.Errorf("parsing API server metrics: %w", err)
-	}
-	var total, conflicts float64
-	if f, ok := families["apiserver_request_total"]; ok {
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
-				total += m.GetCounter().GetValue()
-				if labels["code"] == "409" {
-					conflicts += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return int64(total), int64(conflicts), nil
 }

@@ -52,7 +52,10 @@ type Layer struct {
 	gate     throttleGate
 	now      func() time.Time
 	adaptMu  sync.Mutex
-	recent   window
+	// lastDecrease is when the rate was last halved: calls sent before it
+	// went out at the old rate, so their throttles do not halve it again.
+	lastDecrease time.Time
+	recent       window
 }
 
 // window counts calls in the last second.
@@ -128,6 +131,7 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 	if err := l.limiter.Wait(ctx); err != nil {
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", method, err)
 	}
+	sent := l.now()
 	callsTotal.WithLabelValues(method).Inc()
 	if l.opts.QPS <= 0 {
 		l.recent.add(l.now())
@@ -163,7 +167,7 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 		if retryAfter, ok := Throttled(r.err); ok {
 			throttlesTotal.WithLabelValues(method).Inc()
 			pause := l.gate.throttled(l.now(), retryAfter, l.opts.ThrottleBackoff, l.opts.MaxThrottleBackoff)
-			rate := l.slowDown()
+			rate := l.slowDown(sent)
 			klog.FromContext(ctx).V(2).Info("Cloud throttled; pausing all cloud calls", "method", method, "pause", pause, "rate", rate)
 		}
 		return zero, r.err
@@ -178,11 +182,17 @@ const minRate = 0.5
 
 // slowDown halves the call rate after a throttle (multiplicative decrease),
 // so that a --cloud-qps set above what the cloud accepts is corrected instead
-// of being throttled again after every pause. It returns the new rate.
-func (l *Layer) slowDown() rate.Limit {
+// of being throttled again after every pause. It returns the new rate. As in
+// TCP, one burst of throttles halves the rate once: a throttle of a call
+// sent before the last decrease says nothing about the new rate.
+func (l *Layer) slowDown(sentAt time.Time) rate.Limit {
 	l.adaptMu.Lock()
 	defer l.adaptMu.Unlock()
 	cur := l.limiter.Limit()
+	if sentAt.Before(l.lastDecrease) {
+		return cur
+	}
+	l.lastDecrease = l.now()
 	if cur == rate.Inf {
 		// Unlimited so far: start from the rate the cloud just refused.
 		cur = rate.Limit(max(minRate, l.recentRate()))

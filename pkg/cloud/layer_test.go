@@ -250,3 +250,33 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 		t.Errorf("rate after 200 successes = %v, want back at --cloud-qps 400", got)
 	}
 }
+
+// Twenty calls in flight together, all throttled, are one episode: the
+// rate halves once, not twenty times down to the floor.
+func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
+	const inFlight = 20
+	var started sync.WaitGroup
+	started.Add(inFlight)
+	release := make(chan struct{})
+	p := &scripted{answer: func(context.Context, int64) error {
+		started.Done()
+		<-release
+		return cloudproviderapi.NewRetryError("slow down", 0)
+	}}
+	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	inst, _ := l.Instances()
+	var done sync.WaitGroup
+	for range inFlight {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			_, _ = inst.InstanceExists(context.Background(), node("a"))
+		}()
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+	if got := float64(l.limiter.Limit()); got != 200 {
+		t.Errorf("rate after one burst of %d throttles = %v, want 200 (halved once)", inFlight, got)
+	}
+}

@@ -70,9 +70,10 @@ func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
 
 	for _, name := range []string{terminated, deleted} {
 		testenv.Eventually(t, 20*time.Second, "node "+name+" deleted", func() (bool, error) { return !exists(t, name), nil })
-		if len(testenv.Events(t, name)[nodelifecycle.ReasonDeletingNode]) == 0 {
-			t.Errorf("no %s event for %s", nodelifecycle.ReasonDeletingNode, name)
-		}
+		// Events are posted asynchronously.
+		testenv.Eventually(t, 10*time.Second, nodelifecycle.ReasonDeletingNode+" event for "+name, func() (bool, error) {
+			return len(testenv.Events(t, name)[nodelifecycle.ReasonDeletingNode]) > 0, nil
+		})
 	}
 	// Several monitor periods have passed: the Ready node and the node whose
 	// instance runs are still there.

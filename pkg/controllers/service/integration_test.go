@@ -561,6 +561,8 @@ func waitProvisionedWithin(t *testing.T, c *testenv.Cloud, ns, name string, d ti
 		svc := get(t, ns, name)
 		lb, ok := cloudLB(c, svc)
 		ing := svc.Status.LoadBalancer.Ingress
-		return ok && len(ing) == 1 && ing[0].IP == lb.VIP && condition(t, ns, name) == nil, nil
+		cond := condition(t, ns, name)
+		return ok && len(ing) == 1 && ing[0].IP == lb.VIP && cond == nil,
+			fmt.Errorf("in the cloud: %t, ingress %v, condition %+v, cloud calls %+v", ok, ing, cond, c.Calls())
 	})
 }

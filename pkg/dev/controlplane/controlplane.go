@@ -105,6 +105,9 @@ func repoRoot() (string, error) {
 	}
 }
 
+// ServiceCIDR is the API server's --service-cluster-ip-range.
+const ServiceCIDR = "10.96.0.0/16"
+
 // ControlPlane is a running etcd and kube-apiserver.
 type ControlPlane struct {
 	Env    *envtest.Environment
@@ -122,6 +125,9 @@ func Start(ctx context.Context) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	// envtest's default Service range (a /24) holds 254 Services; the load
+	// balancer benchmark creates thousands.
+	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", dir, err)

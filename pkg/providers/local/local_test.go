@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,7 +36,7 @@ func startNode(t *testing.T, name, ip string, healthPort int, nodePorts ...int) 
 	t.Helper()
 	n := &fakeNode{name: name, ip: ip}
 	n.healthy.Store(true)
-	hl, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, healthPort))
+	hl, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(healthPort)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func startNode(t *testing.T, name, ip string, healthPort int, nodePorts ...int) 
 	go func() { _ = srv.Serve(hl) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	for _, p := range nodePorts {
-		ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, p))
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +68,7 @@ func startNode(t *testing.T, name, ip string, healthPort int, nodePorts ...int) 
 				}()
 			}
 		}()
-		pc, err := net.ListenPacket("udp", fmt.Sprintf("%s:%d", ip, p))
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(p)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func ask(vip string, port int, from string) (string, error) {
 	if from != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
 	}
-	c, err := d.Dial("tcp", fmt.Sprintf("%s:%d", vip, port))
+	c, err := d.Dial("tcp", net.JoinHostPort(vip, strconv.Itoa(port)))
 	if err != nil {
 		return "", err
 	}

@@ -20,10 +20,10 @@ import (
 // Cloud is the simulated cloud's state and HTTP API.
 type Cloud struct {
 	// Zones instances are spread over, round-robin; all in Region.
-	zones  []string
+	zones []string
 	// internalV4 is the range instances' IPv4 InternalIPs come from.
 	internalV4 netip.Prefix
-	region string
+	region     string
 
 	mu         sync.Mutex
 	instances  map[string]*Instance // by ID

@@ -1,0 +1,100 @@
+// Package benchenv holds what the benchmarks share: running Outrigger or
+// the upstream cloud-controller-manager against the same control plane and
+// sim cloud, and reading the API server's request counters.
+package benchenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+)
+
+// UpstreamName names the upstream CCM in reports.
+const UpstreamName = "upstream cloud-controller-manager (k8s.io/cloud-provider v0.37.2)"
+
+// StartUpstream runs the upstream CCM binary with args until ctx ends
+// (then interrupts it); its output goes to a log file in the temp dir
+// named logName. done receives its exit, nil when ctx ended it.
+func StartUpstream(ctx context.Context, bin string, args []string, logName string) (<-chan error, error) {
+	done := make(chan error, 1)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	log, err := os.Create(filepath.Join(os.TempDir(), logName))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting the upstream CCM: %w", err)
+	}
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		if ctx.Err() != nil {
+			err = nil
+		}
+		done <- err
+	}()
+	return done, nil
+}
+
+// StartOutrigger runs Outrigger in-process with opts, after applying the
+// command-line flags in extra, until ctx ends. done receives its exit.
+func StartOutrigger(ctx context.Context, opts *manager.Options, extra []string, reg *providers.Registry) (<-chan error, error) {
+	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
+	opts.AddFlags(fs)
+	if err := fs.Parse(extra); err != nil {
+		return nil, err
+	}
+	mgr, err := manager.New(ctx, opts, reg)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return done, nil
+}
+
+// APICounts returns the API server's count of mutating requests and, of
+// them, conflicts (409). The benchmarks make no writes while a CCM runs, so
+// a difference is the CCM's.
+func APICounts(ctx context.Context, client kubernetes.Interface) (writes, conflicts int64, err error) {
+	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading API server metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	if err != nil {
+		return 0, 0, fmt.Errorf("parsing API server metrics: %w", err)
+	}
+	var total, conflict float64
+	if f, ok := families["apiserver_request_total"]; ok {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
+				total += m.GetCounter().GetValue()
+				if labels["code"] == "409" {
+					conflict += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int64(total), int64(conflict), nil
+}

@@ -1,0 +1,302 @@
+// Command lb measures load balancer provisioning on a real control plane
+// with the sim cloud: N LoadBalancer Services created at once, timed until
+// every one has an ingress IP; then a burst of node churn (half the churned
+// nodes leave, half join), timed until every cloud load balancer's backends
+// match the nodes, counting the UpdateLoadBalancer calls it took.
+//
+//	go run ./bench/lb -services 1000 -nodes 100 -churn 100
+//	go run ./bench/lb -upstream bin/upstream-ccm   # the same, under both CCMs
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+type config struct {
+	services, nodes, churn int
+	latency                time.Duration
+	rateLimit              float64
+	outriggerFlags         []string
+	upstream               string
+	upstreamFlags          []string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.services, "services", 1000, "LoadBalancer Services to create")
+	flag.IntVar(&cfg.nodes, "nodes", 100, "nodes in the cluster before the churn")
+	flag.IntVar(&cfg.churn, "churn", 100, "nodes churned: half of them leave, half join, at once")
+	flag.DurationVar(&cfg.latency, "cloud-latency", 200*time.Millisecond, "latency of every sim cloud call")
+	flag.Float64Var(&cfg.rateLimit, "cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
+	oflags := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
+	flag.StringVar(&cfg.upstream, "upstream", "", "also run this upstream cloud-controller-manager binary (bench/upstream-ccm) on the same workload")
+	uflags := flag.String("upstream-flags", "", "extra upstream CCM flags, space-separated (defaults otherwise)")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	flag.Parse()
+	_ = klogFlags.Set("logtostderr", "false")
+	_ = klogFlags.Set("stderrthreshold", "ERROR")
+	ctrl.SetLogger(klog.NewKlogr())
+	cfg.outriggerFlags, cfg.upstreamFlags = strings.Fields(*oflags), strings.Fields(*uflags)
+
+	fmt.Printf("%d LoadBalancer Services, %d nodes, %d churned (%d leave, %d join); sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it)\n\n",
+		cfg.services, cfg.nodes, cfg.churn, cfg.churn/2, cfg.churn-cfg.churn/2, cfg.latency, cfg.rateLimit)
+	fmt.Println("| CCM | flags | seconds to all ingress | cloud calls | throttled (429) | API writes | churn: seconds to converge | churn: UpdateLoadBalancer calls | churn: other cloud calls | churn: throttled |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	runs := []string{"Outrigger"}
+	if cfg.upstream != "" {
+		runs = append(runs, "upstream")
+	}
+	for _, ccm := range runs {
+		r, err := once(context.Background(), cfg, ccm == "upstream")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lb:", err)
+			os.Exit(1)
+		}
+		flags := strings.Join(cfg.outriggerFlags, " ")
+		if ccm == "upstream" {
+			flags = strings.Join(cfg.upstreamFlags, " ")
+		}
+		if flags == "" {
+			flags = "defaults"
+		}
+		fmt.Printf("| %s | %s | %.1f | %d | %d | %d | %.1f | %d | %d | %d |\n", ccm, flags, r.provision, r.provisionCalls.Total, r.provisionCalls.Throttled, r.writes,
+			r.converge, r.churnCalls.ByOp["SetBackends"], r.churnCalls.Total-r.churnCalls.ByOp["SetBackends"], r.churnCalls.Throttled)
+	}
+}
+
+type result struct {
+	provision      float64
+	provisionCalls simcloud.Calls
+	writes         int64
+	converge       float64
+	churnCalls     simcloud.Calls
+}
+
+func once(ctx context.Context, cfg config, upstream bool) (result, error) {
+	var r result
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer cp.Stop()
+	dir, err := os.MkdirTemp("", "outrigger-bench-lb-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
+		return r, err
+	}
+	admin := *cp.Config
+	admin.QPS, admin.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(&admin)
+
+	cloud := simcloud.New("")
+	cloudCtx, stopCloud := context.WithCancel(ctx)
+	defer stopCloud()
+	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
+	if err != nil {
+		return r, err
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
+		return r, err
+	}
+	if err := createNodes(ctx, client, 0, cfg.nodes); err != nil {
+		return r, err
+	}
+	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
+
+	var withIngress atomic.Int64
+	stopWatch, err := watchIngress(ctx, client, &withIngress)
+	if err != nil {
+		return r, err
+	}
+	defer stopWatch()
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var done <-chan error
+	if upstream {
+		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+			"--secure-port=0", "--leader-elect=false", "--controllers=service-lb-controller"}
+		done, err = benchenv.StartUpstream(runCtx, cfg.upstream, append(args, cfg.upstreamFlags...), "upstream-ccm-lb.log")
+	} else {
+		opts := manager.NewOptions()
+		opts.Kubeconfig, opts.CloudProvider, opts.CloudConfig = kubeconfig, sim.ProviderName, cloudConfig
+		opts.SecurePort, opts.LeaderElect = 0, false
+		opts.Controllers = []string{"service-lb-controller"}
+		reg := providers.NewRegistry()
+		reg.Register(sim.ProviderName, sim.New)
+		done, err = benchenv.StartOutrigger(runCtx, opts, cfg.outriggerFlags, reg)
+	}
+	if err != nil {
+		return r, err
+	}
+	time.Sleep(3 * time.Second) // both CCMs start and sync their caches
+
+	writesBefore, _, err := benchenv.APICounts(ctx, client)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	var createErr atomic.Value
+	workqueue.ParallelizeUntil(ctx, 64, cfg.services, func(i int) {
+		if _, err := client.CoreV1().Services("default").Create(ctx, lbService(i), metav1.CreateOptions{}); err != nil {
+			createErr.Store(err)
+		}
+	})
+	if err, _ := createErr.Load().(error); err != nil {
+		return r, fmt.Errorf("creating services: %w", err)
+	}
+	if err := waitFor(done, func() bool { return withIngress.Load() >= int64(cfg.services) }); err != nil {
+		return r, err
+	}
+	r.provision = time.Since(start).Seconds()
+	r.provisionCalls = cloud.Calls()
+	writesAfter, _, err := benchenv.APICounts(ctx, client)
+	if err != nil {
+		return r, err
+	}
+	// The bench's own writes (the Service creates) are not the CCM's.
+	r.writes = writesAfter - writesBefore - int64(cfg.services)
+
+	// Let stragglers (events, retries) settle, then churn.
+	time.Sleep(3 * time.Second)
+	cloud.ResetCalls()
+	leave, join := cfg.churn/2, cfg.churn-cfg.churn/2
+	want := map[string]bool{}
+	for i := leave; i < cfg.nodes+join; i++ {
+		want[nodeName(i)] = true
+	}
+	start = time.Now()
+	workqueue.ParallelizeUntil(ctx, 64, leave, func(i int) {
+		_ = client.CoreV1().Nodes().Delete(ctx, nodeName(i), metav1.DeleteOptions{})
+	})
+	if err := createNodes(ctx, client, cfg.nodes, cfg.nodes+join); err != nil {
+		return r, err
+	}
+	converged := func() bool {
+		lbs := cloud.LoadBalancers()
+		if len(lbs) < cfg.services {
+			return false
+		}
+		for _, lb := range lbs {
+			if len(lb.Backends) != len(want) {
+				return false
+			}
+			for _, b := range lb.Backends {
+				if !want[b.Node] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if err := waitFor(done, converged); err != nil {
+		return r, err
+	}
+	r.converge = time.Since(start).Seconds()
+	time.Sleep(2 * time.Second) // late calls count too
+	r.churnCalls = cloud.Calls()
+	stop()
+	<-done
+	return r, nil
+}
+
+// waitFor polls cond until it holds or the CCM exits.
+func waitFor(done <-chan error, cond func() bool) error {
+	for !cond() {
+		select {
+		case err := <-done:
+			return fmt.Errorf("the CCM stopped: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func nodeName(i int) string { return fmt.Sprintf("lb-node-%05d", i) }
+
+// createNodes registers initialized nodes from..to-1.
+func createNodes(ctx context.Context, client kubernetes.Interface, from, to int) error {
+	var failed atomic.Value
+	workqueue.ParallelizeUntil(ctx, 64, to-from, func(k int) {
+		i := from + k
+		n := kubeletsim.NewNode(nodeName(i))
+		n.Spec.Taints = nil
+		n.Spec.ProviderID = "sim://" + n.Name
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)})
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			failed.Store(err)
+		}
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		return fmt.Errorf("creating nodes: %w", err)
+	}
+	return nil
+}
+
+func lbService(i int) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%05d", i), Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "bench"},
+			Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+// watchIngress counts Services that have an ingress, from a watch.
+func watchIngress(ctx context.Context, client kubernetes.Interface, count *atomic.Int64) (func(), error) {
+	seen := map[string]bool{}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Services().Informer()
+	check := func(obj any) {
+		s, ok := obj.(*corev1.Service)
+		if !ok || seen[s.Name] || len(s.Status.LoadBalancer.Ingress) == 0 || !slices.Contains([]corev1.ServiceType{corev1.ServiceTypeLoadBalancer}, s.Spec.Type) {
+			return
+		}
+		seen[s.Name] = true
+		count.Add(1)
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, o any) { check(o) }}); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		close(stop)
+		return nil, fmt.Errorf("service informer did not sync")
+	}
+	return func() { close(stop); factory.Shutdown() }, nil
+}
