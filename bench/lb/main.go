@@ -182,6 +182,9 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	}
 	r.provision = time.Since(start).Seconds()
 	r.provisionCalls = cloud.Calls()
+	if os.Getenv("LB_BENCH_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "provision calls by op: %v\n", r.provisionCalls.ByOp)
+	}
 	writesAfter, _, err := benchenv.APICounts(ctx, client)
 	if err != nil {
 		return r, err

@@ -38,11 +38,13 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
@@ -96,6 +98,7 @@ type applied struct {
 	service *corev1.Service // a copy, to delete the LB if the Service vanishes unseen
 	spec    string
 	nodes   string
+	status  corev1.LoadBalancerStatus
 }
 
 type reconciler struct {
@@ -148,7 +151,15 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		For(&corev1.Service{}).
+		// Our own writes (finalizer, status) are not reasons to run again.
+		// (The API server does not bump a Service's generation, so the spec
+		// is compared.)
+		For(&corev1.Service{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Service), e.ObjectNew.(*corev1.Service)
+			return !equality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+				!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
+				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+		}})).
 		Watches(&corev1.Node{}, nodes).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
@@ -312,10 +323,12 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 	spec := specFingerprint(svc)
 	last, known := r.lastApplied(key)
 
-	// Only the backends changed since a successful ensure: the cheap call.
-	if known && last.spec == spec && len(svc.Status.LoadBalancer.Ingress) > 0 {
+	// Nothing but the backends may have changed since a successful ensure:
+	// at most the cheap call. The status comes from memory, as the cache
+	// may not have seen our last status write yet.
+	if known && last.spec == spec {
 		if last.nodes == nodesFP {
-			return nil
+			return r.patchStatus(ctx, svc, last.status, noNodesCondition(svc, len(nodes)))
 		}
 		if err := r.opts.LoadBalancer.UpdateLoadBalancer(ctx, r.opts.ClusterName, svc, nodes); err != nil {
 			r.recorder.Eventf(svc, corev1.EventTypeWarning, EventUpdateFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(nodes), err)
@@ -329,7 +342,7 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 		}
 		last.nodes = nodesFP
 		r.remember(key, last)
-		return r.patchStatus(ctx, svc, svc.Status.LoadBalancer, noNodesCondition(svc, len(nodes)))
+		return r.patchStatus(ctx, svc, last.status, noNodesCondition(svc, len(nodes)))
 	}
 
 	// The finalizer goes on before anything exists in the cloud, so that a
@@ -367,7 +380,7 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 		return err
 	}
 	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsured, "Ensured load balancer")
-	r.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP})
+	r.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP, status: *status.DeepCopy()})
 	log.V(2).Info("Ensured load balancer", "service", key, "ingress", status.Ingress, "nodes", len(nodes))
 	return nil
 }
