@@ -38,6 +38,8 @@ type Options struct {
 	LeaderElectRetryPeriod       time.Duration
 	LeaderElectResourceName      string
 	LeaderElectResourceNamespace string
+	EnableLeaderMigration        bool
+	LeaderMigrationConfig        string
 	ConcurrentNodeSyncs          int
 	ConcurrentServiceSyncs       int
 	LoadBalancerClass            string
@@ -105,6 +107,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How long candidates wait between attempts to acquire or renew.")
 	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease used for leader election (upstream's by default, so the two never lead at once).")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the leader election Lease.")
+	fs.BoolVar(&o.EnableLeaderMigration, "enable-leader-migration", o.EnableLeaderMigration, "Take part in leader migration (KEP-2436): run the controllers a migration config assigns to cloud-controller-manager (or '*') only while holding the migration lease, and not those it assigns to another component.")
+	fs.StringVar(&o.LeaderMigrationConfig, "leader-migration-config", o.LeaderMigrationConfig, "Path to a LeaderMigrationConfiguration (upstream's format). Default: routes, services and node lifecycle move, under the lease cloud-provider-extraction-migration.")
 	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Nodes initialized at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
 	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "Load balancer Services synced at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
@@ -146,6 +150,12 @@ func (o *Options) Validate() error {
 		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNamespace == "" {
 			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
 		}
+	}
+	if o.LeaderMigrationConfig != "" && !o.EnableLeaderMigration {
+		errs = append(errs, errors.New("--leader-migration-config needs --enable-leader-migration"))
+	}
+	if o.EnableLeaderMigration && !o.LeaderElect {
+		errs = append(errs, errors.New("--enable-leader-migration needs --leader-elect"))
 	}
 	positive := []struct {
 		name string

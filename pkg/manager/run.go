@@ -80,8 +80,26 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
 	log := klog.FromContext(ctx)
+	var migration *migrationConfig
+	if opts.EnableLeaderMigration {
+		if migration, err = loadMigrationConfig(opts.LeaderMigrationConfig); err != nil {
+			return nil, err
+		}
+	}
+	migrated := &deferringManager{Manager: mgr}
 	for _, name := range enabled {
-		skip, err := setupController(mgr, name, layer, opts)
+		target := manager.Manager(mgr)
+		lease := "main"
+		if migration != nil {
+			switch role, component := migration.role(name); role {
+			case roleOther:
+				log.Info("Not running controller: leader migration assigns it to another component", "controller", name, "component", component)
+				continue
+			case roleMigrated:
+				target, lease = migrated, migration.LeaderName
+			}
+		}
+		skip, err := setupController(target, name, layer, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -89,7 +107,16 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			log.Info("Not running controller", "controller", name, "reason", skip)
 			continue
 		}
-		log.Info("Enabled controller", "controller", name)
+		log.Info("Enabled controller", "controller", name, "lease", lease)
+	}
+	if len(migrated.runnables) > 0 {
+		client, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return nil, fmt.Errorf("leader migration client: %w", err)
+		}
+		if err := mgr.Add(&migrationLease{cfg: migration, opts: opts, client: client, runnables: migrated.runnables}); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

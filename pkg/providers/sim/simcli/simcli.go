@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -139,6 +140,31 @@ func NewCommand() *cobra.Command {
 			fmt.Fprintln(w, "DESTINATION\tTARGET\tBLACKHOLE\tNAME")
 			for _, r := range routes {
 				fmt.Fprintf(w, "%s\t%s\t%t\t%s\n", r.Destination, r.Target, r.Blackhole, r.Name)
+			}
+			return w.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "loadbalancers",
+		Short: "List the cloud's load balancers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			lbs, err := c.LoadBalancers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME	VIP	SERVICE	LISTENERS	BACKENDS")
+			for _, lb := range lbs {
+				var listeners []string
+				for _, l := range lb.Listeners {
+					listeners = append(listeners, fmt.Sprintf("%s/%d->%d", l.Protocol, l.Port, l.NodePort))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\n", lb.Name, lb.VIP, lb.Tags["service"], strings.Join(listeners, ","), len(lb.Backends))
 			}
 			return w.Flush()
 		},

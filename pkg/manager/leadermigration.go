@@ -1,0 +1,225 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/yaml"
+)
+
+// Leader migration (KEP-2436) lets the controllers a kube-controller-manager
+// ran in-tree (routes, services, node lifecycle) move to a CCM without both
+// running them for a moment: each controller manager takes its main lease
+// for the controllers it keeps, and a shared migration lease for the ones
+// that move. Outrigger reads upstream's LeaderMigrationConfiguration and
+// takes part as the component "cloud-controller-manager".
+
+// migrationComponent is the component name Outrigger answers to in a
+// LeaderMigrationConfiguration, upstream CCM's.
+const migrationComponent = "cloud-controller-manager"
+
+// migrationConfig is upstream's LeaderMigrationConfiguration
+// (controllermanager.config.k8s.io).
+type migrationConfig struct {
+	Kind              string             `json:"kind"`
+	APIVersion        string             `json:"apiVersion"`
+	LeaderName        string             `json:"leaderName"`
+	ResourceLock      string             `json:"resourceLock"`
+	ControllerLeaders []controllerLeader `json:"controllerLeaders"`
+}
+
+type controllerLeader struct {
+	Name      string `json:"name"`
+	Component string `json:"component"`
+}
+
+// defaultMigrationConfig is upstream's default: the three controllers that
+// left kube-controller-manager, run by whichever manager holds the lease.
+func defaultMigrationConfig() *migrationConfig {
+	return &migrationConfig{
+		Kind:         "LeaderMigrationConfiguration",
+		APIVersion:   "controllermanager.config.k8s.io/v1",
+		LeaderName:   "cloud-provider-extraction-migration",
+		ResourceLock: "leases",
+		ControllerLeaders: []controllerLeader{
+			{Name: "route-controller", Component: "*"},
+			{Name: "service-controller", Component: "*"},
+			{Name: "cloud-node-lifecycle-controller", Component: "*"},
+		},
+	}
+}
+
+// controllerAliases maps the names a migration config may use (the
+// kube-controller-manager's, and upstream CCM's short forms) to Outrigger's.
+var controllerAliases = map[string]string{
+	"route":                           "node-route-controller",
+	"route-controller":                "node-route-controller",
+	"node-route-controller":           "node-route-controller",
+	"service":                         "service-lb-controller",
+	"service-controller":              "service-lb-controller",
+	"service-lb-controller":           "service-lb-controller",
+	"cloud-node-lifecycle":            "cloud-node-lifecycle-controller",
+	"cloud-node-lifecycle-controller": "cloud-node-lifecycle-controller",
+	"cloud-node":                      "cloud-node-controller",
+	"cloud-node-controller":           "cloud-node-controller",
+	"nodeipam":                        "node-ipam-controller",
+	"node-ipam":                       "node-ipam-controller",
+	"node-ipam-controller":            "node-ipam-controller",
+}
+
+// loadMigrationConfig reads --leader-migration-config, or returns the
+// default when path is empty.
+func loadMigrationConfig(path string) (*migrationConfig, error) {
+	if path == "" {
+		return defaultMigrationConfig(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read --leader-migration-config: %w", err)
+	}
+	var cfg migrationConfig
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("malformed --leader-migration-config %s: %w", path, err)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("--leader-migration-config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+func (c *migrationConfig) validate() error {
+	var errs []error
+	if c.Kind != "LeaderMigrationConfiguration" {
+		errs = append(errs, fmt.Errorf("kind is %q, want LeaderMigrationConfiguration", c.Kind))
+	}
+	if g, v, _ := strings.Cut(c.APIVersion, "/"); g != "controllermanager.config.k8s.io" || !slices.Contains([]string{"v1", "v1beta1", "v1alpha1"}, v) {
+		errs = append(errs, fmt.Errorf("apiVersion is %q, want controllermanager.config.k8s.io/v1", c.APIVersion))
+	}
+	if c.LeaderName == "" {
+		errs = append(errs, errors.New("leaderName is empty"))
+	}
+	if c.ResourceLock != "leases" {
+		errs = append(errs, fmt.Errorf("resourceLock is %q: only leases are supported (as upstream since 1.24)", c.ResourceLock))
+	}
+	for i, l := range c.ControllerLeaders {
+		if _, ok := controllerAliases[l.Name]; !ok {
+			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: unknown controller %q", i, l.Name))
+		}
+		if l.Component == "" {
+			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: component is empty", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// migrationRole says how this Outrigger runs a controller under migration.
+type migrationRole int
+
+const (
+	// roleMain: not part of the migration, run under the main lease.
+	roleMain migrationRole = iota
+	// roleMigrated: run under the migration lease.
+	roleMigrated
+	// roleOther: another component runs it; Outrigger does not.
+	roleOther
+)
+
+func (c *migrationConfig) role(controller string) (migrationRole, string) {
+	for _, l := range c.ControllerLeaders {
+		if controllerAliases[l.Name] != controller {
+			continue
+		}
+		if l.Component == migrationComponent || l.Component == "*" {
+			return roleMigrated, l.Component
+		}
+		return roleOther, l.Component
+	}
+	return roleMain, ""
+}
+
+// deferringManager hands controllers a manager whose Add keeps their
+// runnables back, so that they start only once the migration lease is held.
+type deferringManager struct {
+	manager.Manager
+	mu        sync.Mutex
+	runnables []manager.Runnable
+}
+
+func (d *deferringManager) Add(r manager.Runnable) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.runnables = append(d.runnables, r)
+	return nil
+}
+
+// migrationLease runs the migrated controllers while holding the migration
+// lease. It needs leader election, so, as upstream, it is attempted only once
+// the main lease is held.
+type migrationLease struct {
+	cfg       *migrationConfig
+	opts      *Options
+	client    kubernetes.Interface
+	runnables []manager.Runnable
+}
+
+func (m *migrationLease) NeedLeaderElection() bool { return true }
+
+func (m *migrationLease) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithValues("lease", m.opts.LeaderElectResourceNamespace+"/"+m.cfg.LeaderName)
+	host, _ := os.Hostname()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, m.opts.LeaderElectResourceNamespace, m.cfg.LeaderName,
+		m.client.CoreV1(), m.client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		return fmt.Errorf("leader migration lock: %w", err)
+	}
+	runErr := make(chan error, len(m.runnables))
+	leading := false
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   m.opts.LeaderElectLeaseDuration,
+		RenewDeadline:   m.opts.LeaderElectRenewDeadline,
+		RetryPeriod:     m.opts.LeaderElectRetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            m.cfg.LeaderName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				leading = true
+				log.Info("Leader migration: holding the migration lease; starting the migrated controllers", "controllers", len(m.runnables))
+				for _, r := range m.runnables {
+					go func() { runErr <- r.Start(ctx) }()
+				}
+			},
+			OnStoppedLeading: func() {},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader migration: %w", err)
+	}
+	log.Info("Leader migration: waiting for the migration lease")
+	elector.Run(ctx) // returns when ctx ends or the lease is lost
+	if ctx.Err() != nil {
+		return nil
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			return fmt.Errorf("a migrated controller failed: %w", err)
+		}
+	default:
+	}
+	if leading {
+		return errors.New("lost the leader migration lease")
+	}
+	return errors.New("leader migration election ended")
+}

@@ -1,0 +1,296 @@
+// Package switchover checks that a cluster moves from the upstream
+// cloud-controller-manager to Outrigger and back with nothing recreated:
+// the real upstream CCM (bench/upstream-ccm, k8s.io/cloud-provider's own
+// command and controllers with the sim provider) and Outrigger take turns
+// on the same API server and sim cloud.
+package switchover
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var ctx = context.Background()
+
+// buildUpstream builds the upstream CCM from its module.
+func buildUpstream(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "upstream-ccm")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = filepath.Join("..", "..", "bench", "upstream-ccm")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the upstream CCM: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The flags both CCMs run with: the same controllers, cluster CIDR and
+// periods.
+var common = []string{
+	"--cluster-cidr=10.244.0.0/16", "--allocate-node-cidrs=true", "--configure-cloud-routes=true",
+	"--route-reconciliation-period=1s", "--node-monitor-period=1s",
+	"--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller,node-route-controller",
+}
+
+// upstream runs the upstream CCM until stopped.
+type upstream struct {
+	cmd  *exec.Cmd
+	log  *os.File
+	done chan error
+}
+
+func startUpstream(t *testing.T, bin string, cloud *testenv.Cloud) *upstream {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), "upstream.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--cloud-provider=sim", "--cloud-config=" + cloud.ConfigFile, "--kubeconfig=" + testenv.Kubeconfig,
+		"--leader-elect=false", "--secure-port=0"}, common...)
+	u := &upstream{cmd: exec.Command(bin, args...), log: log, done: make(chan error, 1)}
+	u.cmd.Stdout, u.cmd.Stderr = log, log
+	if err := u.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { u.done <- u.cmd.Wait() }()
+	t.Cleanup(func() {
+		u.stop(t)
+		if t.Failed() {
+			if b, err := os.ReadFile(log.Name()); err == nil {
+				t.Logf("upstream CCM log (last 3000 bytes):\n%s", tail(string(b), 3000))
+			}
+		}
+	})
+	return u
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (u *upstream) stop(t *testing.T) {
+	if u.cmd.ProcessState != nil {
+		return
+	}
+	_ = u.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-u.done:
+	case <-time.After(30 * time.Second):
+		_ = u.cmd.Process.Kill()
+		<-u.done
+	}
+	u.log.Close()
+}
+
+// state is everything a switch must not change.
+type state struct {
+	nodes    map[string]string // name -> UID, providerID, labels, addresses, taints, podCIDRs
+	services map[string]string // name -> UID, finalizers, ingress
+	lbs      map[string]string // name -> VIP, listeners, backends (as sets)
+	routes   []string
+}
+
+func capture(t *testing.T, cloud *testenv.Cloud, ns string, nodes []string) state {
+	t.Helper()
+	s := state{nodes: map[string]string{}, services: map[string]string{}, lbs: map[string]string{}}
+	for _, name := range nodes {
+		n := testenv.GetNode(t, name)
+		labels := slices.Sorted(maps.Keys(n.Labels))
+		var lv []string
+		for _, k := range labels {
+			lv = append(lv, k+"="+n.Labels[k])
+		}
+		var taints []string
+		for _, tn := range n.Spec.Taints {
+			taints = append(taints, tn.Key)
+		}
+		s.nodes[name] = fmt.Sprint(n.UID, " ", n.Spec.ProviderID, " ", lv, " ", n.Status.Addresses, " ", taints, " ", n.Spec.PodCIDRs)
+	}
+	list, err := testenv.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range list.Items {
+		s.services[svc.Name] = fmt.Sprint(svc.UID, " ", svc.Finalizers, " ", svc.Status.LoadBalancer.Ingress)
+	}
+	for _, lb := range cloud.LoadBalancers() {
+		var backends []string
+		for _, b := range lb.Backends {
+			backends = append(backends, b.Node+"@"+b.Address)
+		}
+		sort.Strings(backends)
+		s.lbs[lb.Name] = fmt.Sprint(lb.VIP, " ", lb.Listeners, " ", backends, " ", lb.SourceRanges, " ", lb.Tags)
+	}
+	for _, r := range cloud.Routes() {
+		s.routes = append(s.routes, r.Name+" "+r.Destination+" "+r.Target)
+	}
+	return s
+}
+
+func (s state) diff(o state) []string {
+	var out []string
+	cmp := func(kind string, a, b map[string]string) {
+		for k := range a {
+			if a[k] != b[k] {
+				out = append(out, fmt.Sprintf("%s %s:\n  before: %s\n  after:  %s", kind, k, a[k], b[k]))
+			}
+		}
+		for k := range b {
+			if _, ok := a[k]; !ok {
+				out = append(out, fmt.Sprintf("%s %s appeared: %s", kind, k, b[k]))
+			}
+		}
+	}
+	cmp("node", s.nodes, o.nodes)
+	cmp("service", s.services, o.services)
+	cmp("load balancer", s.lbs, o.lbs)
+	if !slices.Equal(s.routes, o.routes) {
+		out = append(out, fmt.Sprintf("routes:\n  before: %v\n  after:  %v", s.routes, o.routes))
+	}
+	return out
+}
+
+// readOnly are the calls a CCM taking over may make: reads, and ensures
+// that leave the load balancer as it was (checked by the state diff).
+var readOnly = []string{"GetInstance", "ListInstances", "BatchGetInstances", "GetPodCIDRs", "ListRoutes",
+	"GetLoadBalancer", "ListLoadBalancers", "PutLoadBalancer", "SetBackends"}
+
+// settle waits until the CCM that just started has looked at everything:
+// ensured every Service (both CCMs do on start) and listed the routes,
+// then a few more periods for anything it would still change.
+func settle(t *testing.T, cloud *testenv.Cloud, services int) {
+	t.Helper()
+	testenv.Eventually(t, 60*time.Second, "the new CCM's first passes", func() (bool, error) {
+		c := cloud.Calls().ByOp
+		return c["PutLoadBalancer"] >= int64(services) && c["ListRoutes"] >= 1, nil
+	})
+	time.Sleep(5 * time.Second)
+}
+
+func checkNothingChanged(t *testing.T, who string, before, after state, calls simcloud.Calls) {
+	t.Helper()
+	for _, d := range before.diff(after) {
+		t.Errorf("%s changed the cluster or the cloud: %s", who, d)
+	}
+	for op, n := range calls.ByOp {
+		if !slices.Contains(readOnly, op) {
+			t.Errorf("%s made %d %s calls taking over; only reads and no-op ensures are expected (calls: %v)", who, n, op, calls.ByOp)
+		}
+	}
+}
+
+func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
+	bin := buildUpstream(t)
+	cloud := testenv.StartCloud(t)
+	var nodes []string
+	for i := range 3 {
+		name := testenv.Name("sw")
+		if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		// The pod CIDRs a kube-controller-manager would have given.
+		testenv.CreateNode(t, name, func(n *corev1.Node) {
+			cidr := fmt.Sprintf("10.244.%d.0/24", i+1)
+			n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+		})
+		nodes = append(nodes, name)
+	}
+	ns := testenv.Name("sw")
+	if _, err := testenv.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. The upstream CCM runs the cluster.
+	up := startUpstream(t, bin, cloud)
+	testenv.Eventually(t, 60*time.Second, "nodes initialized and routed by the upstream CCM", func() (bool, error) {
+		for _, name := range nodes {
+			n := testenv.GetNode(t, name)
+			if n.Spec.ProviderID == "" || len(n.Spec.Taints) > 0 && slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+				return strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/")
+			}) {
+				return false, nil
+			}
+		}
+		return len(cloud.Routes()) == len(nodes), nil
+	})
+	const services = 2
+	for i := range services {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: ns},
+			Spec: corev1.ServiceSpec{
+				Type:  corev1.ServiceTypeLoadBalancer,
+				Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		if _, err := testenv.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 60*time.Second, "load balancers provisioned by the upstream CCM", func() (bool, error) {
+		list, err := testenv.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range list.Items {
+			if len(s.Status.LoadBalancer.Ingress) == 0 {
+				return false, nil
+			}
+		}
+		return len(cloud.LoadBalancers()) == services, nil
+	})
+	time.Sleep(3 * time.Second) // let upstream finish its passes
+	before := capture(t, cloud, ns, nodes)
+	up.stop(t)
+
+	// 2. Outrigger takes over: nothing changes, the cloud sees only reads.
+	cloud.ResetCalls()
+	out := testenv.StartOutrigger(t, cloud, common...)
+	settle(t, cloud, services)
+	checkNothingChanged(t, "Outrigger", before, capture(t, cloud, ns, nodes), cloud.Calls())
+
+	// The cluster still works under Outrigger: a new node is initialized.
+	extra := testenv.Name("sw")
+	if _, err := cloud.Create(simcloud.CreateRequest{Name: extra}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubeletsim.Register(ctx, testenv.Client, extra); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testenv.Client.CoreV1().Nodes().Delete(ctx, extra, metav1.DeleteOptions{}) })
+	testenv.Eventually(t, 30*time.Second, "a new node initialized by Outrigger", func() (bool, error) {
+		return testenv.GetNode(t, extra).Spec.ProviderID != "", nil
+	})
+	nodes = append(nodes, extra)
+	time.Sleep(3 * time.Second) // its backends reach the load balancers
+	before = capture(t, cloud, ns, nodes)
+	out.Stop()
+
+	// 3. And back to upstream: nothing changes either.
+	cloud.ResetCalls()
+	startUpstream(t, bin, cloud)
+	settle(t, cloud, services)
+	checkNothingChanged(t, "the upstream CCM", before, capture(t, cloud, ns, nodes), cloud.Calls())
+}
