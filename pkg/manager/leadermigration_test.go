@@ -29,7 +29,7 @@ controllerLeaders:
 		{"endpoints lock", strings.Replace(good, "resourceLock: leases", "resourceLock: endpoints", 1), "only leases"},
 		{"unknown controller", strings.Replace(good, "name: route", "name: ingress", 1), `unknown controller "ingress"`},
 		{"no component", strings.Replace(good, `component: "*"`, `component: ""`, 1), "component is empty"},
-		{"misspelt field", strings.Replace(good, "leaderName", "leadername", 1), "unknown field"},
+		{"misspelt field", strings.Replace(good, "leaderName", "leaderNmae", 1), "unknown field"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,7 +44,9 @@ func TestSpecFingerprint(t *testing.T) {
 		{"loadBalancerIP", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "1.2.3.4" }, true},
 		{"traffic policy", func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal }, true},
 		{"health check port", func(s *corev1.Service) { s.Spec.HealthCheckNodePort = 31000 }, true},
-		{"ip families", func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} }, true},
+		{"ip families", func(s *corev1.Service) {
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		}, true},
 		{"annotation", func(s *corev1.Service) { s.Annotations["a"] = "2" }, true},
 		{"recreated (new UID)", func(s *corev1.Service) { s.UID = "u2" }, true},
 	}
