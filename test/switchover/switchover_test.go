@@ -134,7 +134,15 @@ func capture(t *testing.T, cloud *testenv.Cloud, ns string, nodes []string) stat
 		t.Fatal(err)
 	}
 	for _, svc := range list.Items {
-		s.services[svc.Name] = fmt.Sprint(svc.UID, " ", svc.Finalizers, " ", svc.Status.LoadBalancer.Ingress)
+		var ingress []string
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			mode := ""
+			if in.IPMode != nil {
+				mode = string(*in.IPMode)
+			}
+			ingress = append(ingress, in.IP+"/"+in.Hostname+"/"+mode)
+		}
+		s.services[svc.Name] = fmt.Sprint(svc.UID, " ", svc.Finalizers, " ", ingress)
 	}
 	for _, lb := range cloud.LoadBalancers() {
 		var backends []string
