@@ -56,6 +56,8 @@ type Layer struct {
 	// went out at the old rate, so their throttles do not halve it again.
 	lastDecrease time.Time
 	recent       window
+	// accepted counts the calls the cloud answered without throttling.
+	accepted window
 }
 
 // window counts calls in the last second.
@@ -173,6 +175,7 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 		return zero, r.err
 	}
 	l.gate.succeeded()
+	l.accepted.add(l.now())
 	l.speedUp()
 	return r.v, nil
 }
@@ -197,7 +200,13 @@ func (l *Layer) slowDown(sentAt time.Time) rate.Limit {
 		// Unlimited so far: start from the rate the cloud just refused.
 		cur = rate.Limit(max(minRate, l.recentRate()))
 	}
-	next := max(cur/2, minRate)
+	next := cur / 2
+	// What the cloud accepted over the last second is what it allows now:
+	// a burst refused mostly should not take five halvings to learn that.
+	if ok := rate.Limit(l.accepted.count(l.now())); ok >= 1 && ok < next {
+		next = ok
+	}
+	next = max(next, minRate)
 	l.limiter.SetLimit(next)
 	l.limiter.SetBurst(max(1, int(next)))
 	return next

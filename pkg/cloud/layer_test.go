@@ -280,3 +280,25 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 		t.Errorf("rate after one burst of %d throttles = %v, want 200 (halved once)", inFlight, got)
 	}
 }
+
+// The cloud accepts three calls of a burst and throttles the rest: the
+// rate drops to what it accepted, not to half of what was asked.
+func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
+	p := &scripted{answer: func(_ context.Context, n int64) error {
+		if n <= 3 {
+			return nil
+		}
+		return cloudproviderapi.NewRetryError("slow down", 0)
+	}}
+	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	inst, _ := l.Instances()
+	for range 3 {
+		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _ = inst.InstanceExists(context.Background(), node("a"))
+	if got := float64(l.limiter.Limit()); got != 3 {
+		t.Errorf("rate after the cloud accepted 3 calls then throttled = %v, want 3", got)
+	}
+}

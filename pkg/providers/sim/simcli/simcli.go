@@ -31,7 +31,7 @@ func NewCommand() *cobra.Command {
 			"The endpoint comes from --endpoint, else from --cloud-config, else " + DefaultEndpoint + ".",
 	}
 	cmd.PersistentFlags().StringVar(&endpoint, "endpoint", "", "The sim cloud's URL.")
-	cmd.PersistentFlags().StringVar(&cloudConfig, "cloud-config", ".outrigger/cloud.yaml", "A sim provider cloud-config to read the endpoint from, if --endpoint is not given.")
+	cmd.PersistentFlags().StringVar(&cloudConfig, "cloud-config", ".outrigger/sim.yaml", "A sim provider cloud-config to read the endpoint from, if --endpoint is not given.")
 	client := func() (*simcloud.Client, error) {
 		ep := endpoint
 		if ep == "" {
