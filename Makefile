@@ -51,6 +51,8 @@ bench: controlplane bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -upstream bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
 	go run ./bench/nodeinit -nodes 1000 -networking
+	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm
+	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
 
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
