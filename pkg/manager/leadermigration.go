@@ -120,7 +120,15 @@ func (c *migrationConfig) validate() error {
 			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: component is empty", i))
 		}
 	}
-	return errors.Join(errs...)
+	// One line, as every bad-input error of the command.
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // migrationRole says how this Outrigger runs a controller under migration.

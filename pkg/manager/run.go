@@ -53,6 +53,13 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		return nil, err
 	}
 	enabled, _ := opts.EnabledControllers()
+	var migration *migrationConfig
+	if opts.EnableLeaderMigration {
+		var err error
+		if migration, err = loadMigrationConfig(opts.LeaderMigrationConfig); err != nil {
+			return nil, err
+		}
+	}
 	provider, err := buildProvider(opts, reg)
 	if err != nil {
 		return nil, err
@@ -80,12 +87,6 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
 	log := klog.FromContext(ctx)
-	var migration *migrationConfig
-	if opts.EnableLeaderMigration {
-		if migration, err = loadMigrationConfig(opts.LeaderMigrationConfig); err != nil {
-			return nil, err
-		}
-	}
 	migrated := &deferringManager{Manager: mgr}
 	for _, name := range enabled {
 		target := manager.Manager(mgr)
