@@ -45,6 +45,7 @@ type config struct {
 	outriggerFlags         []string
 	upstream               string
 	upstreamFlags          []string
+	outriggerBin           string
 }
 
 func main() {
@@ -56,6 +57,7 @@ func main() {
 	flag.Float64Var(&cfg.rateLimit, "cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
 	oflags := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated (defaults otherwise)")
 	flag.StringVar(&cfg.upstream, "upstream", "", "also run this upstream cloud-controller-manager binary (bench/upstream-ccm) on the same workload")
+	flag.StringVar(&cfg.outriggerBin, "outrigger-bin", "", "run this outrigger binary as its own process (so its peak RSS is measured) instead of in-process")
 	uflags := flag.String("upstream-flags", "", "extra upstream CCM flags, space-separated (defaults otherwise)")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -67,8 +69,8 @@ func main() {
 
 	fmt.Printf("%d LoadBalancer Services, %d nodes, %d churned (%d leave, %d join); sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it)\n\n",
 		cfg.services, cfg.nodes, cfg.churn, cfg.churn/2, cfg.churn-cfg.churn/2, cfg.latency, cfg.rateLimit)
-	fmt.Println("| CCM | flags | seconds to all ingress | cloud calls | throttled (429) | API writes | churn: seconds to converge | churn: UpdateLoadBalancer calls | churn: other cloud calls | churn: throttled |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| CCM | flags | seconds to all ingress | cloud calls | throttled (429) | API writes | churn: seconds to converge | churn: UpdateLoadBalancer calls | churn: other cloud calls | churn: throttled | peak RSS (MiB) |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	runs := []string{"Outrigger"}
 	if cfg.upstream != "" {
 		runs = append(runs, "upstream")
@@ -86,8 +88,12 @@ func main() {
 		if flags == "" {
 			flags = "defaults"
 		}
-		fmt.Printf("| %s | %s | %.1f | %d | %d | %d | %.1f | %d | %d | %d |\n", ccm, flags, r.provision, r.provisionCalls.Total, r.provisionCalls.Throttled, r.writes,
-			r.converge, r.churnCalls.ByOp["SetBackends"], r.churnCalls.Total-r.churnCalls.ByOp["SetBackends"], r.churnCalls.Throttled)
+		rss := "(in-process)"
+		if r.rss > 0 {
+			rss = fmt.Sprintf("%.0f", r.rss)
+		}
+		fmt.Printf("| %s | %s | %.1f | %d | %d | %d | %.1f | %d | %d | %d | %s |\n", ccm, flags, r.provision, r.provisionCalls.Total, r.provisionCalls.Throttled, r.writes,
+			r.converge, r.churnCalls.ByOp["SetBackends"], r.churnCalls.Total-r.churnCalls.ByOp["SetBackends"], r.churnCalls.Throttled, rss)
 	}
 }
 
@@ -97,6 +103,7 @@ type result struct {
 	writes         int64
 	converge       float64
 	churnCalls     simcloud.Calls
+	rss            float64 // MiB, when the CCM ran as a process
 }
 
 func once(ctx context.Context, cfg config, upstream bool) (result, error) {
@@ -144,12 +151,18 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var done <-chan error
-	if upstream {
-		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
-			"--secure-port=0", "--leader-elect=false", "--controllers=service-lb-controller"}
-		done, err = benchenv.StartUpstream(runCtx, cfg.upstream, append(args, cfg.upstreamFlags...), "upstream-ccm-lb.log")
-	} else {
+	var (
+		done <-chan error
+		proc *benchenv.Process
+	)
+	args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+		"--secure-port=0", "--leader-elect=false", "--controllers=service-lb-controller"}
+	switch {
+	case upstream:
+		proc, err = benchenv.StartProcess(runCtx, cfg.upstream, append(args, cfg.upstreamFlags...), "upstream-ccm-lb.log")
+	case cfg.outriggerBin != "":
+		proc, err = benchenv.StartProcess(runCtx, cfg.outriggerBin, append(args, cfg.outriggerFlags...), "outrigger-lb.log")
+	default:
 		opts := manager.NewOptions()
 		opts.Kubeconfig, opts.CloudProvider, opts.CloudConfig = kubeconfig, sim.ProviderName, cloudConfig
 		opts.SecurePort, opts.LeaderElect = 0, false
@@ -160,6 +173,9 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	}
 	if err != nil {
 		return r, err
+	}
+	if proc != nil {
+		done = proc.Done
 	}
 	time.Sleep(3 * time.Second) // both CCMs start and sync their caches
 
@@ -230,6 +246,11 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	r.converge = time.Since(start).Seconds()
 	time.Sleep(2 * time.Second) // late calls count too
 	r.churnCalls = cloud.Calls()
+	if proc != nil {
+		if r.rss, err = proc.PeakRSS(); err != nil {
+			return r, err
+		}
+	}
 	stop()
 	<-done
 	return r, nil

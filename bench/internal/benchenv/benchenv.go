@@ -5,6 +5,7 @@ package benchenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,10 +25,16 @@ import (
 // UpstreamName names the upstream CCM in reports.
 const UpstreamName = "upstream cloud-controller-manager (k8s.io/cloud-provider v0.37.2)"
 
-// StartUpstream runs the upstream CCM binary with args until ctx ends
-// (then interrupts it); its output goes to a log file in the temp dir
-// named logName. done receives its exit, nil when ctx ended it.
-func StartUpstream(ctx context.Context, bin string, args []string, logName string) (<-chan error, error) {
+// Process is a CCM running as its own process.
+type Process struct {
+	cmd *exec.Cmd
+	// Done receives the exit: nil when the context ended it.
+	Done <-chan error
+}
+
+// StartProcess runs a CCM binary with args until ctx ends (then interrupts
+// it); its output goes to a log file in the temp dir named logName.
+func StartProcess(ctx context.Context, bin string, args []string, logName string) (*Process, error) {
 	done := make(chan error, 1)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	log, err := os.Create(filepath.Join(os.TempDir(), logName))
@@ -38,7 +45,7 @@ func StartUpstream(ctx context.Context, bin string, args []string, logName strin
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("starting the upstream CCM: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	go func() {
 		err := cmd.Wait()
@@ -48,7 +55,34 @@ func StartUpstream(ctx context.Context, bin string, args []string, logName strin
 		}
 		done <- err
 	}()
-	return done, nil
+	return &Process{cmd: cmd, Done: done}, nil
+}
+
+// PeakRSS is the process's peak resident set so far (VmHWM), in MiB.
+func (p *Process) PeakRSS() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CCM's memory use: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
+				return 0, fmt.Errorf("parsing VmHWM %q: %w", v, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc status")
+}
+
+// StartUpstream runs the upstream CCM binary; see StartProcess.
+func StartUpstream(ctx context.Context, bin string, args []string, logName string) (<-chan error, error) {
+	p, err := StartProcess(ctx, bin, args, logName)
+	if err != nil {
+		return nil, err
+	}
+	return p.Done, nil
 }
 
 // StartOutrigger runs Outrigger in-process with opts, after applying the

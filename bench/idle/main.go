@@ -1,0 +1,202 @@
+// Command idle measures what a CCM costs a quiet cluster: N initialized
+// nodes (and their instances) that nothing changes, the CCM running with its
+// default flags and controllers, and the cloud calls per second it makes
+// over a window after a warm-up, with its peak memory.
+//
+//	make build bin/upstream-ccm
+//	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+type config struct {
+	nodes            int
+	duration, warmup time.Duration
+	latency          time.Duration
+	rateLimit        float64
+	outrigger        string
+	upstream         string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.nodes, "nodes", 5000, "initialized nodes in the cluster")
+	flag.DurationVar(&cfg.duration, "duration", 5*time.Minute, "how long the quiet cluster is measured")
+	flag.DurationVar(&cfg.warmup, "warmup", 30*time.Second, "time the CCM runs before the measurement starts")
+	flag.DurationVar(&cfg.latency, "cloud-latency", 20*time.Millisecond, "latency of every sim cloud call")
+	flag.Float64Var(&cfg.rateLimit, "cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
+	flag.StringVar(&cfg.outrigger, "outrigger-bin", "bin/outrigger", "the outrigger binary (make build)")
+	flag.StringVar(&cfg.upstream, "upstream", "", "also run this upstream cloud-controller-manager binary (make bin/upstream-ccm)")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	flag.Parse()
+	_ = klogFlags.Set("logtostderr", "false")
+	_ = klogFlags.Set("stderrthreshold", "ERROR")
+
+	fmt.Printf("%d initialized Ready nodes, nothing changing; each CCM with its default flags (cloud-node, cloud-node-lifecycle and service-lb controllers); warm-up %s, measured over %s; sim cloud: %s latency, %.0f calls/s rate limit\n\n",
+		cfg.nodes, cfg.warmup, cfg.duration, cfg.latency, cfg.rateLimit)
+	fmt.Println("| CCM | cloud calls | cloud calls per second | throttled (429) | API writes | peak RSS (MiB) | binary size (MiB) | modules linked |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	runs := [][2]string{{"Outrigger", cfg.outrigger}}
+	if cfg.upstream != "" {
+		runs = append(runs, [2]string{"upstream", cfg.upstream})
+	}
+	for _, run := range runs {
+		r, err := once(context.Background(), cfg, run[1], run[0] == "upstream")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "idle:", err)
+			os.Exit(1)
+		}
+		size, modules, err := binaryFacts(run[1])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "idle:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("| %s | %d | %.2f | %d | %d | %.0f | %.1f | %d |\n", run[0], r.calls.Total, float64(r.calls.Total)/cfg.duration.Seconds(), r.calls.Throttled, r.writes, r.rss, size, modules)
+	}
+}
+
+type result struct {
+	calls  simcloud.Calls
+	writes int64
+	rss    float64
+}
+
+func once(ctx context.Context, cfg config, bin string, upstream bool) (result, error) {
+	var r result
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer cp.Stop()
+	dir, err := os.MkdirTemp("", "outrigger-bench-idle-")
+	if err != nil {
+		return r, err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
+		return r, err
+	}
+	admin := *cp.Config
+	admin.QPS, admin.Burst = 5000, 5000
+	client := kubernetes.NewForConfigOrDie(&admin)
+	cloud := simcloud.New("")
+	cloudCtx, stopCloud := context.WithCancel(ctx)
+	defer stopCloud()
+	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
+	if err != nil {
+		return r, err
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
+		return r, err
+	}
+	// Nodes as a CCM leaves them: providerID, labels, addresses, no taint.
+	var failed atomic.Value
+	workqueue.ParallelizeUntil(ctx, 64, cfg.nodes, func(i int) {
+		in, err := cloud.Create(simcloud.CreateRequest{Name: fmt.Sprintf("idle-%05d", i)})
+		if err != nil {
+			failed.Store(err)
+			return
+		}
+		n := kubeletsim.NewNode(in.Name)
+		n.Spec.Taints = nil
+		n.Spec.ProviderID = "sim://" + in.ID
+		n.Labels[corev1.LabelTopologyZone] = in.Zone
+		n.Labels[corev1.LabelTopologyRegion] = in.Region
+		n.Labels[corev1.LabelInstanceTypeStable] = in.Type
+		n.Status.Addresses = nil
+		for _, a := range in.Addresses {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.Address})
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			failed.Store(err)
+		}
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		return r, fmt.Errorf("creating nodes: %w", err)
+	}
+	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+		"--secure-port=0", "--leader-elect=false", "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller"}
+	logName := "outrigger-idle.log"
+	if upstream {
+		logName = "upstream-ccm-idle.log"
+	}
+	proc, err := benchenv.StartProcess(runCtx, bin, args, logName)
+	if err != nil {
+		return r, err
+	}
+	select {
+	case err := <-proc.Done:
+		return r, fmt.Errorf("%s exited during the warm-up: %v (log: %s)", bin, err, filepath.Join(os.TempDir(), logName))
+	case <-time.After(cfg.warmup):
+	}
+	cloud.ResetCalls()
+	before, _, err := benchenv.APICounts(ctx, client)
+	if err != nil {
+		return r, err
+	}
+	select {
+	case err := <-proc.Done:
+		return r, fmt.Errorf("%s exited: %v", bin, err)
+	case <-time.After(cfg.duration):
+	}
+	r.calls = cloud.Calls()
+	after, _, err := benchenv.APICounts(ctx, client)
+	if err != nil {
+		return r, err
+	}
+	r.writes = after - before
+	if r.rss, err = proc.PeakRSS(); err != nil {
+		return r, err
+	}
+	stop()
+	<-proc.Done
+	return r, nil
+}
+
+// binaryFacts returns a binary's size in MiB and how many modules it links
+// (from its embedded build information).
+func binaryFacts(bin string) (float64, int, error) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return 0, 0, err
+	}
+	out, err := execOutput("go", "version", "-m", bin)
+	if err != nil {
+		return 0, 0, err
+	}
+	modules := 0
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "dep" {
+			modules++
+		}
+	}
+	return float64(fi.Size()) / (1 << 20), modules, nil
+}
