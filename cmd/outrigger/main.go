@@ -7,15 +7,18 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/dev"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
+	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
 func main() {
 	reg := providers.NewRegistry()
+	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, dev.NewCommand(), simcli.NewCommand()))
+	os.Exit(manager.Main(reg, dev.NewCommand(), simcli.NewCommand(), sanity.NewCommand()))
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -106,10 +107,12 @@ func StartCloud(t testing.TB) *Cloud {
 	return &Cloud{Cloud: c, URL: url, ConfigFile: cfg}
 }
 
-// Registry is the providers a test Outrigger has: the sim.
+// Registry is the providers a test Outrigger has: the sim, and the plugin
+// client.
 func Registry() *providers.Registry {
 	reg := providers.NewRegistry()
 	reg.Register(sim.ProviderName, sim.New)
+	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	return reg
 }
 

@@ -85,6 +85,15 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		}
 		return nil
 	}
+	// A provider that can tell whether it is ready (a plugin) makes this
+	// replica unready when it is not.
+	if p, ok := provider.(interface{ Ready(context.Context) error }); ok {
+		readyz["provider"] = func(req *http.Request) error {
+			ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+			defer cancel()
+			return p.Ready(ctx)
+		}
+	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
 	log := klog.FromContext(ctx)
 	migrated := &deferringManager{Manager: mgr}

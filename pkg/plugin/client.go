@@ -1,0 +1,441 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/yaml"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+)
+
+// ProviderName is the --cloud-provider name of the plugin client.
+const ProviderName = "grpc"
+
+// Config is the grpc provider's cloud-config.
+type Config struct {
+	// Endpoint is unix:///path/to/plugin.sock, or host:port (TLS required).
+	Endpoint string `json:"endpoint"`
+	// TLS is required for host:port endpoints.
+	TLS *TLSConfig `json:"tls,omitempty"`
+	// ConnectTimeout bounds the wait for the plugin at start. Default 30s.
+	ConnectTimeout string `json:"connectTimeout,omitempty"`
+}
+
+// TLSConfig names PEM files. CAFile verifies the plugin's certificate;
+// CertFile and KeyFile are Outrigger's client certificate (mutual TLS).
+type TLSConfig struct {
+	CAFile     string `json:"caFile"`
+	CertFile   string `json:"certFile,omitempty"`
+	KeyFile    string `json:"keyFile,omitempty"`
+	ServerName string `json:"serverName,omitempty"`
+}
+
+// NewProvider is the grpc provider's factory: it connects to the plugin
+// the cloud-config names, and asks what it offers.
+func NewProvider(config io.Reader) (cloudprovider.Interface, error) {
+	if config == nil {
+		return nil, errors.New("the grpc provider needs --cloud-config with at least \"endpoint: unix:///path/to/plugin.sock\"")
+	}
+	data, err := io.ReadAll(config)
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("malformed cloud-config: %w", err)
+	}
+	timeout := 30 * time.Second
+	if cfg.ConnectTimeout != "" {
+		if timeout, err = time.ParseDuration(cfg.ConnectTimeout); err != nil || timeout <= 0 {
+			return nil, fmt.Errorf("cloud-config connectTimeout %q must be a positive duration", cfg.ConnectTimeout)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return Dial(ctx, cfg)
+}
+
+// Dial connects to a plugin; ctx bounds the wait for its first answer.
+func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
+	creds, target, err := transport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+		// A plugin restarting is waited for (within each call's deadline),
+		// not failed fast.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", cfg.Endpoint, err)
+	}
+	c := &Client{conn: conn, rpc: pluginpb.NewCloudProviderClient(conn), endpoint: cfg.Endpoint}
+	info, err := c.rpc.GetPluginInfo(ctx, &pluginpb.GetPluginInfoRequest{})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("plugin at %s did not answer: %w", cfg.Endpoint, err)
+	}
+	if !slices.Contains(info.GetProtocolVersions(), ProtocolVersion) {
+		conn.Close()
+		return nil, fmt.Errorf("plugin %q at %s speaks protocol %v, this Outrigger %s", info.GetName(), cfg.Endpoint, info.GetProtocolVersions(), ProtocolVersion)
+	}
+	caps, err := c.rpc.GetCapabilities(ctx, &pluginpb.GetCapabilitiesRequest{})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("plugin %q capabilities: %w", info.GetName(), err)
+	}
+	c.name, c.hasClusterID = info.GetName(), caps.GetHasClusterId()
+	c.caps = map[pluginpb.Capability]bool{}
+	for _, cp := range caps.GetCapabilities() {
+		c.caps[cp] = true
+	}
+	if c.caps[pluginpb.Capability_NODE_CIDRS] {
+		return clientWithCIDRs{c}, nil
+	}
+	return c, nil
+}
+
+func transport(cfg Config) (credentials.TransportCredentials, string, error) {
+	if strings.HasPrefix(cfg.Endpoint, "unix://") {
+		if cfg.TLS != nil {
+			tc, err := clientTLS(cfg.TLS)
+			return credentials.NewTLS(tc), cfg.Endpoint, err
+		}
+		return insecure.NewCredentials(), cfg.Endpoint, nil
+	}
+	if cfg.Endpoint == "" {
+		return nil, "", errors.New("cloud-config endpoint is empty: give unix:///path/to/plugin.sock or host:port with tls")
+	}
+	if cfg.TLS == nil {
+		return nil, "", fmt.Errorf("refusing to reach plugin %q over TCP without TLS: a plugin creates and deletes cloud resources; use unix:///path or set tls.caFile (and certFile/keyFile for mutual TLS)", cfg.Endpoint)
+	}
+	tc, err := clientTLS(cfg.TLS)
+	if err != nil {
+		return nil, "", err
+	}
+	return credentials.NewTLS(tc), "dns:///" + cfg.Endpoint, nil
+}
+
+func clientTLS(t *TLSConfig) (*tls.Config, error) {
+	if t.CAFile == "" {
+		return nil, errors.New("cloud-config tls.caFile is required to verify the plugin")
+	}
+	pool, err := loadPool(t.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading tls.certFile and tls.keyFile: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA %s: %w", file, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA %s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
+// Client is a cloudprovider.Interface served by a plugin.
+type Client struct {
+	conn         *grpc.ClientConn
+	rpc          pluginpb.CloudProviderClient
+	endpoint     string
+	name         string
+	hasClusterID bool
+	caps         map[pluginpb.Capability]bool
+}
+
+// clientWithCIDRs adds the CloudAllocator's source when the plugin has it.
+type clientWithCIDRs struct{ *Client }
+
+// NodeCIDRs implements cloud.NodeCIDRSource.
+func (c clientWithCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
+	b, err := encode(node)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, "NodeCIDRs", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.NodeCIDRsResponse, error) {
+		return c.rpc.NodeCIDRs(ctx, &pluginpb.InstanceRequest{Node: b}, opts...)
+	})
+	return resp.GetCidrs(), err
+}
+
+// call makes one RPC and maps its error back.
+func call[T any](ctx context.Context, method string, fn func(context.Context, ...grpc.CallOption) (T, error)) (T, error) {
+	var trailer metadata.MD
+	resp, err := fn(ctx, grpc.Trailer(&trailer))
+	return resp, fromStatus(method, err, trailer)
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Ready asks the plugin's Probe; Outrigger's /readyz follows it.
+func (c *Client) Ready(ctx context.Context) error {
+	resp, err := call(ctx, "Probe", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.ProbeResponse, error) {
+		return c.rpc.Probe(ctx, &pluginpb.ProbeRequest{}, append(opts, grpc.WaitForReady(false))...)
+	})
+	if err != nil {
+		return err
+	}
+	if !resp.GetReady() {
+		return fmt.Errorf("plugin %q not ready: %s", c.name, resp.GetMessage())
+	}
+	return nil
+}
+
+// Initialize implements cloudprovider.Interface.
+func (c *Client) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// ProviderName is the plugin's name.
+func (c *Client) ProviderName() string { return c.name }
+
+// HasClusterID implements cloudprovider.Interface.
+func (c *Client) HasClusterID() bool { return c.hasClusterID }
+
+// Instances implements cloudprovider.Interface; plugins serve InstancesV2.
+func (c *Client) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// Zones implements cloudprovider.Interface.
+func (c *Client) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters implements cloudprovider.Interface.
+func (c *Client) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// InstancesV2 implements cloudprovider.Interface when the plugin has
+// INSTANCES (and cloud.BatchInstances when it has INSTANCES_BATCH).
+func (c *Client) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	if !c.caps[pluginpb.Capability_INSTANCES] {
+		return nil, false
+	}
+	if c.caps[pluginpb.Capability_INSTANCES_BATCH] {
+		return batchInstances{instances{c}}, true
+	}
+	return instances{c}, true
+}
+
+// LoadBalancer implements cloudprovider.Interface when the plugin has it.
+func (c *Client) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if !c.caps[pluginpb.Capability_LOAD_BALANCER] {
+		return nil, false
+	}
+	return loadBalancer{c}, true
+}
+
+// Routes implements cloudprovider.Interface when the plugin has them.
+func (c *Client) Routes() (cloudprovider.Routes, bool) {
+	if !c.caps[pluginpb.Capability_ROUTES] {
+		return nil, false
+	}
+	return routes{c}, true
+}
+
+type instances struct{ c *Client }
+
+func (i instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	b, err := encode(node)
+	if err != nil {
+		return false, err
+	}
+	resp, err := call(ctx, "InstanceExists", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstanceExistsResponse, error) {
+		return i.c.rpc.InstanceExists(ctx, &pluginpb.InstanceRequest{Node: b}, opts...)
+	})
+	return resp.GetExists(), err
+}
+
+func (i instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	b, err := encode(node)
+	if err != nil {
+		return false, err
+	}
+	resp, err := call(ctx, "InstanceShutdown", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstanceShutdownResponse, error) {
+		return i.c.rpc.InstanceShutdown(ctx, &pluginpb.InstanceRequest{Node: b}, opts...)
+	})
+	return resp.GetShutdown(), err
+}
+
+func (i instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	b, err := encode(node)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, "InstanceMetadata", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstanceMetadataResponse, error) {
+		return i.c.rpc.InstanceMetadata(ctx, &pluginpb.InstanceRequest{Node: b}, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fromMetadata(resp.GetMetadata()), nil
+}
+
+type batchInstances struct{ instances }
+
+func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]cloud.InstanceStatus, error) {
+	encoded, err := encodeNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, "InstancesStatus", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstancesStatusResponse, error) {
+		return b.c.rpc.InstancesStatus(ctx, &pluginpb.InstancesStatusRequest{Nodes: encoded}, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetStatuses()) != len(nodes) {
+		return nil, fmt.Errorf("plugin InstancesStatus: %d statuses for %d nodes", len(resp.GetStatuses()), len(nodes))
+	}
+	out := make([]cloud.InstanceStatus, len(nodes))
+	for i, st := range resp.GetStatuses() {
+		out[i] = cloud.InstanceStatus{Exists: st.GetExists(), Shutdown: st.GetShutdown(), Metadata: fromMetadata(st.GetMetadata())}
+		if st.GetError() != "" {
+			out[i] = cloud.InstanceStatus{Exists: true, Err: errors.New(st.GetError())}
+		}
+	}
+	return out, nil
+}
+
+type loadBalancer struct{ c *Client }
+
+func (l loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, svc *corev1.Service) string {
+	b, err := encode(svc)
+	if err == nil {
+		resp, err := call(ctx, "GetLoadBalancerName", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.GetLoadBalancerNameResponse, error) {
+			return l.c.rpc.GetLoadBalancerName(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+		})
+		if err == nil && resp.GetName() != "" {
+			return resp.GetName()
+		}
+	}
+	// The interface cannot fail here; upstream's default is what most
+	// providers return anyway.
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+
+func decodeStatus(b []byte) (*corev1.LoadBalancerStatus, error) {
+	st := &corev1.LoadBalancerStatus{}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return st, nil
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("plugin returned a status that is not a JSON core/v1 LoadBalancerStatus: %w", err)
+	}
+	return st, nil
+}
+
+func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	b, err := encode(svc)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := call(ctx, "GetLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.GetLoadBalancerResponse, error) {
+		return l.c.rpc.GetLoadBalancer(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+	})
+	if err != nil || !resp.GetExists() {
+		return nil, false, err
+	}
+	st, err := decodeStatus(resp.GetStatus())
+	return st, err == nil, err
+}
+
+func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	b, err := encode(svc)
+	if err != nil {
+		return nil, err
+	}
+	encoded, err := encodeNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, "EnsureLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerResponse, error) {
+		return l.c.rpc.EnsureLoadBalancer(ctx, &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: b, Nodes: encoded}, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeStatus(resp.GetStatus())
+}
+
+func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
+	b, err := encode(svc)
+	if err != nil {
+		return err
+	}
+	encoded, err := encodeNodes(nodes)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, "UpdateLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.UpdateLoadBalancerResponse, error) {
+		return l.c.rpc.UpdateLoadBalancer(ctx, &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: b, Nodes: encoded}, opts...)
+	})
+	return err
+}
+
+func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
+	b, err := encode(svc)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, "EnsureLoadBalancerDeleted", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerDeletedResponse, error) {
+		return l.c.rpc.EnsureLoadBalancerDeleted(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+	})
+	return err
+}
+
+type routes struct{ c *Client }
+
+func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
+	resp, err := call(ctx, "ListRoutes", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.ListRoutesResponse, error) {
+		return r.c.rpc.ListRoutes(ctx, &pluginpb.ListRoutesRequest{ClusterName: clusterName}, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*cloudprovider.Route, 0, len(resp.GetRoutes()))
+	for _, rt := range resp.GetRoutes() {
+		out = append(out, fromRoute(rt))
+	}
+	return out, nil
+}
+
+func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
+	_, err := call(ctx, "CreateRoute", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.CreateRouteResponse, error) {
+		return r.c.rpc.CreateRoute(ctx, &pluginpb.CreateRouteRequest{ClusterName: clusterName, NameHint: nameHint, Route: toRoute(route)}, opts...)
+	})
+	return err
+}
+
+func (r routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
+	_, err := call(ctx, "DeleteRoute", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.DeleteRouteResponse, error) {
+		return r.c.rpc.DeleteRoute(ctx, &pluginpb.DeleteRouteRequest{ClusterName: clusterName, Route: toRoute(route)}, opts...)
+	})
+	return err
+}

@@ -1,0 +1,111 @@
+package plugin_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+// Outrigger with the grpc provider, the sim provider behind a unix socket:
+// nodes are initialized and load balancers provisioned; the plugin is
+// killed and restarted mid-work and nothing is lost; a slow plugin hits the
+// call deadline and Outrigger recovers when it speeds up.
+func TestOutriggerThroughAPlugin(t *testing.T) {
+	c := testenv.StartCloud(t)
+	endpoint, _ := socket(t)
+	stop := serve(t, endpoint, simProvider(t, c))
+	cfg := filepath.Join(t.TempDir(), "grpc.yaml")
+	if err := os.WriteFile(cfg, []byte("endpoint: "+endpoint+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartOutrigger(t, c, "--cloud-provider=grpc", "--cloud-config="+cfg, "--cloud-call-timeout=1s",
+		"--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller")
+
+	join := func() string {
+		name := testenv.Name("plug")
+		if _, err := c.Create(simcloud.CreateRequest{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.CreateNode(t, name, nil)
+		return name
+	}
+	initialized := func(name string) func() (bool, error) {
+		return func() (bool, error) { return testenv.GetNode(t, name).Spec.ProviderID != "", nil }
+	}
+	first := join()
+	testenv.Eventually(t, 30*time.Second, "node initialized through the plugin", initialized(first))
+	if got := testenv.GetNode(t, first).Labels[corev1.LabelTopologyZone]; got == "" {
+		t.Error("no zone label: metadata did not cross the boundary")
+	}
+
+	ctx := context.Background()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("plug-lb"), Namespace: "default"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(80), Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := testenv.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "load balancer provisioned through the plugin", func() (bool, error) {
+		s, err := testenv.Client.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
+		return err == nil && len(s.Status.LoadBalancer.Ingress) == 1 && len(c.LoadBalancers()) == 1, err
+	})
+
+	// The plugin dies; a node joins meanwhile; the plugin comes back on the
+	// same socket and the node is initialized.
+	stop()
+	second := join()
+	time.Sleep(2 * time.Second)
+	if testenv.GetNode(t, second).Spec.ProviderID != "" {
+		t.Fatal("a node was initialized with the plugin down")
+	}
+	serve(t, endpoint, simProvider(t, c))
+	testenv.Eventually(t, 60*time.Second, "node joined while the plugin was down initialized after it restarted", initialized(second))
+
+	// A slow plugin: calls hit the 1s deadline, nothing wedges, and work
+	// resumes when it is fast again.
+	c.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: 3 * time.Second}})
+	third := join()
+	time.Sleep(3 * time.Second)
+	if testenv.GetNode(t, third).Spec.ProviderID != "" {
+		t.Fatal("initialized although every call outlived its deadline")
+	}
+	c.SetSettings(simcloud.Settings{})
+	testenv.Eventually(t, 60*time.Second, "node initialized once the plugin is fast again", initialized(third))
+
+	if err := testenv.Client.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "load balancer deleted through the plugin", func() (bool, error) {
+		return len(c.LoadBalancers()) == 0, nil
+	})
+}
+
+// Readiness follows the plugin: Ready fails while it is down.
+func TestReadyFollowsThePlugin(t *testing.T) {
+	c := testenv.StartCloud(t)
+	endpoint, _ := socket(t)
+	stop := serve(t, endpoint, simProvider(t, c))
+	p := dial(t, endpoint).(interface{ Ready(context.Context) error })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := p.Ready(ctx); err != nil {
+		t.Fatalf("Ready with the plugin up: %v", err)
+	}
+	stop()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel2()
+	if err := p.Ready(ctx2); err == nil {
+		t.Fatal("Ready with the plugin down")
+	}
+}

@@ -1,0 +1,384 @@
+package plugin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+)
+
+// Info identifies a plugin.
+type Info struct {
+	// Name is the provider name; default: the provider's ProviderName().
+	Name string
+	// Version is the plugin's own version.
+	Version string
+}
+
+// server serves one cloudprovider.Interface.
+type server struct {
+	pluginpb.UnimplementedCloudProviderServer
+	info      Info
+	provider  cloudprovider.Interface
+	instances cloudprovider.InstancesV2
+	batch     cloud.BatchInstances
+	lb        cloudprovider.LoadBalancer
+	routes    cloudprovider.Routes
+	cidrs     cloud.NodeCIDRSource
+}
+
+// NewServer returns the gRPC service for provider. Capabilities are what
+// the provider offers: InstancesV2 (or Instances, adapted), the optional
+// batch lookup and CIDR source, LoadBalancer, Routes.
+func NewServer(provider cloudprovider.Interface, info Info) pluginpb.CloudProviderServer {
+	if info.Name == "" {
+		info.Name = provider.ProviderName()
+	}
+	s := &server{info: info, provider: provider}
+	// The cloud-call layer adapts v1-only providers; no limits here, the
+	// client side applies them.
+	layer := cloud.New(provider, cloud.Options{})
+	if inst, ok := layer.Instances(); ok {
+		s.instances = inst
+		if v2, ok := provider.InstancesV2(); ok && v2 != nil {
+			s.batch, _ = v2.(cloud.BatchInstances)
+		}
+	}
+	if lb, ok := provider.LoadBalancer(); ok && lb != nil {
+		s.lb = lb
+	}
+	if r, ok := provider.Routes(); ok && r != nil {
+		s.routes = r
+	}
+	s.cidrs, _ = provider.(cloud.NodeCIDRSource)
+	return s
+}
+
+func (s *server) GetPluginInfo(context.Context, *pluginpb.GetPluginInfoRequest) (*pluginpb.GetPluginInfoResponse, error) {
+	return &pluginpb.GetPluginInfoResponse{Name: s.info.Name, Version: s.info.Version, ProtocolVersions: []string{ProtocolVersion}}, nil
+}
+
+func (s *server) GetCapabilities(context.Context, *pluginpb.GetCapabilitiesRequest) (*pluginpb.GetCapabilitiesResponse, error) {
+	resp := &pluginpb.GetCapabilitiesResponse{HasClusterId: s.provider.HasClusterID()}
+	add := func(ok bool, c pluginpb.Capability) {
+		if ok {
+			resp.Capabilities = append(resp.Capabilities, c)
+		}
+	}
+	add(s.instances != nil, pluginpb.Capability_INSTANCES)
+	add(s.batch != nil, pluginpb.Capability_INSTANCES_BATCH)
+	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER)
+	add(s.routes != nil, pluginpb.Capability_ROUTES)
+	add(s.cidrs != nil, pluginpb.Capability_NODE_CIDRS)
+	return resp, nil
+}
+
+// Prober is optional for a served provider: Probe answers with it.
+type Prober interface {
+	Ready(ctx context.Context) error
+}
+
+func (s *server) Probe(ctx context.Context, _ *pluginpb.ProbeRequest) (*pluginpb.ProbeResponse, error) {
+	if p, ok := s.provider.(Prober); ok {
+		if err := p.Ready(ctx); err != nil {
+			return &pluginpb.ProbeResponse{Ready: false, Message: err.Error()}, nil
+		}
+	}
+	return &pluginpb.ProbeResponse{Ready: true}, nil
+}
+
+func unimplemented(capability string) error {
+	return status.Errorf(codes.Unimplemented, "this plugin does not offer %s", capability)
+}
+
+func (s *server) node(ctx context.Context, req *pluginpb.InstanceRequest) (*corev1.Node, error) {
+	if s.instances == nil {
+		return nil, unimplemented("instances")
+	}
+	return decodeNode(req.GetNode())
+}
+
+func (s *server) InstanceExists(ctx context.Context, req *pluginpb.InstanceRequest) (*pluginpb.InstanceExistsResponse, error) {
+	n, err := s.node(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.instances.InstanceExists(ctx, n)
+	return &pluginpb.InstanceExistsResponse{Exists: ok}, toStatus(ctx, err)
+}
+
+func (s *server) InstanceShutdown(ctx context.Context, req *pluginpb.InstanceRequest) (*pluginpb.InstanceShutdownResponse, error) {
+	n, err := s.node(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	down, err := s.instances.InstanceShutdown(ctx, n)
+	return &pluginpb.InstanceShutdownResponse{Shutdown: down}, toStatus(ctx, err)
+}
+
+func (s *server) InstanceMetadata(ctx context.Context, req *pluginpb.InstanceRequest) (*pluginpb.InstanceMetadataResponse, error) {
+	n, err := s.node(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	md, err := s.instances.InstanceMetadata(ctx, n)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &pluginpb.InstanceMetadataResponse{Metadata: toMetadata(md)}, nil
+}
+
+func (s *server) InstancesStatus(ctx context.Context, req *pluginpb.InstancesStatusRequest) (*pluginpb.InstancesStatusResponse, error) {
+	if s.batch == nil {
+		return nil, unimplemented("batch instance lookups")
+	}
+	nodes, err := decodeNodes(req.GetNodes())
+	if err != nil {
+		return nil, err
+	}
+	sts, err := s.batch.InstancesStatus(ctx, nodes)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	resp := &pluginpb.InstancesStatusResponse{}
+	for _, st := range sts {
+		out := &pluginpb.InstanceStatus{Exists: st.Exists, Shutdown: st.Shutdown, Metadata: toMetadata(st.Metadata)}
+		if st.Err != nil {
+			out.Error = st.Err.Error()
+		}
+		resp.Statuses = append(resp.Statuses, out)
+	}
+	return resp, nil
+}
+
+func (s *server) service(req interface{ GetService() []byte }) (*corev1.Service, error) {
+	if s.lb == nil {
+		return nil, unimplemented("load balancers")
+	}
+	return decodeService(req.GetService())
+}
+
+func (s *server) GetLoadBalancerName(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.GetLoadBalancerNameResponse, error) {
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	return &pluginpb.GetLoadBalancerNameResponse{Name: s.lb.GetLoadBalancerName(ctx, req.GetClusterName(), svc)}, nil
+}
+
+func (s *server) GetLoadBalancer(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.GetLoadBalancerResponse, error) {
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	st, exists, err := s.lb.GetLoadBalancer(ctx, req.GetClusterName(), svc)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	resp := &pluginpb.GetLoadBalancerResponse{Exists: exists}
+	if exists && st != nil {
+		if resp.Status, err = encode(st); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func (s *server) EnsureLoadBalancer(ctx context.Context, req *pluginpb.EnsureLoadBalancerRequest) (*pluginpb.EnsureLoadBalancerResponse, error) {
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := decodeNodes(req.GetNodes())
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.lb.EnsureLoadBalancer(ctx, req.GetClusterName(), svc, nodes)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	b, err := encode(st)
+	return &pluginpb.EnsureLoadBalancerResponse{Status: b}, err
+}
+
+func (s *server) UpdateLoadBalancer(ctx context.Context, req *pluginpb.EnsureLoadBalancerRequest) (*pluginpb.UpdateLoadBalancerResponse, error) {
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := decodeNodes(req.GetNodes())
+	if err != nil {
+		return nil, err
+	}
+	return &pluginpb.UpdateLoadBalancerResponse{}, toStatus(ctx, s.lb.UpdateLoadBalancer(ctx, req.GetClusterName(), svc, nodes))
+}
+
+func (s *server) EnsureLoadBalancerDeleted(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.EnsureLoadBalancerDeletedResponse, error) {
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	return &pluginpb.EnsureLoadBalancerDeletedResponse{}, toStatus(ctx, s.lb.EnsureLoadBalancerDeleted(ctx, req.GetClusterName(), svc))
+}
+
+func (s *server) ListRoutes(ctx context.Context, req *pluginpb.ListRoutesRequest) (*pluginpb.ListRoutesResponse, error) {
+	if s.routes == nil {
+		return nil, unimplemented("routes")
+	}
+	rs, err := s.routes.ListRoutes(ctx, req.GetClusterName())
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	resp := &pluginpb.ListRoutesResponse{}
+	for _, r := range rs {
+		resp.Routes = append(resp.Routes, toRoute(r))
+	}
+	return resp, nil
+}
+
+func (s *server) CreateRoute(ctx context.Context, req *pluginpb.CreateRouteRequest) (*pluginpb.CreateRouteResponse, error) {
+	if s.routes == nil {
+		return nil, unimplemented("routes")
+	}
+	return &pluginpb.CreateRouteResponse{}, toStatus(ctx, s.routes.CreateRoute(ctx, req.GetClusterName(), req.GetNameHint(), fromRoute(req.GetRoute())))
+}
+
+func (s *server) DeleteRoute(ctx context.Context, req *pluginpb.DeleteRouteRequest) (*pluginpb.DeleteRouteResponse, error) {
+	if s.routes == nil {
+		return nil, unimplemented("routes")
+	}
+	return &pluginpb.DeleteRouteResponse{}, toStatus(ctx, s.routes.DeleteRoute(ctx, req.GetClusterName(), fromRoute(req.GetRoute())))
+}
+
+func (s *server) NodeCIDRs(ctx context.Context, req *pluginpb.InstanceRequest) (*pluginpb.NodeCIDRsResponse, error) {
+	if s.cidrs == nil {
+		return nil, unimplemented("node CIDRs")
+	}
+	n, err := decodeNode(req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	cidrs, err := s.cidrs.NodeCIDRs(ctx, n)
+	return &pluginpb.NodeCIDRsResponse{Cidrs: cidrs}, toStatus(ctx, err)
+}
+
+// Listen opens endpoint: "unix:///path/plugin.sock" (a stale socket file is
+// replaced), or "host:port" for TCP, which needs tlsConfig: a plugin may
+// create and delete cloud resources, so it never serves in the clear over
+// a network.
+func Listen(endpoint string, tlsConfig *tls.Config) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(endpoint, "unix://"); ok {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+		}
+		return net.Listen("unix", path)
+	}
+	if tlsConfig == nil {
+		return nil, fmt.Errorf("refusing to serve %q over TCP without TLS: use unix:///path or give a certificate", endpoint)
+	}
+	ln, err := net.Listen("tcp", endpoint)
+	if err != nil {
+		return nil, err
+	}
+	// gRPC clients insist on negotiating HTTP/2 by ALPN.
+	tlsConfig = tlsConfig.Clone()
+	if !slices.Contains(tlsConfig.NextProtos, "h2") {
+		tlsConfig.NextProtos = append(tlsConfig.NextProtos, "h2")
+	}
+	return tls.NewListener(ln, tlsConfig), nil
+}
+
+// Serve serves provider on ln until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, provider cloudprovider.Interface, info Info) error {
+	srv := grpc.NewServer()
+	pluginpb.RegisterCloudProviderServer(srv, NewServer(provider, info))
+	go func() {
+		<-ctx.Done()
+		srv.GracefulStop()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Main is a plugin's whole main: it builds the provider with factory from
+// the --cloud-config file (if given), serves it on --endpoint until SIGINT
+// or SIGTERM, and exits non-zero on error.
+func Main(factory cloudprovider.Factory, info Info) {
+	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
+	endpoint := fs.String("endpoint", "unix:///tmp/outrigger-plugin.sock", "unix:///path (or host:port with --tls-cert and --tls-key)")
+	config := fs.String("cloud-config", "", "the provider's configuration file")
+	certFile := fs.String("tls-cert", "", "server certificate (PEM), for TCP")
+	keyFile := fs.String("tls-key", "", "server key (PEM), for TCP")
+	clientCA := fs.String("tls-client-ca", "", "CA (PEM) client certificates must chain to (mutual TLS)")
+	_ = fs.Parse(os.Args[1:])
+	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
+		os.Exit(1)
+	}
+}
+
+func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string) error {
+	var cfg io.Reader
+	if config != "" {
+		f, err := os.Open(config)
+		if err != nil {
+			return fmt.Errorf("cannot read --cloud-config: %w", err)
+		}
+		defer f.Close()
+		cfg = f
+	}
+	provider, err := factory(cfg)
+	if err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if certFile != "" || keyFile != "" {
+		if tlsConfig, err = serverTLS(certFile, keyFile, clientCA); err != nil {
+			return err
+		}
+	}
+	ln, err := Listen(endpoint, tlsConfig)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	provider.Initialize(nil, ctx.Done())
+	return Serve(ctx, ln, provider, info)
+}
+
+func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading --tls-cert and --tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if clientCA != "" {
+		pool, err := loadPool(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+

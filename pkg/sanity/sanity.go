@@ -1,0 +1,390 @@
+// Package sanity is the conformance suite for Outrigger plugins: it checks a
+// provider's behaviour against the cloudprovider contract, capability by
+// capability, with messages a provider author can act on. `outrigger
+// conformance` runs it against a plugin; Run works on any
+// cloudprovider.Interface (so from `go test` too).
+package sanity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+)
+
+// Options configure a run.
+type Options struct {
+	// Nodes are nodes whose instances exist in the cloud (name, and
+	// providerID if the cloud needs one). Cases that need a real instance
+	// are skipped without them.
+	Nodes []*corev1.Node
+	// CallTimeout is the deadline of every call. Default 10s.
+	CallTimeout time.Duration
+	// ClusterName is passed to load balancer and route calls.
+	ClusterName string
+	// RouteCIDR is the destination of the test route. Default: a random
+	// /32 in 100.127.0.0/16.
+	RouteCIDR string
+}
+
+// Result is one case's outcome.
+type Result struct {
+	Capability string
+	Name       string
+	// Failure is empty when the case passed.
+	Failure  string
+	Skipped  string
+	Duration time.Duration
+}
+
+// Passed reports whether the case passed (or was skipped).
+func (r Result) Passed() bool { return r.Failure == "" }
+
+type suite struct {
+	p       cloudprovider.Interface
+	opts    Options
+	results []Result
+}
+
+// failf ends a case with a message.
+type failure struct{ msg string }
+
+func (s *suite) run(ctx context.Context, capability, name string, fn func(ctx context.Context) error) {
+	start := time.Now()
+	r := Result{Capability: capability, Name: name}
+	done := make(chan error, 1)
+	cctx, cancel := context.WithTimeout(ctx, 6*s.opts.CallTimeout)
+	go func() { done <- fn(cctx) }()
+	select {
+	case err := <-done:
+		var skip skipError
+		switch {
+		case errors.As(err, &skip):
+			r.Skipped = string(skip)
+		case err != nil:
+			r.Failure = err.Error()
+		}
+	case <-cctx.Done():
+		r.Failure = fmt.Sprintf("did not finish within %s: a call ignored its deadline (each call must return by its context's deadline)", 6*s.opts.CallTimeout)
+	}
+	cancel()
+	r.Duration = time.Since(start)
+	s.results = append(s.results, r)
+}
+
+type skipError string
+
+func (e skipError) Error() string { return string(e) }
+
+// call bounds one provider call by the call timeout and checks it honoured it.
+func call[T any](ctx context.Context, s *suite, what string, fn func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	start := time.Now()
+	v, err := fn(cctx)
+	if d := time.Since(start); d > s.opts.CallTimeout+time.Second {
+		return v, fmt.Errorf("%s took %s, past its %s deadline: calls must return when their context ends", what, d.Round(time.Millisecond), s.opts.CallTimeout)
+	}
+	return v, err
+}
+
+// Run checks p and returns one result per case.
+func Run(ctx context.Context, p cloudprovider.Interface, opts Options) []Result {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	if opts.ClusterName == "" {
+		opts.ClusterName = "outrigger-conformance"
+	}
+	if opts.RouteCIDR == "" {
+		opts.RouteCIDR = fmt.Sprintf("100.127.%d.%d/32", rand.IntN(256), rand.IntN(256))
+	}
+	s := &suite{p: p, opts: opts}
+	s.identity(ctx)
+	if v2, ok := p.InstancesV2(); ok && v2 != nil {
+		s.instances(ctx, v2)
+	} else {
+		s.skipAll("Instances", "the provider does not offer InstancesV2")
+	}
+	if lb, ok := p.LoadBalancer(); ok && lb != nil {
+		s.loadBalancer(ctx, lb)
+	} else {
+		s.skipAll("LoadBalancer", "the provider does not offer LoadBalancer")
+	}
+	if r, ok := p.Routes(); ok && r != nil {
+		s.routes(ctx, r)
+	} else {
+		s.skipAll("Routes", "the provider does not offer Routes")
+	}
+	return s.results
+}
+
+func (s *suite) skipAll(capability, why string) {
+	s.results = append(s.results, Result{Capability: capability, Name: "all cases", Skipped: why})
+}
+
+func (s *suite) identity(ctx context.Context) {
+	s.run(ctx, "Identity", "has a provider name", func(context.Context) error {
+		if s.p.ProviderName() == "" {
+			return errors.New("ProviderName() is empty")
+		}
+		return nil
+	})
+	if r, ok := s.p.(interface{ Ready(context.Context) error }); ok {
+		s.run(ctx, "Identity", "probe says ready", func(ctx context.Context) error {
+			_, err := call(ctx, s, "Probe", func(ctx context.Context) (struct{}, error) { return struct{}{}, r.Ready(ctx) })
+			return err
+		})
+	}
+}
+
+// unknownNode is a node no cloud has.
+func unknownNode(provider string) *corev1.Node {
+	id := fmt.Sprintf("outrigger-conformance-missing-%08x", rand.Uint32())
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id, UID: types.UID(id)}}
+	n.Spec.ProviderID = provider + "://" + id
+	return n
+}
+
+func (s *suite) instances(ctx context.Context, v2 cloudprovider.InstancesV2) {
+	const cap = "Instances"
+	missing := unknownNode(s.p.ProviderName())
+	s.run(ctx, cap, "InstanceExists is false, not an error, for an unknown node", func(ctx context.Context) error {
+		ok, err := call(ctx, s, "InstanceExists", func(ctx context.Context) (bool, error) { return v2.InstanceExists(ctx, missing) })
+		if err != nil {
+			return fmt.Errorf("InstanceExists(unknown node %s) returned an error (%v): an unknown instance must be (false, nil), or the lifecycle controller can never delete the node of a deleted instance", missing.Name, err)
+		}
+		if ok {
+			return fmt.Errorf("InstanceExists(unknown node %s) = true: the lifecycle controller would never delete a node whose instance is gone", missing.Name)
+		}
+		return nil
+	})
+	s.run(ctx, cap, "InstanceMetadata fails for an unknown node", func(ctx context.Context) error {
+		md, err := call(ctx, s, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) { return v2.InstanceMetadata(ctx, missing) })
+		if err == nil {
+			return fmt.Errorf("InstanceMetadata(unknown node %s) = %+v with no error: metadata for an instance that does not exist would initialize a node wrongly (return cloudprovider.InstanceNotFound)", missing.Name, md)
+		}
+		return nil
+	})
+	if len(s.opts.Nodes) == 0 {
+		s.results = append(s.results, Result{Capability: cap, Name: "cases for existing instances", Skipped: "no existing nodes given (--node)"})
+	}
+	for _, n := range s.opts.Nodes {
+		s.run(ctx, cap, "existing instance "+n.Name+": exists, not shut down, consistent metadata", func(ctx context.Context) error {
+			ok, err := call(ctx, s, "InstanceExists", func(ctx context.Context) (bool, error) { return v2.InstanceExists(ctx, n) })
+			if err != nil || !ok {
+				return fmt.Errorf("InstanceExists(%s) = %v, %v; want true, nil for a node given as existing", n.Name, ok, err)
+			}
+			if _, err := call(ctx, s, "InstanceShutdown", func(ctx context.Context) (bool, error) { return v2.InstanceShutdown(ctx, n) }); err != nil {
+				return fmt.Errorf("InstanceShutdown(%s): %v", n.Name, err)
+			}
+			md1, err := call(ctx, s, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) { return v2.InstanceMetadata(ctx, n) })
+			if err != nil || md1 == nil {
+				return fmt.Errorf("InstanceMetadata(%s) = %v, %v; want metadata for an existing instance", n.Name, md1, err)
+			}
+			if md1.ProviderID == "" {
+				return fmt.Errorf("InstanceMetadata(%s).ProviderID is empty: nodes are matched to instances by it", n.Name)
+			}
+			md2, err := call(ctx, s, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) { return v2.InstanceMetadata(ctx, n) })
+			if err != nil || !equality.Semantic.DeepEqual(md1, md2) {
+				return fmt.Errorf("InstanceMetadata(%s) changed between two calls: %+v then %+v (%v)", n.Name, md1, md2, err)
+			}
+			// Looked up again by the providerID it gave, as a node has
+			// after initialization.
+			byID := n.DeepCopy()
+			byID.Spec.ProviderID = md1.ProviderID
+			if ok, err := call(ctx, s, "InstanceExists", func(ctx context.Context) (bool, error) { return v2.InstanceExists(ctx, byID) }); err != nil || !ok {
+				return fmt.Errorf("InstanceExists(%s with providerID %s it returned) = %v, %v; want true", n.Name, md1.ProviderID, ok, err)
+			}
+			return nil
+		})
+	}
+	batch, ok := v2.(cloud.BatchInstances)
+	if !ok {
+		return
+	}
+	s.run(ctx, cap, "batch lookup agrees with single lookups", func(ctx context.Context) error {
+		nodes := append([]*corev1.Node{missing}, s.opts.Nodes...)
+		sts, err := call(ctx, s, "InstancesStatus", func(ctx context.Context) ([]cloud.InstanceStatus, error) { return batch.InstancesStatus(ctx, nodes) })
+		if err != nil {
+			return fmt.Errorf("InstancesStatus: %v", err)
+		}
+		if len(sts) != len(nodes) {
+			return fmt.Errorf("InstancesStatus returned %d statuses for %d nodes: want one per node, in order", len(sts), len(nodes))
+		}
+		if sts[0].Exists || sts[0].Err != nil {
+			return fmt.Errorf("InstancesStatus says the unknown node %s exists=%v (err %v); want exists=false", missing.Name, sts[0].Exists, sts[0].Err)
+		}
+		for i, n := range s.opts.Nodes {
+			st := sts[i+1]
+			if !st.Exists || st.Metadata == nil || st.Metadata.ProviderID == "" {
+				return fmt.Errorf("InstancesStatus for existing node %s = %+v; want exists with metadata", n.Name, st)
+			}
+		}
+		return nil
+	})
+}
+
+func testService() *corev1.Service {
+	id := fmt.Sprintf("%08x-0000-4000-8000-%012x", rand.Uint32(), rand.Uint64()&0xffffffffffff)
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "outrigger-conformance", Name: "lb-" + id[:8], UID: types.UID(id)},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
+		},
+	}
+}
+
+func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer) {
+	const cap = "LoadBalancer"
+	cluster := s.opts.ClusterName
+	nodes := s.opts.Nodes
+	if len(nodes) == 0 {
+		nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "conformance-node"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.255.0.1"}}}}}
+	}
+	svc := testService()
+	s.run(ctx, cap, "a new Service has no load balancer", func(ctx context.Context) error {
+		type got struct {
+			st *corev1.LoadBalancerStatus
+			ok bool
+		}
+		g, err := call(ctx, s, "GetLoadBalancer", func(ctx context.Context) (got, error) {
+			st, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
+			return got{st, ok}, err
+		})
+		if err != nil || g.ok {
+			return fmt.Errorf("GetLoadBalancer(never-created Service) = exists %v, err %v; want false, nil", g.ok, err)
+		}
+		return nil
+	})
+	s.run(ctx, cap, "deleting a load balancer that does not exist succeeds", func(ctx context.Context) error {
+		_, err := call(ctx, s, "EnsureLoadBalancerDeleted", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, lb.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+		})
+		if err != nil {
+			return fmt.Errorf("EnsureLoadBalancerDeleted(never-created Service): %v; want nil, or a Service whose load balancer failed to create could never be deleted", err)
+		}
+		return nil
+	})
+	var first *corev1.LoadBalancerStatus
+	s.run(ctx, cap, "EnsureLoadBalancer returns an ingress", func(ctx context.Context) error {
+		st, err := call(ctx, s, "EnsureLoadBalancer", func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+			return lb.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+		})
+		if err != nil {
+			return fmt.Errorf("EnsureLoadBalancer: %v", err)
+		}
+		if st == nil || len(st.Ingress) == 0 || st.Ingress[0].IP == "" && st.Ingress[0].Hostname == "" {
+			return fmt.Errorf("EnsureLoadBalancer returned %+v: want at least one ingress with an IP or hostname", st)
+		}
+		first = st
+		return nil
+	})
+	s.run(ctx, cap, "EnsureLoadBalancer is idempotent", func(ctx context.Context) error {
+		if first == nil {
+			return skipError("the first ensure failed")
+		}
+		st, err := call(ctx, s, "EnsureLoadBalancer", func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+			return lb.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+		})
+		if err != nil || !equality.Semantic.DeepEqual(st, first) {
+			return fmt.Errorf("a second EnsureLoadBalancer of the same Service returned %+v (err %v), the first %+v: ensuring again must find the same load balancer, not create or re-address one", st, err, first)
+		}
+		return nil
+	})
+	s.run(ctx, cap, "GetLoadBalancer matches the ensured status", func(ctx context.Context) error {
+		if first == nil {
+			return skipError("the first ensure failed")
+		}
+		type got struct {
+			st *corev1.LoadBalancerStatus
+			ok bool
+		}
+		g, err := call(ctx, s, "GetLoadBalancer", func(ctx context.Context) (got, error) {
+			st, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
+			return got{st, ok}, err
+		})
+		if err != nil || !g.ok || !equality.Semantic.DeepEqual(g.st, first) {
+			return fmt.Errorf("GetLoadBalancer = %+v, exists %v, err %v; want exists with %+v (what EnsureLoadBalancer returned)", g.st, g.ok, err, first)
+		}
+		return nil
+	})
+	s.run(ctx, cap, "UpdateLoadBalancer with other nodes succeeds", func(ctx context.Context) error {
+		if first == nil {
+			return skipError("the first ensure failed")
+		}
+		_, err := call(ctx, s, "UpdateLoadBalancer", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, lb.UpdateLoadBalancer(ctx, cluster, svc, nodes[:len(nodes)-1])
+		})
+		if err != nil {
+			return fmt.Errorf("UpdateLoadBalancer: %v", err)
+		}
+		return nil
+	})
+	s.run(ctx, cap, "EnsureLoadBalancerDeleted removes it, twice", func(ctx context.Context) error {
+		for i := range 2 {
+			if _, err := call(ctx, s, "EnsureLoadBalancerDeleted", func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, lb.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+			}); err != nil {
+				return fmt.Errorf("EnsureLoadBalancerDeleted (call %d): %v", i+1, err)
+			}
+		}
+		_, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
+		if err != nil || ok {
+			return fmt.Errorf("after EnsureLoadBalancerDeleted, GetLoadBalancer = exists %v, err %v; want false, nil", ok, err)
+		}
+		return nil
+	})
+}
+
+func (s *suite) routes(ctx context.Context, r cloudprovider.Routes) {
+	const cap = "Routes"
+	if len(s.opts.Nodes) == 0 {
+		s.results = append(s.results, Result{Capability: cap, Name: "route round trip", Skipped: "no existing nodes given (--node) to route to"})
+		return
+	}
+	target := s.opts.Nodes[0]
+	route := &cloudprovider.Route{TargetNode: types.NodeName(target.Name), DestinationCIDR: s.opts.RouteCIDR}
+	has := func(ctx context.Context) (bool, error) {
+		list, err := call(ctx, s, "ListRoutes", func(ctx context.Context) ([]*cloudprovider.Route, error) { return r.ListRoutes(ctx, s.opts.ClusterName) })
+		if err != nil {
+			return false, fmt.Errorf("ListRoutes: %v", err)
+		}
+		for _, rt := range list {
+			if rt.DestinationCIDR == route.DestinationCIDR && string(rt.TargetNode) == target.Name {
+				route.Name = rt.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	s.run(ctx, cap, "create, list, delete round trip", func(ctx context.Context) error {
+		if _, err := call(ctx, s, "CreateRoute", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, r.CreateRoute(ctx, s.opts.ClusterName, string(target.UID), route)
+		}); err != nil {
+			return fmt.Errorf("CreateRoute %s -> %s: %v", route.DestinationCIDR, target.Name, err)
+		}
+		if ok, err := has(ctx); err != nil || !ok {
+			return fmt.Errorf("the created route %s -> %s is not in ListRoutes (err %v): the route controller would create it again on every pass", route.DestinationCIDR, target.Name, err)
+		}
+		if _, err := call(ctx, s, "DeleteRoute", func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, r.DeleteRoute(ctx, s.opts.ClusterName, route)
+		}); err != nil {
+			return fmt.Errorf("DeleteRoute: %v", err)
+		}
+		if ok, err := has(ctx); err != nil || ok {
+			return fmt.Errorf("the deleted route is still in ListRoutes (err %v)", err)
+		}
+		return nil
+	})
+}
