@@ -166,7 +166,7 @@ type throttledError struct {
 	after time.Duration
 }
 
-func (e *throttledError) Error() string              { return e.msg }
+func (e *throttledError) Error() string             { return e.msg }
 func (e *throttledError) RetryAfter() time.Duration { return e.after }
 
 // fromStatus turns a plugin's error back into what an in-process provider

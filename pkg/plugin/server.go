@@ -381,4 +381,3 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
-

@@ -169,7 +169,9 @@ func (s *suite) instances(ctx context.Context, v2 cloudprovider.InstancesV2) {
 		return nil
 	})
 	s.run(ctx, cap, "InstanceMetadata fails for an unknown node", func(ctx context.Context) error {
-		md, err := call(ctx, s, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) { return v2.InstanceMetadata(ctx, missing) })
+		md, err := call(ctx, s, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+			return v2.InstanceMetadata(ctx, missing)
+		})
 		if err == nil {
 			return fmt.Errorf("InstanceMetadata(unknown node %s) = %+v with no error: metadata for an instance that does not exist would initialize a node wrongly (return cloudprovider.InstanceNotFound)", missing.Name, md)
 		}
@@ -356,7 +358,9 @@ func (s *suite) routes(ctx context.Context, r cloudprovider.Routes) {
 	target := s.opts.Nodes[0]
 	route := &cloudprovider.Route{TargetNode: types.NodeName(target.Name), DestinationCIDR: s.opts.RouteCIDR}
 	has := func(ctx context.Context) (bool, error) {
-		list, err := call(ctx, s, "ListRoutes", func(ctx context.Context) ([]*cloudprovider.Route, error) { return r.ListRoutes(ctx, s.opts.ClusterName) })
+		list, err := call(ctx, s, "ListRoutes", func(ctx context.Context) ([]*cloudprovider.Route, error) {
+			return r.ListRoutes(ctx, s.opts.ClusterName)
+		})
 		if err != nil {
 			return false, fmt.Errorf("ListRoutes: %v", err)
 		}
