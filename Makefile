@@ -9,7 +9,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify bench clean
+.PHONY: dev test build controlplane verify verify-proto proto bench clean
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
@@ -44,6 +44,20 @@ verify:
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
+	$(MAKE) verify-proto
+
+## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).
+PROTO_TOOLS := bin/buf bin/protoc-gen-go bin/protoc-gen-go-grpc
+$(PROTO_TOOLS): tools/proto/go.mod
+	cd tools/proto && go build -o ../../bin/buf github.com/bufbuild/buf/cmd/buf
+	cd tools/proto && go build -o ../../bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	cd tools/proto && go build -o ../../bin/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+proto: $(PROTO_TOOLS)
+	cd pkg/plugin && ../../bin/buf generate
+
+## verify-proto: fails when the committed generated code is not what the .proto gives.
+verify-proto: proto
+	@test -z "$$(git status --porcelain -- pkg/plugin/pluginpb)" || { git status --short -- pkg/plugin/pluginpb; git diff --stat -- pkg/plugin/pluginpb; echo "pkg/plugin/pluginpb is stale: run 'make proto' and commit"; exit 1; }
 
 ## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side.
 bench: controlplane bin/upstream-ccm
