@@ -33,6 +33,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -49,6 +50,7 @@ func main() {
 	refreshFlag := flag.Duration("refresh", 10*time.Second, "--node-status-update-frequency for the idle measurement (upstream and Outrigger default: 5m)")
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
 	upstream := flag.String("upstream", "", "run this upstream cloud-controller-manager binary (bench/upstream-ccm) instead of Outrigger, with its own default flags plus -outrigger-flags")
+	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -59,7 +61,7 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream}); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
@@ -74,6 +76,8 @@ type config struct {
 	networking bool
 	// upstream is the upstream CCM binary to run instead of Outrigger.
 	upstream string
+	// plugin puts the sim provider behind the plugin boundary.
+	plugin bool
 }
 
 // networkFlags turn on IPAM and routes with room for 16,384 nodes.
@@ -104,6 +108,9 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	ccm := "Outrigger"
 	if cfg.upstream != "" {
 		ccm = benchenv.UpstreamName
+	}
+	if cfg.plugin {
+		ccm = "Outrigger, provider over the plugin boundary (unix socket)"
 	}
 	fmt.Printf("%s; sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
 		ccm, cfg.latency, cfg.rateLimit, !cfg.noBatch && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
@@ -250,6 +257,14 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 		reg.Register(sim.ProviderName, withoutBatch)
 	} else {
 		reg.Register(sim.ProviderName, sim.New)
+	}
+	if cfg.plugin {
+		grpcConfig, err := servePlugin(ctx, cloudConfig)
+		if err != nil {
+			return nil, err
+		}
+		reg.Register(plugin.ProviderName, plugin.NewProvider)
+		opts.CloudProvider, opts.CloudConfig = plugin.ProviderName, grpcConfig
 	}
 	return benchenv.StartOutrigger(ctx, opts, cfg.extra, reg)
 }

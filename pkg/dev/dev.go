@@ -20,6 +20,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -37,6 +38,9 @@ type Options struct {
 	NodeIPRange string
 	// LBPool is the local load balancers' VIP pool.
 	LBPool string
+	// PluginEndpoint, when set, makes Outrigger use the provider plugin
+	// there (the grpc provider) instead of the dev provider.
+	PluginEndpoint string
 	// Outrigger holds Outrigger's own flags; kubeconfig, provider and
 	// cloud-config are filled in by the environment.
 	Outrigger *manager.Options
@@ -58,6 +62,7 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.CloudAddress, "cloud-address", "127.0.0.1:8480", "Address the sim cloud listens on.")
 	cmd.Flags().StringVar(&opts.NodeIPRange, "node-ip-range", "127.1.0.0/16", "IPv4 range of the simulated nodes' InternalIPs, on loopback: each node's Service node ports are served there.")
 	cmd.Flags().StringVar(&opts.LBPool, "lb-pool", "127.0.100.0/24", "VIPs of LoadBalancer Services, on this machine.")
+	cmd.Flags().StringVar(&opts.PluginEndpoint, "plugin-endpoint", "", "Run Outrigger with the provider plugin at this endpoint (unix:///path) instead of the built-in dev provider; the plugin's cloud must know the instances node-1, node-2, ...")
 	cmd.Flags().IntVar(&opts.Outrigger.SecurePort, "secure-port", opts.Outrigger.SecurePort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
 	opts.Outrigger.AllocateNodeCIDRs = true
@@ -130,6 +135,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	o.DisableMetricsAuthentication = true
 	reg := providers.NewRegistry()
 	reg.Register(ProviderName, NewProvider)
+	if opts.PluginEndpoint != "" {
+		grpcConfig := filepath.Join(opts.StateDir, "grpc.yaml")
+		if err := os.WriteFile(grpcConfig, []byte("endpoint: "+opts.PluginEndpoint+"\n"), 0o600); err != nil {
+			return fmt.Errorf("writing %s: %w", grpcConfig, err)
+		}
+		reg.Register(plugin.ProviderName, plugin.NewProvider)
+		o.CloudProvider, o.CloudConfig = plugin.ProviderName, grpcConfig
+		fmt.Fprintf(out, "Using the provider plugin at %s.\n", opts.PluginEndpoint)
+	}
 	mgr, err := manager.New(ctx, o, reg)
 	if err != nil {
 		return err

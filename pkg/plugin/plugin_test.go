@@ -243,3 +243,31 @@ func TestTCPWithoutTLSIsRefused(t *testing.T) {
 	}
 	l.Close()
 }
+
+// BenchmarkCallOverUnixSocket measures one InstanceExists round trip through
+// the plugin boundary (client, unix socket, server, back), many in flight.
+func BenchmarkCallOverUnixSocket(b *testing.B) {
+	endpoint := "unix://" + filepath.Join(b.TempDir(), "p.sock")
+	ln, err := plugin.Listen(endpoint, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = plugin.Serve(ctx, ln, &scripted{err: func() error { return nil }}, plugin.Info{}) }()
+	p, err := plugin.Dial(ctx, plugin.Config{Endpoint: endpoint})
+	if err != nil {
+		b.Fatal(err)
+	}
+	v2, _ := p.InstancesV2()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bench", Labels: map[string]string{"kubernetes.io/hostname": "bench"}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := v2.InstanceExists(ctx, node); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
