@@ -158,6 +158,7 @@ func TestWrongPluginFailsConformance(t *testing.T) {
 	results := sanity.Run(context.Background(), p, sanity.Options{CallTimeout: 2 * time.Second})
 	var report strings.Builder
 	_ = sanity.WriteText(&report, results)
+	t.Logf("conformance report of the wrong plugin:\n%s", report.String())
 	for _, want := range []string{
 		"an unknown instance must be (false, nil)",
 		"metadata for an instance that does not exist",
