@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
@@ -53,6 +54,7 @@ func main() {
 	flag.Parse()
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
+	ctrl.SetLogger(klog.NewKlogr())
 
 	fmt.Printf("%d initialized Ready nodes, nothing changing; each CCM with its default flags (cloud-node, cloud-node-lifecycle and service-lb controllers); warm-up %s, measured over %s; sim cloud: %s latency, %.0f calls/s rate limit\n\n",
 		cfg.nodes, cfg.warmup, cfg.duration, cfg.latency, cfg.rateLimit)
