@@ -19,13 +19,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -87,34 +85,12 @@ type result struct {
 
 func once(ctx context.Context, cfg config, bin string, upstream bool) (result, error) {
 	var r result
-	cp, err := controlplane.Start(ctx)
+	env, err := benchenv.Start(ctx)
 	if err != nil {
 		return r, err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "outrigger-bench-idle-")
-	if err != nil {
-		return r, err
-	}
-	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
-		return r, err
-	}
-	admin := *cp.Config
-	admin.QPS, admin.Burst = 5000, 5000
-	client := kubernetes.NewForConfigOrDie(&admin)
-	cloud := simcloud.New("")
-	cloudCtx, stopCloud := context.WithCancel(ctx)
-	defer stopCloud()
-	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
-	if err != nil {
-		return r, err
-	}
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
-		return r, err
-	}
+	defer env.Close()
+	client, cloud, kubeconfig, cloudConfig := env.Client, env.Cloud, env.Kubeconfig, env.CloudConfig
 	// Nodes as a CCM leaves them: providerID, labels, addresses, no taint.
 	var failed atomic.Value
 	workqueue.ParallelizeUntil(ctx, 64, cfg.nodes, func(i int) {

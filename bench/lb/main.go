@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,7 +29,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
@@ -108,35 +106,12 @@ type result struct {
 
 func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	var r result
-	cp, err := controlplane.Start(ctx)
+	env, err := benchenv.Start(ctx)
 	if err != nil {
 		return r, err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "outrigger-bench-lb-")
-	if err != nil {
-		return r, err
-	}
-	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
-		return r, err
-	}
-	admin := *cp.Config
-	admin.QPS, admin.Burst = 5000, 5000
-	client := kubernetes.NewForConfigOrDie(&admin)
-
-	cloud := simcloud.New("")
-	cloudCtx, stopCloud := context.WithCancel(ctx)
-	defer stopCloud()
-	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
-	if err != nil {
-		return r, err
-	}
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
-		return r, err
-	}
+	defer env.Close()
+	client, cloud, kubeconfig, cloudConfig := env.Client, env.Cloud, env.Kubeconfig, env.CloudConfig
 	if err := createNodes(ctx, client, 0, cfg.nodes); err != nil {
 		return r, err
 	}

@@ -35,7 +35,7 @@ func TestBadInputExitsWithOneClearLine(t *testing.T) {
 		want string
 	}{
 		{"no provider", []string{kc}, "--cloud-provider is required"},
-		{"unknown provider", []string{kc, "--cloud-provider=aws"}, `unknown --cloud-provider "aws": this binary has providers local, sim`},
+		{"unknown provider", []string{kc, "--cloud-provider=aws"}, `unknown --cloud-provider "aws": this binary has providers grpc, local, sim`},
 		{"no cloud-config", []string{kc, "--cloud-provider=sim"}, "needs --cloud-config"},
 		{"missing cloud-config", []string{kc, "--cloud-provider=sim", "--cloud-config=" + filepath.Join(dir, "nope.yaml")}, "cannot read --cloud-config"},
 		{"malformed cloud-config", []string{kc, "--cloud-provider=sim", "--cloud-config=" + write("bad.yaml", "endpoint: [\n")}, "malformed cloud-config"},

@@ -18,8 +18,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // UpstreamName names the upstream CCM in reports.
@@ -131,4 +133,59 @@ func APICounts(ctx context.Context, client kubernetes.Interface) (writes, confli
 		}
 	}
 	return int64(total), int64(conflict), nil
+}
+
+// Env is one benchmark run's world: a fresh control plane, an admin client
+// allowed to go fast, and a fresh sim cloud on loopback.
+type Env struct {
+	Client      kubernetes.Interface
+	Kubeconfig  string
+	Dir         string
+	Cloud       *simcloud.Cloud
+	CloudConfig string
+	stop        []func()
+}
+
+// Start starts the control plane and the sim cloud; Close stops them.
+func Start(ctx context.Context) (*Env, error) {
+	e := &Env{}
+	cp, err := controlplane.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.stop = append(e.stop, func() { _ = cp.Stop() })
+	if e.Dir, err = os.MkdirTemp("", "outrigger-bench-"); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.stop = append(e.stop, func() { os.RemoveAll(e.Dir) })
+	e.Kubeconfig = filepath.Join(e.Dir, "kubeconfig")
+	if err := cp.WriteAdminKubeconfig(e.Kubeconfig); err != nil {
+		e.Close()
+		return nil, err
+	}
+	admin := *cp.Config
+	admin.QPS, admin.Burst = 5000, 5000
+	e.Client = kubernetes.NewForConfigOrDie(&admin)
+	e.Cloud = simcloud.New("")
+	cloudCtx, stopCloud := context.WithCancel(ctx)
+	e.stop = append(e.stop, stopCloud)
+	url, err := e.Cloud.Serve(cloudCtx, "127.0.0.1:0")
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.CloudConfig = filepath.Join(e.Dir, "cloud.yaml")
+	if err := os.WriteFile(e.CloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close stops everything Start started, last first.
+func (e *Env) Close() {
+	for i := len(e.stop) - 1; i >= 0; i-- {
+		e.stop[i]()
+	}
 }
