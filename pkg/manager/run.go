@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -247,7 +248,10 @@ func managerOptions(opts *Options, readyz map[string]healthz.Checker) manager.Op
 		RetryPeriod:                   ptr.To(opts.LeaderElectRetryPeriod),
 		// Controllers are named as upstream's; several managers in one
 		// process (tests, `outrigger dev`) reuse the names.
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		// No controller reads managedFields; dropping them from the cache
+		// is a good part of its memory at thousands of nodes.
+		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 		HealthProbeBindAddress: "0",
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 	}

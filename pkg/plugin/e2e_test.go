@@ -2,6 +2,7 @@ package plugin_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,8 +87,16 @@ func TestOutriggerThroughAPlugin(t *testing.T) {
 	if err := testenv.Client.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "load balancer deleted through the plugin", func() (bool, error) {
-		return len(c.LoadBalancers()) == 0, nil
+	testenv.Eventually(t, 60*time.Second, "load balancer deleted through the plugin", func() (bool, error) {
+		s, err := testenv.Client.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
+		if len(c.LoadBalancers()) == 0 {
+			return true, nil
+		}
+		// Said on failure: where the deletion stands.
+		if err != nil {
+			return false, fmt.Errorf("service: %v; cloud: %+v; calls %v", err, c.LoadBalancers(), c.Calls().ByOp)
+		}
+		return false, fmt.Errorf("service finalizers %v, deletionTimestamp %v, conditions %+v; cloud: %+v; calls %v", s.Finalizers, s.DeletionTimestamp, s.Status.Conditions, c.LoadBalancers(), c.Calls().ByOp)
 	})
 }
 
