@@ -382,3 +382,49 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("no cloud-config: %v", err)
 	}
 }
+
+// With externalTrafficPolicy: Local the Service's healthCheckNodePort, not
+// kube-proxy's port, decides which nodes get traffic.
+func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
+	kubeProxy, hcPort, np := freePort(t), freePort(t), freePort(t)
+	a := startNode(t, "node-a", "127.0.0.41", kubeProxy, np)
+	b := startNode(t, "node-b", "127.0.0.42", kubeProxy, np)
+	// The per-Service health port: only node-b has local endpoints.
+	for _, n := range []struct {
+		ip string
+		ok bool
+	}{{"127.0.0.41", false}, {"127.0.0.42", true}} {
+		ln, err := net.Listen("tcp", net.JoinHostPort(n.ip, strconv.Itoa(hcPort)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := n.ok
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if !ok {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+	}
+	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.106.0/24\nhealthCheck: {kubeProxyPort: %d, interval: 100ms}\n", kubeProxy))
+	svc := service("local-traffic", tcpPort(80, np))
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	svc.Spec.HealthCheckNodePort = int32(hcPort)
+	st, err := lbs.EnsureLoadBalancer(context.Background(), "c", svc, []*corev1.Node{a.node(), b.node()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "only node-b, the node with local endpoints, serving", func() bool {
+		for range 6 {
+			if got, err := ask(st.Ingress[0].IP, 80, ""); err != nil || nodeOf(got) != "node-b" {
+				return false
+			}
+		}
+		return true
+	})
+	// kube-proxy's own health (all healthy) was not what decided.
+	if !a.healthy.Load() {
+		t.Fatal("test setup: node-a's kube-proxy should be healthy")
+	}
+}
