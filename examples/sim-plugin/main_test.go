@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/sanity"
@@ -21,25 +22,7 @@ import (
 // example's, at most 20 lines, and that it builds into a plugin that passes
 // the conformance suite.
 func TestPluginsDocExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/plugins.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "<!-- plugin-main:begin -->\n```go\n")
-	block, _, ok2 := strings.Cut(block, "```\n<!-- plugin-main:end -->")
-	if !ok || !ok2 {
-		t.Fatal("docs/plugins.md has no plugin-main block")
-	}
-	src, err := os.ReadFile("main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if block != string(src) {
-		t.Fatalf("docs/plugins.md's main.go differs from examples/sim-plugin/main.go:\n%s", block)
-	}
-	if n := strings.Count(block, "\n"); n > 20 {
-		t.Errorf("main.go has %d lines, the docs promise at most 20", n)
-	}
+	testenv.DocMain(t, "../../docs/plugins.md", "plugin-main", "main.go", 20)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sim-plugin")

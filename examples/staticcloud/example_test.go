@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,25 +16,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // docs/provider-guide.md is the example's, is at most 20 lines, builds, and
 // initializes a node on a real API server.
 func TestProviderGuideExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/provider-guide.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(doc), "<!-- provider-main:begin -->\n```go\n")
-	block, _, ok2 := strings.Cut(block, "```\n<!-- provider-main:end -->")
-	if !ok || !ok2 {
-		t.Fatal("docs/provider-guide.md has no provider-main block")
-	}
-	src, err := os.ReadFile("cmd/staticcloud-ccm/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if block != string(src) {
-		t.Fatalf("the guide's main.go differs from examples/staticcloud/cmd/staticcloud-ccm/main.go:\n%s", block)
-	}
-	if n := strings.Count(block, "\n"); n > 20 {
-		t.Errorf("main.go has %d lines, the guide promises at most 20", n)
-	}
+	testenv.DocMain(t, "../../docs/provider-guide.md", "provider-main", "cmd/staticcloud-ccm/main.go", 20)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "staticcloud-ccm")
