@@ -120,15 +120,7 @@ func (c *migrationConfig) validate() error {
 			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: component is empty", i))
 		}
 	}
-	// One line, as every bad-input error of the command.
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	return oneLine(errs)
 }
 
 // migrationRole says how this Outrigger runs a controller under migration.

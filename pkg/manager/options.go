@@ -206,13 +206,18 @@ func (o *Options) Validate() error {
 	if net.ParseIP(o.BindAddress) == nil {
 		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", o.BindAddress))
 	}
-	// One line, however many problems: the command prints it as is.
+	return oneLine(errs)
+}
+
+// oneLine joins errors into one error of one line, however many problems:
+// the command prints it as is.
+func oneLine(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.Error()
-	}
-	if len(msgs) == 0 {
-		return nil
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }

@@ -256,14 +256,7 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 	}
 	svc := testService()
 	s.run(ctx, cap, "a new Service has no load balancer", func(ctx context.Context) error {
-		type got struct {
-			st *corev1.LoadBalancerStatus
-			ok bool
-		}
-		g, err := call(ctx, s, "GetLoadBalancer", func(ctx context.Context) (got, error) {
-			st, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
-			return got{st, ok}, err
-		})
+		g, err := getLB(ctx, s, lb, cluster, svc)
 		if err != nil || g.ok {
 			return fmt.Errorf("GetLoadBalancer(never-created Service) = exists %v, err %v; want false, nil", g.ok, err)
 		}
@@ -308,14 +301,7 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 		if first == nil {
 			return skipError("the first ensure failed")
 		}
-		type got struct {
-			st *corev1.LoadBalancerStatus
-			ok bool
-		}
-		g, err := call(ctx, s, "GetLoadBalancer", func(ctx context.Context) (got, error) {
-			st, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
-			return got{st, ok}, err
-		})
+		g, err := getLB(ctx, s, lb, cluster, svc)
 		if err != nil || !g.ok || !equality.Semantic.DeepEqual(g.st, first) {
 			return fmt.Errorf("GetLoadBalancer = %+v, exists %v, err %v; want exists with %+v (what EnsureLoadBalancer returned)", g.st, g.ok, err, first)
 		}
@@ -346,6 +332,19 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 			return fmt.Errorf("after EnsureLoadBalancerDeleted, GetLoadBalancer = exists %v, err %v; want false, nil", ok, err)
 		}
 		return nil
+	})
+}
+
+// lbState is what GetLoadBalancer answered.
+type lbState struct {
+	st *corev1.LoadBalancerStatus
+	ok bool
+}
+
+func getLB(ctx context.Context, s *suite, lb cloudprovider.LoadBalancer, cluster string, svc *corev1.Service) (lbState, error) {
+	return call(ctx, s, "GetLoadBalancer", func(ctx context.Context) (lbState, error) {
+		st, ok, err := lb.GetLoadBalancer(ctx, cluster, svc)
+		return lbState{st, ok}, err
 	})
 }
 

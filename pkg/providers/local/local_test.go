@@ -20,6 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 )
 
@@ -94,16 +95,6 @@ func (n *fakeNode) node() *corev1.Node {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func newProvider(t *testing.T, config string) *balancers {
 	t.Helper()
 	p, err := New(strings.NewReader(config))
@@ -168,7 +159,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestTrafficFailoverAndLivePorts(t *testing.T) {
-	health, np1, np2 := freePort(t), freePort(t), freePort(t)
+	health, np1, np2 := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	a := startNode(t, "node-a", "127.0.0.11", health, np1, np2)
 	b := startNode(t, "node-b", "127.0.0.12", health, np1, np2)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.101.0/24\nhealthCheck: {kubeProxyPort: %d, interval: 100ms, timeout: 500ms}\n", health))
@@ -259,7 +250,7 @@ func TestTrafficFailoverAndLivePorts(t *testing.T) {
 }
 
 func TestUDP(t *testing.T) {
-	health, np := freePort(t), freePort(t)
+	health, np := testenv.FreePort(t), testenv.FreePort(t)
 	a := startNode(t, "node-a", "127.0.0.21", health, np)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.102.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
 	svc := service("udp", corev1.ServicePort{Protocol: corev1.ProtocolUDP, Port: 5353, NodePort: int32(np)})
@@ -287,7 +278,7 @@ func TestUDP(t *testing.T) {
 }
 
 func TestSourceRangesAndAffinity(t *testing.T) {
-	health, np := freePort(t), freePort(t)
+	health, np := testenv.FreePort(t), testenv.FreePort(t)
 	a := startNode(t, "node-a", "127.0.0.31", health, np)
 	b := startNode(t, "node-b", "127.0.0.32", health, np)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.103.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
@@ -317,27 +308,27 @@ func TestSourceRangesAndAffinity(t *testing.T) {
 func TestVIPChoice(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
 	ctx := context.Background()
-	np := freePort(t)
+	np := testenv.FreePort(t)
 
-	wanted := service("wanted", tcpPort(freePort(t), np))
+	wanted := service("wanted", tcpPort(testenv.FreePort(t), np))
 	wanted.Spec.LoadBalancerIP = "127.0.104.77"
 	st, err := lbs.EnsureLoadBalancer(ctx, "c", wanted, nil)
 	if err != nil || st.Ingress[0].IP != "127.0.104.77" {
 		t.Fatalf("spec.loadBalancerIP: %v %v", st, err)
 	}
-	clash := service("clash", tcpPort(freePort(t), np))
+	clash := service("clash", tcpPort(testenv.FreePort(t), np))
 	clash.Spec.LoadBalancerIP = "127.0.104.77"
 	if _, err := lbs.EnsureLoadBalancer(ctx, "c", clash, nil); err == nil || cloud.Reason(err) != "LoadBalancerIPNotAvailable" {
 		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, cloud.Reason(err))
 	}
-	outside := service("outside", tcpPort(freePort(t), np))
+	outside := service("outside", tcpPort(testenv.FreePort(t), np))
 	outside.Spec.LoadBalancerIP = "10.9.9.9"
 	if _, err := lbs.EnsureLoadBalancer(ctx, "c", outside, nil); err == nil || !strings.Contains(err.Error(), "not in the pool") {
 		t.Fatalf("loadBalancerIP outside the pool: %v", err)
 	}
 
 	// A restarted Outrigger (a new provider) keeps the VIP in the status.
-	restarted := service("restarted", tcpPort(freePort(t), np))
+	restarted := service("restarted", tcpPort(testenv.FreePort(t), np))
 	restarted.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.104.200", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	fresh := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
 	if st, err := fresh.EnsureLoadBalancer(ctx, "c", restarted, nil); err != nil || st.Ingress[0].IP != "127.0.104.200" {
@@ -353,7 +344,7 @@ func TestPoolExhausted(t *testing.T) {
 	ctx := context.Background()
 	var err error
 	for i := range 4 {
-		_, err = lbs.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("x", i), tcpPort(freePort(t), 30000)), nil)
+		_, err = lbs.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("x", i), tcpPort(testenv.FreePort(t), 30000)), nil)
 		if err != nil {
 			break
 		}
@@ -386,7 +377,7 @@ func TestConfigErrors(t *testing.T) {
 // With externalTrafficPolicy: Local the Service's healthCheckNodePort, not
 // kube-proxy's port, decides which nodes get traffic.
 func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
-	kubeProxy, hcPort, np := freePort(t), freePort(t), freePort(t)
+	kubeProxy, hcPort, np := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	a := startNode(t, "node-a", "127.0.0.41", kubeProxy, np)
 	b := startNode(t, "node-b", "127.0.0.42", kubeProxy, np)
 	// The per-Service health port: only node-b has local endpoints.
