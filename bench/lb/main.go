@@ -140,7 +140,7 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	default:
 		opts := manager.NewOptions()
 		opts.Kubeconfig, opts.CloudProvider, opts.CloudConfig = kubeconfig, sim.ProviderName, cloudConfig
-		opts.SecurePort, opts.LeaderElect = 0, false
+		opts.Serving.BindPort, opts.LeaderElect = 0, false
 		opts.Controllers = []string{"service-lb-controller"}
 		reg := providers.NewRegistry()
 		reg.Register(sim.ProviderName, sim.New)

@@ -249,7 +249,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	opts.Kubeconfig = kubeconfig
 	opts.CloudProvider = sim.ProviderName
 	opts.CloudConfig = cloudConfig
-	opts.SecurePort = 0
+	opts.Serving.BindPort = 0
 	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
 	opts.NodeStatusUpdateFrequency = refresh
 	reg := providers.NewRegistry()

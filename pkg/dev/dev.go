@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.NodeIPRange, "node-ip-range", "127.1.0.0/16", "IPv4 range of the simulated nodes' InternalIPs, on loopback: each node's Service node ports are served there.")
 	cmd.Flags().StringVar(&opts.LBPool, "lb-pool", "127.0.100.0/24", "VIPs of LoadBalancer Services, on this machine.")
 	cmd.Flags().StringVar(&opts.PluginEndpoint, "plugin-endpoint", "", "Run Outrigger with the provider plugin at this endpoint (unix:///path) instead of the built-in dev provider; the plugin's cloud must know the instances node-1, node-2, ...")
-	cmd.Flags().IntVar(&opts.Outrigger.SecurePort, "secure-port", opts.Outrigger.SecurePort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
+	cmd.Flags().IntVar(&opts.Outrigger.Serving.BindPort, "secure-port", opts.Outrigger.Serving.BindPort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
 	opts.Outrigger.AllocateNodeCIDRs = true
 	opts.Outrigger.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56"
@@ -131,7 +132,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	o.Kubeconfig = kubeconfig
 	o.CloudProvider = ProviderName
 	o.CloudConfig = filepath.Join(opts.StateDir, "cloud.yaml")
-	o.BindAddress = "127.0.0.1"
+	o.Serving.BindAddress = net.IPv4(127, 0, 0, 1)
 	o.DisableMetricsAuthentication = true
 	reg := providers.NewRegistry()
 	reg.Register(ProviderName, NewProvider)
@@ -174,8 +175,8 @@ answers its Service node ports itself:
   kubectl get service web -w              # EXTERNAL-IP is a local VIP
   curl http://$(kubectl get service web -o jsonpath='{.status.loadBalancer.ingress[0].ip}')/
 `, opts.Nodes, absPath(kubeconfig), kubectl, cloudURL, opts.Nodes+1, opts.LBPool)
-	if o.SecurePort > 0 {
-		fmt.Fprintf(out, "\nOutrigger's metrics: curl -k https://127.0.0.1:%d/metrics | grep outrigger_cloud\n", o.SecurePort)
+	if o.Serving.BindPort > 0 {
+		fmt.Fprintf(out, "\nOutrigger's metrics: curl -k https://127.0.0.1:%d/metrics | grep outrigger_cloud\n", o.Serving.BindPort)
 	}
 	fmt.Fprintln(out, "\nCtrl-C stops everything.")
 	err = mgr.Start(ctx)

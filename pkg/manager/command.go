@@ -2,15 +2,19 @@ package manager
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	// --logging-format=json, as upstream's binaries register it.
+	_ "k8s.io/component-base/logs/json/register"
 
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
@@ -22,24 +26,47 @@ func NewCommand(reg *providers.Registry, subcommands ...*cobra.Command) *cobra.C
 	cmd := &cobra.Command{
 		Use:   "outrigger",
 		Short: "Outrigger is a Kubernetes cloud-controller-manager",
-		Long: "Outrigger runs the cloud controllers of a Kubernetes cluster (node initialization and node lifecycle)\n" +
-			"for the provider named by --cloud-provider. Registered providers: " + fmt.Sprint(reg.Names()) + ".",
+		Long: "Outrigger runs the cloud controllers of a Kubernetes cluster (node initialization, node lifecycle,\n" +
+			"load balancers, routes, node IPAM) for the provider named by --cloud-provider. It accepts every flag of\n" +
+			"the upstream cloud-controller-manager. Registered providers: " + fmt.Sprint(reg.Names()) + ".",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Run(cmd.Context(), opts, reg)
+			if opts.Version.requested() {
+				opts.Version.print(cmd.OutOrStdout())
+				return nil
+			}
+			// Logging first, so that what follows logs in the chosen
+			// format; as upstream, a bad logging flag stops the command.
+			if err := logsapi.ValidateAndApply(opts.Logs, featureGate); err != nil {
+				return err
+			}
+			ctx := klog.NewContext(cmd.Context(), klog.Background())
+			ctrl.SetLogger(klog.Background())
+			return Run(ctx, opts, reg)
 		},
 	}
-	opts.AddFlags(cmd.Flags())
-	// Of klog's flags, only the two Kubernetes components document.
-	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(klogFlags)
-	for _, name := range []string{"v", "vmodule"} {
-		cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup(name))
-	}
+	nfs := opts.AddFlags(cmd.Flags())
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.AddCommand(subcommands...)
+	// --help prints the flags by section, as upstream's does; subcommands
+	// keep cobra's own help.
+	defaultHelp := cmd.HelpFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c != cmd {
+			defaultHelp(c, args)
+			return
+		}
+		fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n  %s [command]\n\nCommands:\n", c.Long, c.UseLine(), c.CommandPath())
+		for _, sub := range c.Commands() {
+			if sub.IsAvailableCommand() {
+				fmt.Fprintf(c.OutOrStdout(), "  %-12s %s\n", sub.Name(), sub.Short)
+			}
+		}
+		// 0 columns: no wrapping, so the text is the same in a pipe.
+		cliflag.PrintSections(c.OutOrStdout(), nfs, 0)
+	})
 	return cmd
 }
 
@@ -51,6 +78,7 @@ func Main(reg *providers.Registry, subcommands ...*cobra.Command) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = klog.NewContext(ctx, klog.NewKlogr())
+	defer klog.Flush()
 	if err := NewCommand(reg, subcommands...).ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "outrigger: %v\n", err)
 		return 1

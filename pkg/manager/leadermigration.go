@@ -60,9 +60,9 @@ func defaultMigrationConfig() *migrationConfig {
 	}
 }
 
-// controllerAliases maps the names a migration config may use (the
+// migrationAliases maps the names a migration config may use (the
 // kube-controller-manager's, and upstream CCM's short forms) to Outrigger's.
-var controllerAliases = map[string]string{
+var migrationAliases = map[string]string{
 	"route":                           "node-route-controller",
 	"route-controller":                "node-route-controller",
 	"node-route-controller":           "node-route-controller",
@@ -113,7 +113,7 @@ func (c *migrationConfig) validate() error {
 		errs = append(errs, fmt.Errorf("resourceLock is %q: only leases are supported (as upstream since 1.24)", c.ResourceLock))
 	}
 	for i, l := range c.ControllerLeaders {
-		if _, ok := controllerAliases[l.Name]; !ok {
+		if _, ok := migrationAliases[l.Name]; !ok {
 			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: unknown controller %q", i, l.Name))
 		}
 		if l.Component == "" {
@@ -137,7 +137,7 @@ const (
 
 func (c *migrationConfig) role(controller string) (migrationRole, string) {
 	for _, l := range c.ControllerLeaders {
-		if controllerAliases[l.Name] != controller {
+		if migrationAliases[l.Name] != controller {
 			continue
 		}
 		if l.Component == migrationComponent || l.Component == "*" {

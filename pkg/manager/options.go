@@ -10,6 +10,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
@@ -21,114 +24,381 @@ import (
 // shippedControllers are the controllers this build runs, in start order.
 var shippedControllers = []string{node.Name, nodelifecycle.Name, service.Name, nodeipam.Name, route.Name}
 
-// Options are the command's flags. Names and meanings follow the upstream
-// cloud-controller-manager where upstream has the flag; defaults differ where
-// upstream's are sized for small clusters (noted on the flag).
-type Options struct {
-	CloudProvider string
-	CloudConfig   string
-	Kubeconfig    string
-	Master        string
-	Controllers   []string
-	ClusterName   string
+// flagAliases are the older names upstream still accepts in
+// --controllers (k8s.io/cloud-provider/names.CCMControllerAliases), so a
+// manifest written for the upstream CCM carries over.
+var flagAliases = map[string]string{
+	"cloud-node":           node.Name,
+	"cloud-node-lifecycle": nodelifecycle.Name,
+	"service":              service.Name,
+	"route":                route.Name,
+}
 
+// Outrigger's own sizing for the flags whose upstream defaults are sized for
+// small clusters. They apply while the flag is left at upstream's default
+// and not given on the command line: the cloud-call layer bounds the calls to
+// the cloud whatever the worker count, so more workers cost nothing there.
+const (
+	autoNodeWorkers    = 256
+	autoServiceWorkers = 64
+	autoKubeAPIQPS     = 500
+	autoKubeAPIBurst   = 1000
+
+	upstreamNodeWorkers    = 1
+	upstreamServiceWorkers = 1
+	upstreamKubeAPIQPS     = 20
+	upstreamKubeAPIBurst   = 30
+)
+
+// Options are the command's flags: every flag of the upstream
+// cloud-controller-manager with its name, type and default, and Outrigger's
+// own. docs/flags.md is generated from them.
+type Options struct {
+	// generic
+	CloudProvider                string
+	CloudConfig                  string
+	AllowUntaggedCloud           bool
+	ExternalCloudVolumePlugin    string
+	Kubeconfig                   string
+	Master                       string
+	Controllers                  []string
+	ClusterName                  string
+	ControllerStartInterval      time.Duration
+	MinResyncPeriod              time.Duration
+	NodeSyncPeriod               time.Duration
+	UseServiceAccountCredentials bool
+	KubeAPIQPS                   float32
+	KubeAPIBurst                 int32
+	KubeAPIContentType           string
 	LeaderElect                  bool
 	LeaderElectLeaseDuration     time.Duration
 	LeaderElectRenewDeadline     time.Duration
 	LeaderElectRetryPeriod       time.Duration
+	LeaderElectResourceLock      string
 	LeaderElectResourceName      string
 	LeaderElectResourceNamespace string
 	EnableLeaderMigration        bool
 	LeaderMigrationConfig        string
-	ConcurrentNodeSyncs          int
-	ConcurrentServiceSyncs       int
-	LoadBalancerClass            string
+	Profiling                    bool
+	ContentionProfiling          bool
+	ConcurrentNodeSyncs          int32
+	ConcurrentNodeStatusUpdates  int32
+	ConcurrentNodeLifecycleSyncs int32
+	ConcurrentServiceSyncs       int32
 	NodeMonitorPeriod            time.Duration
 	NodeStatusUpdateFrequency    time.Duration
-	KubeAPIQPS                   float32
-	KubeAPIBurst                 int
-	SecurePort                   int
-	BindAddress                  string
+	AllocateNodeCIDRs            bool
+	ClusterCIDR                  string
+	CIDRAllocatorType            string
+	ConfigureCloudRoutes         bool
+	RouteReconciliationPeriod    time.Duration
+	Webhooks                     []string
+	Serving                      ServingOptions
+	WebhookServing               ServingOptions
+	Authentication               AuthenticationOptions
+	Authorization                AuthorizationOptions
+	Logs                         *logsapi.LoggingConfiguration
+	Version                      versionFlag
+
+	// Outrigger's own.
+	LoadBalancerClass            string
+	NodeCIDRMaskSizeIPv4         int
+	NodeCIDRMaskSizeIPv6         int
 	CloudQPS                     float64
 	CloudBurst                   int
 	CloudCallTimeout             time.Duration
 	DisableMetricsAuthentication bool
 
-	AllocateNodeCIDRs         bool
-	ClusterCIDR               string
-	NodeCIDRMaskSizeIPv4      int
-	NodeCIDRMaskSizeIPv6      int
-	CIDRAllocatorType         string
-	ConfigureCloudRoutes      bool
-	RouteReconciliationPeriod time.Duration
+	// flags is the flag set AddFlags registered on, to tell a flag the
+	// user gave from one left at its default.
+	flags *pflag.FlagSet
 }
 
-// NewOptions returns the defaults.
+// ServingOptions are upstream's secure serving flags (k8s.io/apiserver's
+// SecureServingOptions), for the main port or, with the webhook- prefix,
+// the webhook port.
+type ServingOptions struct {
+	BindAddress                  net.IP
+	BindPort                     int
+	CertDir                      string
+	CertFile                     string
+	KeyFile                      string
+	SNICertKeys                  []cliflag.NamedCertKey
+	CipherSuites                 []string
+	CurvePreferences             []int32
+	MinTLSVersion                string
+	DisableHTTP2                 bool
+	HTTP2MaxStreamsPerConnection int
+	PermitAddressSharing         bool
+	PermitPortSharing            bool
+}
+
+// AuthenticationOptions are upstream's delegated authentication flags.
+type AuthenticationOptions struct {
+	Kubeconfig                 string
+	SkipLookup                 bool
+	TolerateLookupFailure      bool
+	CacheTTL                   time.Duration
+	ClientCAFile               string
+	RequestHeaderClientCAFile  string
+	RequestHeaderAllowedNames  []string
+	RequestHeaderUsernames     []string
+	RequestHeaderUIDs          []string
+	RequestHeaderGroups        []string
+	RequestHeaderExtraPrefixes []string
+}
+
+// AuthorizationOptions are upstream's delegated authorization flags.
+type AuthorizationOptions struct {
+	Kubeconfig       string
+	AlwaysAllowPaths []string
+	AllowCacheTTL    time.Duration
+	DenyCacheTTL     time.Duration
+}
+
+// NewOptions returns upstream's defaults.
 func NewOptions() *Options {
 	return &Options{
 		Controllers:                  []string{"*"},
 		ClusterName:                  "kubernetes",
+		MinResyncPeriod:              12 * time.Hour,
+		KubeAPIQPS:                   upstreamKubeAPIQPS,
+		KubeAPIBurst:                 upstreamKubeAPIBurst,
+		KubeAPIContentType:           "application/vnd.kubernetes.protobuf",
 		LeaderElect:                  true,
 		LeaderElectLeaseDuration:     15 * time.Second,
 		LeaderElectRenewDeadline:     10 * time.Second,
 		LeaderElectRetryPeriod:       2 * time.Second,
+		LeaderElectResourceLock:      "leases",
 		LeaderElectResourceName:      "cloud-controller-manager",
 		LeaderElectResourceNamespace: "kube-system",
-		ConcurrentNodeSyncs:          256,
-		ConcurrentServiceSyncs:       64,
+		Profiling:                    true,
+		ConcurrentNodeSyncs:          upstreamNodeWorkers,
+		ConcurrentNodeLifecycleSyncs: upstreamNodeWorkers,
+		ConcurrentServiceSyncs:       upstreamServiceWorkers,
 		NodeMonitorPeriod:            5 * time.Second,
 		NodeStatusUpdateFrequency:    5 * time.Minute,
-		KubeAPIQPS:                   500,
-		KubeAPIBurst:                 1000,
-		SecurePort:                   10258,
-		BindAddress:                  "0.0.0.0",
-		CloudQPS:                     50,
-		CloudBurst:                   50,
-		CloudCallTimeout:             30 * time.Second,
-		NodeCIDRMaskSizeIPv4:         24,
-		NodeCIDRMaskSizeIPv6:         64,
 		CIDRAllocatorType:            nodeipam.RangeAllocator,
 		ConfigureCloudRoutes:         true,
 		RouteReconciliationPeriod:    10 * time.Second,
+		Serving:                      ServingOptions{BindAddress: net.IPv4zero, BindPort: 10258},
+		WebhookServing:               ServingOptions{BindAddress: net.IPv4zero, BindPort: 10260},
+		Authentication: AuthenticationOptions{
+			CacheTTL:                   10 * time.Second,
+			RequestHeaderUsernames:     []string{"x-remote-user"},
+			RequestHeaderGroups:        []string{"x-remote-group"},
+			RequestHeaderExtraPrefixes: []string{"x-remote-extra-"},
+		},
+		Authorization: AuthorizationOptions{
+			AlwaysAllowPaths: []string{"/healthz", "/readyz", "/livez"},
+			AllowCacheTTL:    10 * time.Second,
+			DenyCacheTTL:     10 * time.Second,
+		},
+		Logs:                 logsapi.NewLoggingConfiguration(),
+		NodeCIDRMaskSizeIPv4: 24,
+		NodeCIDRMaskSizeIPv6: 64,
+		CloudQPS:             50,
+		CloudBurst:           50,
+		CloudCallTimeout:     30 * time.Second,
 	}
 }
 
-// AddFlags registers the flags on fs.
-func (o *Options) AddFlags(fs *pflag.FlagSet) {
+// AddFlags registers every flag on fs and returns them by --help section.
+func (o *Options) AddFlags(fs *pflag.FlagSet) cliflag.NamedFlagSets {
+	nfs := o.flagSets()
+	for _, name := range flagSections {
+		fs.AddFlagSet(nfs.FlagSet(name))
+	}
+	o.flags = fs
+	return nfs
+}
+
+// flagSections is the order of --help's sections, upstream's first.
+var flagSections = []string{
+	"generic", "debugging", "leader-migration",
+	"cloud-node-controller", "cloud-node-lifecycle-controller", "service-lb-controller",
+	"webhook", "webhook serving", "secure serving", "authentication", "authorization",
+	"misc", "outrigger", "logs", "global",
+}
+
+// flagSets builds the flags, by --help section, bound to o's fields.
+func (o *Options) flagSets() cliflag.NamedFlagSets {
+	var nfs cliflag.NamedFlagSets
+	for _, name := range flagSections {
+		nfs.FlagSet(name)
+	}
+	fs := nfs.FlagSet("generic")
 	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "The provider to run (required); the error for an unknown name lists this binary's providers.")
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the provider's configuration file.")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
-	fs.StringVar(&o.Master, "master", o.Master, "The API server's address, overriding the kubeconfig's.")
-	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(shippedControllers, ", ")+".")
+	fs.BoolVar(&o.AllowUntaggedCloud, "allow-untagged-cloud", o.AllowUntaggedCloud, "Run even when the provider reports no cluster ID (HasClusterID false), with a warning.")
+	fs.StringVar(&o.ExternalCloudVolumePlugin, "external-cloud-volume-plugin", o.ExternalCloudVolumePlugin, "Accepted for compatibility; has no effect (see docs/flags.md).")
+	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers, "Controllers to run: '*' for all, 'name' to enable, '-name' to disable. Names: "+strings.Join(shippedControllers, ", ")+"; upstream's aliases "+aliasList()+" are accepted.")
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "The cluster's name, which providers tag cloud resources with (route names, load balancer tags).")
+	fs.DurationVar(&o.ControllerStartInterval, "controller-start-interval", o.ControllerStartInterval, "Accepted for compatibility; has no effect (see docs/flags.md).")
+	fs.DurationVar(&o.MinResyncPeriod, "min-resync-period", o.MinResyncPeriod, "The informers' resync period: a random time between it and twice it.")
+	fs.DurationVar(&o.NodeSyncPeriod, "node-sync-period", o.NodeSyncPeriod, "Accepted for compatibility; has no effect, as upstream (see docs/flags.md).")
+	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "Each controller acts as its own ServiceAccount in kube-system, with a token from the TokenRequest API.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, fmt.Sprintf("Queries per second to the API server. Left at the default, Outrigger uses %d.", autoKubeAPIQPS))
+	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, fmt.Sprintf("Burst of queries to the API server. Left at the default, Outrigger uses %d.", autoKubeAPIBurst))
+	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests to the API server.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease before running controllers; run several replicas for availability.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
 	fs.DurationVar(&o.LeaderElectRenewDeadline, "leader-elect-renew-deadline", o.LeaderElectRenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")
 	fs.DurationVar(&o.LeaderElectRetryPeriod, "leader-elect-retry-period", o.LeaderElectRetryPeriod, "How long candidates wait between attempts to acquire or renew.")
-	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the Lease used for leader election (upstream's by default, so the two never lead at once).")
+	fs.StringVar(&o.LeaderElectResourceLock, "leader-elect-resource-lock", o.LeaderElectResourceLock, "The kind of lock object for leader election: 'leases' (the only kind current Kubernetes supports).")
+	fs.StringVar(&o.LeaderElectResourceName, "leader-elect-resource-name", o.LeaderElectResourceName, "Name of the leader election Lease (upstream's by default, so the two never lead at once).")
 	fs.StringVar(&o.LeaderElectResourceNamespace, "leader-elect-resource-namespace", o.LeaderElectResourceNamespace, "Namespace of the leader election Lease.")
+	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs, "Give every node pod CIDRs (node-ipam-controller).")
+	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "The cluster's pod CIDR: one, or an IPv4 and an IPv6 one separated by a comma (dual-stack).")
+	fs.StringVar(&o.CIDRAllocatorType, "cidr-allocator-type", o.CIDRAllocatorType, "RangeAllocator (CIDRs cut from --cluster-cidr) or CloudAllocator (the provider assigns them).")
+	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes, "Create a cloud route for every node's pod CIDRs (needs --cluster-cidr and a provider with routes; the CIDRs may come from any IPAM).")
+	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod, "How often all routes are compared with the nodes, besides on node changes.")
+	featureGate.AddFlag(fs)
+
+	fs = nfs.FlagSet("debugging")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve /debug/pprof on the secure port (authorized as /metrics is).")
+	fs.BoolVar(&o.ContentionProfiling, "contention-profiling", o.ContentionProfiling, "With --profiling, also record block and mutex contention.")
+
+	fs = nfs.FlagSet("leader-migration")
 	fs.BoolVar(&o.EnableLeaderMigration, "enable-leader-migration", o.EnableLeaderMigration, "Take part in leader migration (KEP-2436): run the controllers a migration config assigns to cloud-controller-manager (or '*') only while holding the migration lease, and not those it assigns to another component.")
 	fs.StringVar(&o.LeaderMigrationConfig, "leader-migration-config", o.LeaderMigrationConfig, "Path to a LeaderMigrationConfiguration (upstream's format). Default: routes, services and node lifecycle move, under the lease cloud-provider-extraction-migration.")
-	fs.IntVar(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, "Nodes initialized at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
-	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "Load balancer Services synced at once (upstream default: 1). Cloud calls stay within --cloud-qps whatever this is.")
-	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
-	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "How often NotReady nodes are checked against the cloud (deleted when gone, tainted when shut down).")
+
+	fs = nfs.FlagSet("cloud-node-controller")
+	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, fmt.Sprintf("Nodes initialized at once. Left at the default, Outrigger uses %d: cloud calls stay within --cloud-qps whatever this is.", autoNodeWorkers))
+	fs.Int32Var(&o.ConcurrentNodeStatusUpdates, "concurrent-node-status-updates", o.ConcurrentNodeStatusUpdates, "Parallel node address updates of the periodic refresh; 0 uses --concurrent-node-syncs.")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often every node's addresses are refreshed from the cloud.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (upstream default: 20; the API server's priority and fairness still applies).")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server (upstream default: 30).")
-	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "HTTPS port for /healthz, /readyz and /metrics; 0 disables serving.")
-	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to serve --secure-port on.")
+
+	fs = nfs.FlagSet("cloud-node-lifecycle-controller")
+	fs.Int32Var(&o.ConcurrentNodeLifecycleSyncs, "concurrent-node-lifecycle-syncs", o.ConcurrentNodeLifecycleSyncs, fmt.Sprintf("Nodes checked against the cloud at once. Left at the default, Outrigger uses %d.", autoNodeWorkers))
+	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "How often NotReady nodes are checked against the cloud (deleted when gone, tainted when shut down).")
+
+	fs = nfs.FlagSet("service-lb-controller")
+	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, fmt.Sprintf("Load balancer Services synced at once. Left at the default, Outrigger uses %d: cloud calls stay within --cloud-qps whatever this is.", autoServiceWorkers))
+
+	fs = nfs.FlagSet("webhook")
+	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, "Webhooks to serve. This build has none; upstream's sample has none either.")
+	o.WebhookServing.addFlags(nfs.FlagSet("webhook serving"), "webhook-", "Accepted for compatibility; no webhooks are served.")
+	o.Serving.addFlags(nfs.FlagSet("secure serving"), "", "")
+	o.Authentication.addFlags(nfs.FlagSet("authentication"))
+	o.Authorization.addFlags(nfs.FlagSet("authorization"))
+
+	fs = nfs.FlagSet("misc")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
+	fs.StringVar(&o.Master, "master", o.Master, "The API server's address, overriding the kubeconfig's.")
+
+	fs = nfs.FlagSet("outrigger")
+	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
+	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Calls per second to the cloud provider, across all controllers; 0 means unlimited.")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
-	fs.BoolVar(&o.AllocateNodeCIDRs, "allocate-node-cidrs", o.AllocateNodeCIDRs, "Give every node pod CIDRs (node-ipam-controller) and, with --configure-cloud-routes, a cloud route for each (node-route-controller).")
-	fs.StringVar(&o.ClusterCIDR, "cluster-cidr", o.ClusterCIDR, "The cluster's pod CIDR: one, or an IPv4 and an IPv6 one separated by a comma (dual-stack).")
-	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
-	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
-	fs.StringVar(&o.CIDRAllocatorType, "cidr-allocator-type", o.CIDRAllocatorType, "RangeAllocator (CIDRs cut from --cluster-cidr) or CloudAllocator (the provider assigns them).")
-	fs.BoolVar(&o.ConfigureCloudRoutes, "configure-cloud-routes", o.ConfigureCloudRoutes, "Create a cloud route for every node's pod CIDRs (needs --allocate-node-cidrs and a provider with routes).")
-	fs.DurationVar(&o.RouteReconciliationPeriod, "route-reconciliation-period", o.RouteReconciliationPeriod, "How often all routes are compared with the nodes, besides on node changes.")
-	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only).")
+	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics and /debug without authenticating and authorizing the caller (for local development only).")
+
+	logsapi.AddFlags(o.Logs, nfs.FlagSet("logs"))
+	fs = nfs.FlagSet("global")
+	fs.Var(&o.Version, "version", "--version, --version=raw prints version information and quits.")
+	fs.Lookup("version").NoOptDefVal = "true"
+	return nfs
+}
+
+func (s *ServingOptions) addFlags(fs *pflag.FlagSet, prefix, note string) {
+	help := func(h string) string {
+		if note != "" {
+			return note
+		}
+		return h
+	}
+	fs.IPVar(&s.BindAddress, prefix+"bind-address", s.BindAddress, help("Address to serve --secure-port on."))
+	fs.IntVar(&s.BindPort, prefix+"secure-port", s.BindPort, help("HTTPS port for /healthz, /readyz, /livez, /metrics, /configz and /debug/pprof; 0 disables serving."))
+	fs.StringVar(&s.CertDir, prefix+"cert-dir", s.CertDir, help("Where a self-signed serving certificate is written when --tls-cert-file is not given."))
+	fs.StringVar(&s.CertFile, prefix+"tls-cert-file", s.CertFile, help("Serving certificate (PEM, with intermediates). Reloaded when it changes."))
+	fs.StringVar(&s.KeyFile, prefix+"tls-private-key-file", s.KeyFile, help("Key of --tls-cert-file."))
+	fs.Var(cliflag.NewNamedCertKeyArray(&s.SNICertKeys), prefix+"tls-sni-cert-key", help("certfile,keyfile[:name,...]: a certificate served to clients asking for these names (SNI); may repeat."))
+	fs.StringSliceVar(&s.CipherSuites, prefix+"tls-cipher-suites", s.CipherSuites, help("TLS 1.2 cipher suites; default Go's. Names: "+strings.Join(cliflag.PreferredTLSCipherNames(), ", ")+"."))
+	fs.Int32SliceVar(&s.CurvePreferences, prefix+"tls-curve-preferences", s.CurvePreferences, help("TLS curve IDs in preference order; default Go's."))
+	fs.StringVar(&s.MinTLSVersion, prefix+"tls-min-version", s.MinTLSVersion, help("Minimum TLS version: "+strings.Join(cliflag.TLSPossibleVersions(), ", ")+"."))
+	fs.BoolVar(&s.DisableHTTP2, prefix+"disable-http2-serving", s.DisableHTTP2, help("Serve HTTP/1.1 only."))
+	fs.IntVar(&s.HTTP2MaxStreamsPerConnection, prefix+"http2-max-streams-per-connection", s.HTTP2MaxStreamsPerConnection, help("Accepted for compatibility; Go's HTTP/2 default applies (see docs/flags.md)."))
+	if prefix == "" {
+		fs.BoolVar(&s.PermitAddressSharing, "permit-address-sharing", s.PermitAddressSharing, "Listen with SO_REUSEADDR, so a restart binds while the old socket is in TIME_WAIT.")
+		fs.BoolVar(&s.PermitPortSharing, "permit-port-sharing", s.PermitPortSharing, "Listen with SO_REUSEPORT, so several processes may bind the port.")
+	}
+}
+
+func (a *AuthenticationOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&a.Kubeconfig, "authentication-kubeconfig", a.Kubeconfig, "Kubeconfig for TokenReview calls that authenticate callers of /metrics and /debug. Empty: the main connection.")
+	fs.BoolVar(&a.SkipLookup, "authentication-skip-lookup", a.SkipLookup, "Do not read the client CA and request-header settings from the extension-apiserver-authentication ConfigMap in kube-system.")
+	fs.BoolVar(&a.TolerateLookupFailure, "authentication-tolerate-lookup-failure", a.TolerateLookupFailure, "Start even when that ConfigMap cannot be read (callers are then only authenticated by token).")
+	fs.DurationVar(&a.CacheTTL, "authentication-token-webhook-cache-ttl", a.CacheTTL, "How long TokenReview answers are cached.")
+	fs.StringVar(&a.ClientCAFile, "client-ca-file", a.ClientCAFile, "Authenticate callers presenting a client certificate signed by one of these CAs, as its CommonName.")
+	fs.StringVar(&a.RequestHeaderClientCAFile, "requestheader-client-ca-file", a.RequestHeaderClientCAFile, "CAs of the front proxies whose user headers are trusted.")
+	fs.StringSliceVar(&a.RequestHeaderAllowedNames, "requestheader-allowed-names", a.RequestHeaderAllowedNames, "Client certificate common names of the trusted front proxies; empty: any signed by --requestheader-client-ca-file.")
+	fs.StringSliceVar(&a.RequestHeaderUsernames, "requestheader-username-headers", a.RequestHeaderUsernames, "Request headers holding the user name.")
+	fs.StringSliceVar(&a.RequestHeaderUIDs, "requestheader-uid-headers", a.RequestHeaderUIDs, "Request headers holding the user's UID.")
+	fs.StringSliceVar(&a.RequestHeaderGroups, "requestheader-group-headers", a.RequestHeaderGroups, "Request headers holding the groups.")
+	fs.StringSliceVar(&a.RequestHeaderExtraPrefixes, "requestheader-extra-headers-prefix", a.RequestHeaderExtraPrefixes, "Request header prefixes holding extra user attributes.")
+}
+
+func (a *AuthorizationOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&a.Kubeconfig, "authorization-kubeconfig", a.Kubeconfig, "Kubeconfig for SubjectAccessReview calls that authorize callers of /metrics and /debug. Empty: the main connection.")
+	fs.StringSliceVar(&a.AlwaysAllowPaths, "authorization-always-allow-paths", a.AlwaysAllowPaths, "Paths served without authorization (and without authentication).")
+	fs.DurationVar(&a.AllowCacheTTL, "authorization-webhook-cache-authorized-ttl", a.AllowCacheTTL, "How long an allowed SubjectAccessReview is cached.")
+	fs.DurationVar(&a.DenyCacheTTL, "authorization-webhook-cache-unauthorized-ttl", a.DenyCacheTTL, "How long a denied SubjectAccessReview is cached.")
+}
+
+func aliasList() string {
+	var out []string
+	for alias := range flagAliases {
+		out = append(out, alias)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// changed reports whether the user gave the flag.
+func (o *Options) changed(name string) bool {
+	return o.flags != nil && o.flags.Changed(name)
+}
+
+// NodeWorkers is the node controllers' worker count: --concurrent-node-syncs
+// when given, else Outrigger's.
+func (o *Options) NodeWorkers() int {
+	return auto(o, "concurrent-node-syncs", int(o.ConcurrentNodeSyncs), upstreamNodeWorkers, autoNodeWorkers)
+}
+
+// LifecycleWorkers is the lifecycle check's parallelism.
+func (o *Options) LifecycleWorkers() int {
+	return auto(o, "concurrent-node-lifecycle-syncs", int(o.ConcurrentNodeLifecycleSyncs), upstreamNodeWorkers, autoNodeWorkers)
+}
+
+// StatusUpdateWorkers is the address refresh's parallelism.
+func (o *Options) StatusUpdateWorkers() int {
+	if o.ConcurrentNodeStatusUpdates > 0 {
+		return int(o.ConcurrentNodeStatusUpdates)
+	}
+	return o.NodeWorkers()
+}
+
+// ServiceWorkers is the service controller's worker count.
+func (o *Options) ServiceWorkers() int {
+	return auto(o, "concurrent-service-syncs", int(o.ConcurrentServiceSyncs), upstreamServiceWorkers, autoServiceWorkers)
+}
+
+// APIQPS and APIBurst are the API client's limits.
+func (o *Options) APIQPS() float32 {
+	return float32(auto(o, "kube-api-qps", int(o.KubeAPIQPS), upstreamKubeAPIQPS, autoKubeAPIQPS))
+}
+
+func (o *Options) APIBurst() int {
+	return auto(o, "kube-api-burst", int(o.KubeAPIBurst), upstreamKubeAPIBurst, autoKubeAPIBurst)
+}
+
+func auto(o *Options, flag string, v, upstream, own int) int {
+	if v == upstream && !o.changed(flag) {
+		return own
+	}
+	return v
 }
 
 // Validate checks the options and returns one error that says what to fix.
@@ -150,6 +420,9 @@ func (o *Options) Validate() error {
 		if o.LeaderElectResourceName == "" || o.LeaderElectResourceNamespace == "" {
 			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must not be empty"))
 		}
+		if o.LeaderElectResourceLock != "leases" {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock %q: only leases is supported (endpoints and configmaps locks were removed from Kubernetes)", o.LeaderElectResourceLock))
+		}
 	}
 	if o.LeaderMigrationConfig != "" && !o.EnableLeaderMigration {
 		errs = append(errs, errors.New("--leader-migration-config needs --enable-leader-migration"))
@@ -162,26 +435,34 @@ func (o *Options) Validate() error {
 		ok   bool
 	}{
 		{"--concurrent-node-syncs", o.ConcurrentNodeSyncs > 0},
+		{"--concurrent-node-lifecycle-syncs", o.ConcurrentNodeLifecycleSyncs > 0},
 		{"--concurrent-service-syncs", o.ConcurrentServiceSyncs > 0},
 		{"--node-monitor-period", o.NodeMonitorPeriod > 0},
 		{"--node-status-update-frequency", o.NodeStatusUpdateFrequency > 0},
 		{"--kube-api-qps", o.KubeAPIQPS > 0},
 		{"--kube-api-burst", o.KubeAPIBurst > 0},
 		{"--cloud-call-timeout", o.CloudCallTimeout > 0},
+		{"--min-resync-period", o.MinResyncPeriod > 0},
+		{"--route-reconciliation-period", o.RouteReconciliationPeriod > 0},
 	}
 	for _, p := range positive {
 		if !p.ok {
 			errs = append(errs, fmt.Errorf("%s must be positive", p.name))
 		}
 	}
-	if o.AllocateNodeCIDRs {
-		if o.ClusterCIDR == "" {
+	if o.ConcurrentNodeStatusUpdates < 0 {
+		errs = append(errs, errors.New("--concurrent-node-status-updates must not be negative"))
+	}
+	if o.AllocateNodeCIDRs || o.ClusterCIDR != "" {
+		if o.AllocateNodeCIDRs && o.ClusterCIDR == "" {
 			errs = append(errs, errors.New("--allocate-node-cidrs needs --cluster-cidr"))
 		} else if cidrs, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
 			errs = append(errs, err)
-		} else if err := nodeipam.ValidateRanges(cidrs, o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6); o.CIDRAllocatorType == nodeipam.RangeAllocator && err != nil {
+		} else if err := nodeipam.ValidateRanges(cidrs, o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6); o.AllocateNodeCIDRs && o.CIDRAllocatorType == nodeipam.RangeAllocator && err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.AllocateNodeCIDRs {
 		if o.CIDRAllocatorType != nodeipam.RangeAllocator && o.CIDRAllocatorType != nodeipam.CloudAllocator {
 			errs = append(errs, fmt.Errorf("--cidr-allocator-type %q: use %s or %s", o.CIDRAllocatorType, nodeipam.RangeAllocator, nodeipam.CloudAllocator))
 		}
@@ -194,17 +475,25 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--load-balancer-class %q: %s", o.LoadBalancerClass, msg))
 		}
 	}
-	if o.RouteReconciliationPeriod <= 0 {
-		errs = append(errs, errors.New("--route-reconciliation-period must be positive"))
-	}
 	if o.CloudQPS < 0 || o.CloudBurst < 0 {
 		errs = append(errs, errors.New("--cloud-qps and --cloud-burst must not be negative"))
 	}
-	if o.SecurePort < 0 || o.SecurePort > 65535 {
-		errs = append(errs, fmt.Errorf("--secure-port %d is not a port (0-65535)", o.SecurePort))
+	if o.Serving.BindPort < 0 || o.Serving.BindPort > 65535 {
+		errs = append(errs, fmt.Errorf("--secure-port %d is not a port (0-65535)", o.Serving.BindPort))
 	}
-	if net.ParseIP(o.BindAddress) == nil {
-		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", o.BindAddress))
+	if (o.Serving.CertFile == "") != (o.Serving.KeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
+	}
+	if _, err := o.Serving.tlsSettings(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, w := range o.Webhooks {
+		if w != "" && w != "*" && !strings.HasPrefix(w, "-") {
+			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has none)", w))
+		}
+	}
+	if err := logsapi.Validate(o.Logs, featureGate, nil).ToAggregate(); err != nil {
+		errs = append(errs, err)
 	}
 	return oneLine(errs)
 }
@@ -217,12 +506,13 @@ func oneLine(errs []error) error {
 	}
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
-		msgs[i] = e.Error()
+		msgs[i] = strings.ReplaceAll(e.Error(), "\n", " ")
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// EnabledControllers resolves --controllers into the controllers to run.
+// EnabledControllers resolves --controllers into the controllers to run,
+// by their canonical names.
 func (o *Options) EnabledControllers() ([]string, error) {
 	all := false
 	enabled := map[string]bool{}
@@ -230,13 +520,16 @@ func (o *Options) EnabledControllers() ([]string, error) {
 	for _, c := range o.Controllers {
 		c = strings.TrimSpace(c)
 		name, off := strings.CutPrefix(c, "-")
+		if canonical, ok := flagAliases[name]; ok {
+			name = canonical
+		}
 		switch {
 		case c == "*":
 			all = true
 			continue
 		case slices.Contains(shippedControllers, name):
 		default:
-			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, strings.Join(shippedControllers, ", "))
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s; aliases: %s)", c, strings.Join(shippedControllers, ", "), aliasList())
 		}
 		if off {
 			disabled[name] = true
@@ -251,4 +544,36 @@ func (o *Options) EnabledControllers() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// IgnoredFlags are upstream flags Outrigger accepts so manifests carry over,
+// but that change nothing, with the reason: a user who sets one is told once
+// at start, and docs/flags.md lists them.
+var IgnoredFlags = map[string]string{
+	"external-cloud-volume-plugin":     "only kube-controller-manager's in-tree volume plugins read it; a cloud-controller-manager runs no volume controllers",
+	"controller-start-interval":        "controllers start together once the shared cache has synced, which is what the interval spread out",
+	"node-sync-period":                 "upstream ignores it too (deprecated, no-op)",
+	"http2-max-streams-per-connection": "the secure port uses Go's HTTP/2 server defaults (250 streams)",
+	"webhooks":                         "this build serves no webhooks (nor does upstream's, without a provider that adds them)",
+}
+
+func init() {
+	for _, f := range []string{"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "tls-sni-cert-key",
+		"tls-cipher-suites", "tls-curve-preferences", "tls-min-version", "disable-http2-serving", "http2-max-streams-per-connection"} {
+		IgnoredFlags["webhook-"+f] = "this build serves no webhooks, so there is no webhook port"
+	}
+}
+
+// warnIgnored logs, once per start, each ignored flag the user gave.
+func (o *Options) warnIgnored(log klog.Logger) {
+	names := make([]string, 0, len(IgnoredFlags))
+	for name := range IgnoredFlags {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if o.changed(name) {
+			log.Info("Warning: flag accepted for compatibility has no effect", "flag", "--"+name, "reason", IgnoredFlags[name])
+		}
+	}
 }

@@ -41,7 +41,7 @@ func TestEnabledControllers(t *testing.T) {
 func TestValidateReportsEveryProblemOnOneLine(t *testing.T) {
 	o := NewOptions()
 	o.ConcurrentNodeSyncs = 0
-	o.SecurePort = 70000
+	o.Serving.BindPort = 70000
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("no error")

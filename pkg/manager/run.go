@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -23,10 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/go-logr/logr"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
@@ -53,6 +46,8 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	log := klog.FromContext(ctx)
+	opts.warnIgnored(log)
 	enabled, _ := opts.EnabledControllers()
 	var migration *migrationConfig
 	if opts.EnableLeaderMigration {
@@ -65,16 +60,30 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	if err != nil {
 		return nil, err
 	}
+	if !provider.HasClusterID() {
+		if !opts.AllowUntaggedCloud {
+			return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", opts.CloudProvider)
+		}
+		log.Info("Warning: the provider reports no cluster ID; a cluster ID will be required in the future, tag your cluster", "provider", opts.CloudProvider)
+	}
 	restConfig, err := restConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	provider.Initialize(clientBuilder{restConfig}, ctx.Done())
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts, readyz))
+	mo, servingRunnables, err := managerOptions(opts, readyz)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, mo)
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	for _, r := range servingRunnables {
+		if err := mgr.Add(r); err != nil {
+			return nil, err
+		}
 	}
 	// Ready once the node cache has synced: before that, this replica could
 	// not do the leader's work if it took over.
@@ -95,8 +104,15 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			return p.Ready(ctx)
 		}
 	}
+	init := newProviderInit(provider, restConfig, opts)
+	if err := mgr.Add(init); err != nil {
+		return nil, err
+	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
-	log := klog.FromContext(ctx)
+	ids, err := newIdentities(mgr, restConfig, opts)
+	if err != nil {
+		return nil, err
+	}
 	migrated := &deferringManager{Manager: mgr}
 	for _, name := range enabled {
 		target := manager.Manager(mgr)
@@ -110,13 +126,16 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 				target, lease = migrated, migration.LeaderName
 			}
 		}
-		skip, err := setupController(target, name, layer, opts)
+		if skip := skipController(name, layer, opts); skip != "" {
+			log.Info("Not running controller", "controller", name, "reason", skip)
+			continue
+		}
+		target, err = ids.forController(target, name)
 		if err != nil {
 			return nil, err
 		}
-		if skip != "" {
-			log.Info("Not running controller", "controller", name, "reason", skip)
-			continue
+		if err := setupController(afterInit{Manager: target, done: init.done}, name, layer, opts); err != nil {
+			return nil, err
 		}
 		log.Info("Enabled controller", "controller", name, "lease", lease)
 	}
@@ -132,71 +151,85 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	return mgr, nil
 }
 
-// setupController adds one controller to mgr, or says why it does not run
-// (as upstream, a controller whose feature is off or whose provider interface
-// is missing is skipped, not an error).
-func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) (skip string, err error) {
+// skipController says why a controller does not run, or "". As upstream, a
+// controller whose feature is off or whose provider interface is missing is
+// skipped with a log line, not an error: a provider with only load
+// balancers runs with the default --controllers.
+func skipController(name string, layer *cloud.Layer, opts *Options) string {
 	switch name {
 	case node.Name, nodelifecycle.Name:
-		instances, ok := layer.Instances()
-		if !ok {
-			return "", fmt.Errorf("controller %s needs InstancesV2, which provider %q does not offer; disable it with --controllers=*,-%s", name, opts.CloudProvider, name)
+		if _, ok := layer.Instances(); !ok {
+			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", opts.CloudProvider)
 		}
-		if name == node.Name {
-			return "", node.Setup(mgr, node.Options{
-				Instances:     instances,
-				Workers:       opts.ConcurrentNodeSyncs,
-				RefreshPeriod: opts.NodeStatusUpdateFrequency,
-			})
+	case service.Name:
+		if _, ok := layer.LoadBalancer(); !ok {
+			return fmt.Sprintf("provider %q has no load balancers", opts.CloudProvider)
 		}
-		return "", nodelifecycle.Setup(mgr, nodelifecycle.Options{
+	case nodeipam.Name:
+		if !opts.AllocateNodeCIDRs {
+			return "--allocate-node-cidrs is false"
+		}
+	case route.Name:
+		switch _, ok := layer.Routes(); {
+		case !opts.ConfigureCloudRoutes:
+			return "--configure-cloud-routes is false"
+		case !ok:
+			return fmt.Sprintf("--configure-cloud-routes is set, but provider %q has no routes", opts.CloudProvider)
+		case opts.ClusterCIDR == "":
+			return "--configure-cloud-routes needs --cluster-cidr"
+		}
+	}
+	return ""
+}
+
+// setupController adds one controller to mgr.
+func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) error {
+	switch name {
+	case node.Name:
+		instances, _ := layer.Instances()
+		return node.Setup(mgr, node.Options{
+			Instances:     instances,
+			Workers:       opts.NodeWorkers(),
+			RefreshPeriod: opts.NodeStatusUpdateFrequency,
+		})
+	case nodelifecycle.Name:
+		instances, _ := layer.Instances()
+		return nodelifecycle.Setup(mgr, nodelifecycle.Options{
 			Instances:     instances,
 			MonitorPeriod: opts.NodeMonitorPeriod,
-			Workers:       opts.ConcurrentNodeSyncs,
+			Workers:       opts.LifecycleWorkers(),
 		})
 	case service.Name:
-		lb, ok := layer.LoadBalancer()
-		if !ok {
-			return fmt.Sprintf("provider %q has no load balancers", opts.CloudProvider), nil
-		}
-		return "", service.Setup(mgr, service.Options{
+		lb, _ := layer.LoadBalancer()
+		return service.Setup(mgr, service.Options{
 			LoadBalancer: lb,
 			ClusterName:  opts.ClusterName,
 			Class:        opts.LoadBalancerClass,
-			Workers:      opts.ConcurrentServiceSyncs,
+			Workers:      opts.ServiceWorkers(),
 		})
 	case nodeipam.Name:
-		if !opts.AllocateNodeCIDRs {
-			return "--allocate-node-cidrs is false", nil
-		}
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
 		src, _ := layer.NodeCIDRs()
-		return "", nodeipam.Setup(mgr, nodeipam.Options{
+		return nodeipam.Setup(mgr, nodeipam.Options{
 			Type:         opts.CIDRAllocatorType,
 			ClusterCIDRs: cidrs,
 			MaskV4:       opts.NodeCIDRMaskSizeIPv4,
 			MaskV6:       opts.NodeCIDRMaskSizeIPv6,
 			Cloud:        src,
-			Workers:      opts.ConcurrentNodeSyncs,
+			Workers:      opts.NodeWorkers(),
 		})
 	case route.Name:
-		if !opts.AllocateNodeCIDRs || !opts.ConfigureCloudRoutes {
-			return "needs --allocate-node-cidrs and --configure-cloud-routes", nil
-		}
-		routes, ok := layer.Routes()
-		if !ok {
-			return fmt.Sprintf("provider %q has no routes", opts.CloudProvider), nil
-		}
+		routes, _ := layer.Routes()
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
-		return "", route.Setup(mgr, route.Options{
+		return route.Setup(mgr, route.Options{
 			Routes:       routes,
 			ClusterName:  opts.ClusterName,
 			ClusterCIDRs: cidrs,
 			Period:       opts.RouteReconciliationPeriod,
-			Workers:      opts.ConcurrentNodeSyncs,
+			Workers:      opts.NodeWorkers(),
 		})
 	}
-	return "", fmt.Errorf("controller %s has no setup", name)
+	return fmt.Errorf("controller %s has no setup", name)
 }
 
 func buildProvider(opts *Options, reg *providers.Registry) (cloudprovider.Interface, error) {
@@ -228,20 +261,25 @@ func restConfig(opts *Options) (*rest.Config, error) {
 			return nil, fmt.Errorf("loading --kubeconfig %q: %w", opts.Kubeconfig, err)
 		}
 	}
-	cfg.QPS = opts.KubeAPIQPS
-	cfg.Burst = opts.KubeAPIBurst
+	cfg.QPS = opts.APIQPS()
+	cfg.Burst = opts.APIBurst()
+	cfg.ContentType = opts.KubeAPIContentType
 	cfg.UserAgent = "outrigger"
 	return cfg, nil
 }
 
 // managerOptions maps the flags onto controller-runtime's manager. readyz
 // may gain checks until the manager starts.
-func managerOptions(opts *Options, readyz map[string]healthz.Checker) manager.Options {
-	mo := manager.Options{
+func managerOptions(opts *Options, readyz map[string]healthz.Checker) (manager.Options, []manager.Runnable, error) {
+	metrics, runnables, err := opts.metricsServer(readyz)
+	if err != nil {
+		return manager.Options{}, nil, err
+	}
+	return manager.Options{
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectResourceName,
 		LeaderElectionNamespace:       opts.LeaderElectResourceNamespace,
-		LeaderElectionResourceLock:    "leases",
+		LeaderElectionResourceLock:    opts.LeaderElectResourceLock,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 ptr.To(opts.LeaderElectLeaseDuration),
 		RenewDeadline:                 ptr.To(opts.LeaderElectRenewDeadline),
@@ -251,61 +289,13 @@ func managerOptions(opts *Options, readyz map[string]healthz.Checker) manager.Op
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		// No controller reads managedFields; dropping them from the cache
 		// is a good part of its memory at thousands of nodes.
-		Cache:                  cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			SyncPeriod:       ptr.To(opts.MinResyncPeriod),
+		},
 		HealthProbeBindAddress: "0",
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-	}
-	if opts.SecurePort > 0 {
-		mo.Metrics = metricsserver.Options{
-			BindAddress:   net.JoinHostPort(opts.BindAddress, strconv.Itoa(opts.SecurePort)),
-			SecureServing: true,
-			ExtraHandlers: map[string]http.Handler{},
-		}
-		live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
-		for path, h := range map[string]http.Handler{"/healthz": live, "/livez": live, "/readyz": &healthz.Handler{Checks: readyz}} {
-			// As controller-runtime's probe server mounts them: the
-			// handler reads the path below its prefix as a check name.
-			mo.Metrics.ExtraHandlers[path] = http.StripPrefix(path, h)
-			mo.Metrics.ExtraHandlers[path+"/"] = http.StripPrefix(path, h)
-		}
-		if !opts.DisableMetricsAuthentication {
-			mo.Metrics.FilterProvider = healthUnauthenticated(filters.WithAuthenticationAndAuthorization)
-		}
-	}
-	return mo
-}
-
-// healthUnauthenticated applies filter to every path but the health checks,
-// which kubelet probes without credentials, as on upstream's secure port.
-func healthUnauthenticated(filter func(*rest.Config, *http.Client) (metricsserver.Filter, error)) func(*rest.Config, *http.Client) (metricsserver.Filter, error) {
-	return func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
-		inner, err := filter(c, hc)
-		if err != nil {
-			return nil, err
-		}
-		return func(log logr.Logger, h http.Handler) (http.Handler, error) {
-			protected, err := inner(log, h)
-			if err != nil {
-				return nil, err
-			}
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if isHealthPath(r.URL.Path) {
-					h.ServeHTTP(w, r)
-					return
-				}
-				protected.ServeHTTP(w, r)
-			}), nil
-		}, nil
-	}
-}
-
-func isHealthPath(p string) bool {
-	for _, prefix := range []string{"/healthz", "/livez", "/readyz"} {
-		if p == prefix || strings.HasPrefix(p, prefix+"/") {
-			return true
-		}
-	}
-	return false
+		Metrics:                metrics,
+	}, runnables, nil
 }
 
 // clientBuilder gives providers the API clients upstream's Initialize hands

@@ -1,0 +1,87 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// providerInit does what upstream does once it leads, before any controller
+// starts: the provider's Initialize with a client builder, then, for
+// providers that watch objects themselves (cloudprovider.InformerUser),
+// SetInformers with a shared informer factory that it then starts. A
+// replica that never leads never initializes its provider, as upstream.
+type providerInit struct {
+	provider cloudprovider.Interface
+	config   *rest.Config
+	opts     *Options
+	done     chan struct{}
+}
+
+func newProviderInit(p cloudprovider.Interface, cfg *rest.Config, opts *Options) *providerInit {
+	return &providerInit{provider: p, config: cfg, opts: opts, done: make(chan struct{})}
+}
+
+func (p *providerInit) NeedLeaderElection() bool { return true }
+
+func (p *providerInit) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	p.provider.Initialize(clientBuilder{p.config}, ctx.Done())
+	if user, ok := p.provider.(cloudprovider.InformerUser); ok {
+		client, err := kubernetes.NewForConfig(p.config)
+		if err != nil {
+			return fmt.Errorf("informers for the provider: %w", err)
+		}
+		factory := informers.NewSharedInformerFactory(client, p.opts.MinResyncPeriod)
+		user.SetInformers(factory)
+		factory.Start(ctx.Done())
+		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+			if !ok && ctx.Err() == nil {
+				return fmt.Errorf("the provider's informer for %v did not sync", typ)
+			}
+		}
+		defer factory.Shutdown()
+	}
+	log.Info("Provider initialized", "provider", p.opts.CloudProvider)
+	close(p.done)
+	<-ctx.Done()
+	return nil
+}
+
+// afterInit is the manager controllers are set up with: every runnable they
+// add starts only once the provider is initialized.
+type afterInit struct {
+	manager.Manager
+	done <-chan struct{}
+}
+
+func (m afterInit) Add(r manager.Runnable) error {
+	return m.Manager.Add(&gatedRunnable{inner: r, done: m.done})
+}
+
+type gatedRunnable struct {
+	inner manager.Runnable
+	done  <-chan struct{}
+}
+
+func (g *gatedRunnable) Start(ctx context.Context) error {
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+		return nil
+	}
+	return g.inner.Start(ctx)
+}
+
+func (g *gatedRunnable) NeedLeaderElection() bool {
+	if le, ok := g.inner.(manager.LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
