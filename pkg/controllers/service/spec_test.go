@@ -82,7 +82,9 @@ func TestNeedsSync(t *testing.T) {
 		mutate func(*corev1.Service)
 		want   bool
 	}{
-		{"status only", func(s *corev1.Service) { s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.0.1"}} }, false},
+		{"status only", func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.0.1"}}
+		}, false},
 		{"finalizer added", func(s *corev1.Service) { s.Finalizers = []string{Finalizer} }, false},
 		{"selector", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"a": "b"} }, false},
 		{"port", func(s *corev1.Service) { s.Spec.Ports[0].Port = 81 }, true},
