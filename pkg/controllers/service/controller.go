@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +54,11 @@ import (
 // Name is the controller's name, as upstream's, for --controllers.
 const Name = "service-lb-controller"
 
+// EventComponent is the source of the Events the controller records:
+// upstream's, not the --controllers name, so that tooling filtering Events by
+// source sees the same thing with either CCM.
+const EventComponent = "service-controller"
+
 // Finalizer is upstream's: a Service carrying it has (or may have) a cloud
 // load balancer that must be deleted before the Service goes.
 const Finalizer = "service.kubernetes.io/load-balancer-cleanup"
@@ -62,22 +68,34 @@ const Finalizer = "service.kubernetes.io/load-balancer-cleanup"
 // it is provisioned.
 const ConditionLoadBalancerReady = "LoadBalancerReady"
 
-// Event reasons, upstream's.
+// Event reasons and types are upstream's, for the same situations.
 const (
-	EventEnsuring        = "EnsuringLoadBalancer"
-	EventEnsured         = "EnsuredLoadBalancer"
-	EventSyncFailed      = "SyncLoadBalancerFailed"
-	EventUpdated         = "UpdatedLoadBalancer"
-	EventUpdateFailed    = "UpdateLoadBalancerFailed"
-	EventDeleting        = "DeletingLoadBalancer"
-	EventDeleted         = "DeletedLoadBalancer"
-	EventDeleteFailed    = "DeleteLoadBalancerFailed"
-	EventNoNodes         = "UnAvailableLoadBalancer"
+	EventEnsuring     = "EnsuringLoadBalancer"     // Normal, before every EnsureLoadBalancer
+	EventEnsured      = "EnsuredLoadBalancer"      // Normal
+	EventSyncFailed   = "SyncLoadBalancerFailed"   // Warning: ensuring, or cleaning up through the finalizer, failed
+	EventUpdated      = "UpdatedLoadBalancer"      // Normal: backends updated
+	EventUpdateFailed = "UpdateLoadBalancerFailed" // Warning
+	EventDeleting     = "DeletingLoadBalancer"     // Normal, only when the load balancer exists
+	EventDeleted      = "DeletedLoadBalancer"      // Normal
+	// EventDeleteFailed is for a Service gone without the finalizer (or
+	// recreated under the same name), whose old load balancer is deleted
+	// from memory; a failure through the finalizer is EventSyncFailed.
+	EventDeleteFailed = "DeleteLoadBalancerFailed" // Warning
+	EventNoNodes      = "UnAvailableLoadBalancer"  // Warning: no backend node
+)
+
+// Condition reasons of Outrigger's own (the cloud's come from cloud.Reason).
+const (
 	ConditionReasonNodes = "NoNodes"
 	// ConditionReasonProvisioning is the condition's reason while the first
 	// EnsureLoadBalancer is under way.
 	ConditionReasonProvisioning = "Provisioning"
 )
+
+// errNilStatus is a provider's EnsureLoadBalancer answering neither a status
+// nor an error; upstream counts that as a failed sync and leaves the
+// Service's status alone.
+var errNilStatus = errors.New("the provider's EnsureLoadBalancer returned no status")
 
 // Options configure the controller.
 type Options struct {
@@ -99,6 +117,9 @@ type applied struct {
 	spec    string
 	nodes   string
 	status  corev1.LoadBalancerStatus
+	// elsewhere: the provider answered cloudprovider.ImplementedElsewhere,
+	// so another component makes this load balancer and owns the status.
+	elsewhere bool
 }
 
 type reconciler struct {
@@ -116,6 +137,18 @@ type reconciler struct {
 	nodes       []*corev1.Node
 	nodesFP     string
 	syncPending atomic.Bool
+
+	// rounds times node syncs for nodesync_latency_seconds: the Services a
+	// node change queued, and the round each still belongs to.
+	roundsMu sync.Mutex
+	roundOf  map[types.NamespacedName]*nodeSyncRound
+}
+
+// nodeSyncRound is one node sync: every load balancer Service queued
+// together because nodes changed.
+type nodeSyncRound struct {
+	start   time.Time
+	pending int
 }
 
 // Setup adds the controller to mgr.
@@ -131,9 +164,10 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	r := &reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(EventComponent), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 		applied:  map[types.NamespacedName]applied{},
+		roundOf:  map[types.NamespacedName]*nodeSyncRound{},
 	}
 	r.nodeGen.Store(1)
 	nodes := handler.Funcs{
@@ -141,8 +175,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 			r.nodesChanged(q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if backendChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)) {
+			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+			switch {
+			case shouldSyncUpdatedNode(old, cur):
 				r.nodesChanged(q)
+			case backendsStale(old, cur):
+				// No sync now, but whatever syncs next must see it.
+				r.nodeGen.Add(1)
 			}
 		},
 		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -151,14 +190,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
-		// Our own writes (finalizer, status) are not reasons to run again.
-		// (The API server does not bump a Service's generation, so the spec
-		// is compared.)
+		// As upstream, only a change a load balancer is built from, or one
+		// that calls for cleanup, is a reason to run; our own writes
+		// (finalizer, status) are not.
 		For(&corev1.Service{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			o, n := e.ObjectOld.(*corev1.Service), e.ObjectNew.(*corev1.Service)
-			return !equality.Semantic.DeepEqual(o.Spec, n.Spec) ||
-				!equality.Semantic.DeepEqual(o.Annotations, n.Annotations) ||
-				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+			return needsSync(e.ObjectOld.(*corev1.Service), e.ObjectNew.(*corev1.Service))
 		}})).
 		Watches(&corev1.Node{}, nodes).
 		WithOptions(controller.Options{
@@ -171,6 +207,16 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
 	return nil
+}
+
+// needsSync is upstream's test for a Service update: something a load
+// balancer is built from changed, or the Service wants its load balancer
+// gone and still carries the finalizer.
+func needsSync(old, cur *corev1.Service) bool {
+	return old.Spec.Type != cur.Spec.Type ||
+		old.DeletionTimestamp.IsZero() != cur.DeletionTimestamp.IsZero() ||
+		specFingerprint(old) != specFingerprint(cur) ||
+		(slices.Contains(cur.Finalizers, Finalizer) && !wantsLoadBalancer(cur))
 }
 
 // owns reports whether svc is this Outrigger's to provision: its class is
@@ -211,10 +257,50 @@ func (r *reconciler) nodesChanged(q workqueue.TypedRateLimitingInterface[reconci
 			keys = append(keys, k)
 		}
 		r.mu.Unlock()
+		r.startRound(keys)
 		for _, k := range keys {
 			q.Add(reconcile.Request{NamespacedName: k})
 		}
 	})
+}
+
+// startRound starts timing a node sync of keys. A Service still pending in
+// an earlier round moves to this one: the earlier round is as done as it
+// can be.
+func (r *reconciler) startRound(keys []types.NamespacedName) {
+	rd := &nodeSyncRound{start: time.Now(), pending: len(keys)}
+	r.roundsMu.Lock()
+	defer r.roundsMu.Unlock()
+	for _, k := range keys {
+		if old := r.roundOf[k]; old != nil {
+			old.done()
+		}
+		r.roundOf[k] = rd
+	}
+	if len(keys) == 0 {
+		// Upstream observes a sync with no Service too.
+		nodeSyncLatency.Observe(0)
+	}
+}
+
+// synced ends key's part in its node sync round, if a reconcile that
+// started after the round began has finished with it.
+func (r *reconciler) synced(key types.NamespacedName, started time.Time) {
+	r.roundsMu.Lock()
+	defer r.roundsMu.Unlock()
+	rd := r.roundOf[key]
+	if rd == nil || started.Before(rd.start) {
+		return
+	}
+	delete(r.roundOf, key)
+	rd.done()
+}
+
+func (rd *nodeSyncRound) done() {
+	rd.pending--
+	if rd.pending == 0 {
+		nodeSyncLatency.Observe(time.Since(rd.start).Seconds())
+	}
 }
 
 // backends returns the backend nodes, sorted by name, and their fingerprint.
@@ -262,6 +348,7 @@ func (r *reconciler) forget(key types.NamespacedName) {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.synced(req.NamespacedName, time.Now())
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -297,6 +384,12 @@ func requeue(ctx context.Context, err error) (ctrl.Result, error) {
 	return ctrl.Result{}, err
 }
 
+// elsewhere reports whether err is the provider saying another component
+// makes this Service's load balancer: not a failure, and nothing to retry.
+func elsewhere(err error) bool {
+	return errors.Is(err, cloudprovider.ImplementedElsewhere)
+}
+
 // vanished handles a Service deleted without our finalizer (someone removed
 // it by hand): the load balancer we made for it must not be left behind.
 func (r *reconciler) vanished(ctx context.Context, key types.NamespacedName) error {
@@ -305,11 +398,27 @@ func (r *reconciler) vanished(ctx context.Context, key types.NamespacedName) err
 		return nil
 	}
 	klog.FromContext(ctx).Info("Service deleted without the load balancer finalizer; deleting its load balancer", "service", key)
-	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, last.service); err != nil {
-		return fmt.Errorf("deleting the load balancer of vanished service %s: %w", key, err)
+	return r.deleteRemembered(ctx, key, last)
+}
+
+// deleteRemembered deletes the load balancer made for a Service that is no
+// longer there (or no longer the same object), from the copy kept of it.
+func (r *reconciler) deleteRemembered(ctx context.Context, key types.NamespacedName, last applied) error {
+	r.recorder.Event(last.service, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer")
+	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, last.service); err != nil && !elsewhere(err) {
+		r.recorder.Eventf(last.service, corev1.EventTypeWarning, EventDeleteFailed, "Error deleting load balancer: %v", err)
+		return fmt.Errorf("deleting the load balancer of service %s (uid %s): %w", key, last.service.UID, err)
 	}
 	r.forget(key)
+	r.recorder.Event(last.service, corev1.EventTypeNormal, EventDeleted, "Deleted load balancer")
 	return nil
+}
+
+// syncFailed records a failed sync as upstream does, with one Event, and
+// returns err.
+func (r *reconciler) syncFailed(svc *corev1.Service, err error) error {
+	r.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncFailed, "Error syncing load balancer: %v", err)
+	return err
 }
 
 // ensure provisions or updates the load balancer of svc.
@@ -318,91 +427,148 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
 	nodes, nodesFP, err := r.backends(ctx)
 	if err != nil {
-		return err
+		return r.syncFailed(svc, err)
 	}
 	spec := specFingerprint(svc)
 	last, known := r.lastApplied(key)
+	if known && last.service.UID != svc.UID {
+		// Deleted without the finalizer and created again under the same
+		// name: the old load balancer is named after the old object.
+		if err := r.deleteRemembered(ctx, key, last); err != nil {
+			return err
+		}
+		known = false
+	}
 
 	// Nothing but the backends may have changed since a successful ensure:
 	// at most the cheap call. The status comes from memory, as the cache
 	// may not have seen our last status write yet.
 	if known && last.spec == spec {
-		if last.nodes == nodesFP {
-			return r.patchStatus(ctx, svc, last.status, noNodesCondition(svc, len(nodes)))
+		if last.nodes != nodesFP {
+			if err := r.updateHosts(ctx, svc, nodes); err != nil {
+				r.forget(key) // the next attempt ensures everything
+				return err
+			}
+			last.nodes = nodesFP
+			r.remember(key, last)
 		}
-		if err := r.opts.LoadBalancer.UpdateLoadBalancer(ctx, r.opts.ClusterName, svc, nodes); err != nil {
-			r.recorder.Eventf(svc, corev1.EventTypeWarning, EventUpdateFailed, "Error updating load balancer with new hosts (%d nodes): %v", len(nodes), err)
-			r.forget(key) // the next attempt ensures everything
-			return fmt.Errorf("updating load balancer hosts: %w", err)
+		if last.elsewhere {
+			return nil
 		}
-		if len(nodes) == 0 {
-			r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
-		} else {
-			r.recorder.Event(svc, corev1.EventTypeNormal, EventUpdated, "Updated load balancer with new hosts")
-		}
-		last.nodes = nodesFP
-		r.remember(key, last)
 		return r.patchStatus(ctx, svc, last.status, noNodesCondition(svc, len(nodes)))
 	}
 
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuring, "Ensuring load balancer")
 	// The finalizer goes on before anything exists in the cloud, so that a
 	// Service deleted at any moment from here on has its load balancer
 	// cleaned up.
 	if !slices.Contains(svc.Finalizers, Finalizer) {
 		if err := r.patchFinalizers(ctx, svc, append(slices.Clone(svc.Finalizers), Finalizer)); err != nil {
-			return err
+			return r.syncFailed(svc, fmt.Errorf("failed to add load balancer cleanup finalizer: %w", err))
 		}
 	}
-	if len(svc.Status.LoadBalancer.Ingress) == 0 && meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) == nil {
+	wasElsewhere := known && last.elsewhere
+	if !wasElsewhere && len(svc.Status.LoadBalancer.Ingress) == 0 && meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) == nil {
 		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ConditionReasonProvisioning, Message: "Creating the load balancer in the cloud"}
 		if err := r.patchStatus(ctx, svc, svc.Status.LoadBalancer, &cond); err != nil {
 			return err
 		}
 	}
-	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsuring, "Ensuring load balancer")
+	if len(nodes) == 0 {
+		r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
+	}
 	status, err := r.opts.LoadBalancer.EnsureLoadBalancer(ctx, r.opts.ClusterName, svc, nodes)
+	if elsewhere(err) {
+		log.V(4).Info("Load balancer implemented by another component; leaving it alone", "service", key)
+		r.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP, elsewhere: true})
+		// The status is the other component's; only our own condition,
+		// which would claim a pending load balancer, goes.
+		if meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) != nil {
+			return r.patchStatus(ctx, svc, svc.Status.LoadBalancer, nil)
+		}
+		return nil
+	}
+	if err == nil && status == nil {
+		err = errNilStatus
+	}
 	if err != nil {
 		reason := cloud.Reason(err)
-		r.recorder.Eventf(svc, corev1.EventTypeWarning, EventSyncFailed, "Error syncing load balancer: %v", err)
 		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: reason, Message: conditionMessage(reason, err)}
 		if perr := r.patchStatus(ctx, svc, svc.Status.LoadBalancer, &cond); perr != nil {
 			log.Error(perr, "Recording the load balancer failure on the Service")
 		}
-		return fmt.Errorf("ensuring load balancer: %w", err)
-	}
-	if status == nil {
-		status = &corev1.LoadBalancerStatus{}
-	}
-	if len(nodes) == 0 {
-		r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
-	}
-	if err := r.patchStatus(ctx, svc, *status, noNodesCondition(svc, len(nodes))); err != nil {
-		return err
+		return r.syncFailed(svc, fmt.Errorf("failed to ensure load balancer: %w", err))
 	}
 	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsured, "Ensured load balancer")
+	if err := r.patchStatus(ctx, svc, *status, noNodesCondition(svc, len(nodes))); err != nil {
+		return r.syncFailed(svc, fmt.Errorf("failed to update load balancer status: %w", err))
+	}
 	r.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP, status: *status.DeepCopy()})
 	log.V(2).Info("Ensured load balancer", "service", key, "ingress", status.Ingress, "nodes", len(nodes))
 	return nil
+}
+
+// updateHosts points the load balancer of svc at nodes, counted and timed
+// as upstream's node sync.
+func (r *reconciler) updateHosts(ctx context.Context, svc *corev1.Service, nodes []*corev1.Node) error {
+	log := klog.FromContext(ctx)
+	start := time.Now()
+	loadBalancerSyncTotal.Inc()
+	err := r.opts.LoadBalancer.UpdateLoadBalancer(ctx, r.opts.ClusterName, svc, nodes)
+	updateLoadBalancerHostLatency.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		if len(nodes) == 0 {
+			r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
+		} else {
+			r.recorder.Event(svc, corev1.EventTypeNormal, EventUpdated, "Updated load balancer with new hosts")
+		}
+		log.V(2).Info("Updated load balancer backends", "service", klog.KObj(svc), "nodes", len(nodes))
+		return nil
+	case elsewhere(err):
+		return nil
+	}
+	// A load balancer no longer in the cloud has no backends to fail on.
+	if _, exists, gerr := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc); gerr == nil && !exists {
+		log.V(2).Info("Load balancer to update is not in the cloud", "service", klog.KObj(svc), "err", err)
+		return nil
+	} else if gerr != nil {
+		log.Error(gerr, "Checking whether the load balancer exists after a failed update", "service", klog.KObj(svc))
+	}
+	nodeSyncErrorTotal.Inc()
+	r.recorder.Eventf(svc, corev1.EventTypeWarning, EventUpdateFailed,
+		"Error updating load balancer with new hosts %v [node names limited, total number of nodes: %d], error: %v", nodeNames(nodes), len(nodes), err)
+	return fmt.Errorf("updating load balancer hosts: %w", err)
 }
 
 // cleanup deletes the cloud load balancer of a Service being deleted or no
 // longer of type LoadBalancer, then lets the Service go.
 func (r *reconciler) cleanup(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
-	r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer")
-	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, svc); err != nil {
-		r.recorder.Eventf(svc, corev1.EventTypeWarning, EventDeleteFailed, "Error deleting load balancer: %v", err)
-		return fmt.Errorf("deleting load balancer: %w", err)
+	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
+	switch {
+	case elsewhere(err):
+		// Nothing of ours to delete; upstream would retry forever and keep
+		// the Service Terminating.
+		exists = false
+	case err != nil:
+		return r.syncFailed(svc, fmt.Errorf("failed to check if load balancer exists before cleanup: %w", err))
+	}
+	if exists {
+		r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer")
+		if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, svc); err != nil && !elsewhere(err) {
+			return r.syncFailed(svc, fmt.Errorf("failed to delete load balancer: %w", err))
+		}
 	}
 	// Status first: once the finalizer is gone the Service may be gone too.
 	if svc.DeletionTimestamp == nil && (len(svc.Status.LoadBalancer.Ingress) > 0 || meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) != nil) {
 		if err := r.patchStatus(ctx, svc, corev1.LoadBalancerStatus{}, nil); err != nil {
-			return err
+			return r.syncFailed(svc, fmt.Errorf("failed to update load balancer status: %w", err))
 		}
 	}
 	if i := slices.Index(svc.Finalizers, Finalizer); i >= 0 {
 		if err := r.patchFinalizers(ctx, svc, slices.Delete(slices.Clone(svc.Finalizers), i, i+1)); err != nil {
-			return err
+			return r.syncFailed(svc, fmt.Errorf("failed to remove load balancer cleanup finalizer: %w", err))
 		}
 	}
 	r.forget(key)
@@ -451,14 +617,29 @@ func (r *reconciler) patchStatus(ctx context.Context, svc *corev1.Service, lb co
 	} else {
 		meta.RemoveStatusCondition(&updated.Status.Conditions, ConditionLoadBalancerReady)
 	}
-	if equality.Semantic.DeepEqual(svc.Status, updated.Status) {
+	if equality.Semantic.DeepEqual(svc.Status, updated.Status) || equality.Semantic.DeepEqual(svc.Status, withDefaultIPMode(updated.Status)) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, updated, client.MergeFrom(svc)); err != nil {
+	// A strategic merge, as upstream's: conditions merge by type, so another
+	// component's condition written meanwhile is kept.
+	if err := r.client.Status().Patch(ctx, updated, client.StrategicMergeFrom(svc)); err != nil {
 		return fmt.Errorf("patching service status: %w", err)
 	}
 	updated.DeepCopyInto(svc)
 	return nil
+}
+
+// withDefaultIPMode is status as the API server stores it: an ingress with
+// an IP and no ipMode reads VIP. Without it, a provider that leaves ipMode
+// unset would have its unchanged status written again on every sync.
+func withDefaultIPMode(status corev1.ServiceStatus) corev1.ServiceStatus {
+	out := *status.DeepCopy()
+	for i, ing := range out.LoadBalancer.Ingress {
+		if ing.IP != "" && ing.IPMode == nil {
+			out.LoadBalancer.Ingress[i].IPMode = ptr.To(corev1.LoadBalancerIPModeVIP)
+		}
+	}
+	return out
 }
 
 func (r *reconciler) patchFinalizers(ctx context.Context, svc *corev1.Service, finalizers []string) error {

@@ -39,6 +39,13 @@ func startOutrigger(t *testing.T, c *testenv.Cloud, flags ...string) *testenv.Ou
 func namespace(t *testing.T) string {
 	t.Helper()
 	ns := testenv.Name("lb")
+	createNamespace(t, ns)
+	return ns
+}
+
+// createNamespace is namespace with a chosen name.
+func createNamespace(t *testing.T, ns string) {
+	t.Helper()
 	if _, err := testenv.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +68,6 @@ func namespace(t *testing.T) string {
 		}
 		t.Errorf("services of %s not deleted: %d left (their finalizers were not removed)", ns, len(list.Items))
 	})
-	return ns
 }
 
 // node registers an initialized node with an InternalIP.
@@ -203,6 +209,14 @@ func TestCreateUpdateDelete(t *testing.T) {
 		t.Errorf("backends = %+v", lb.Backends)
 	}
 	waitEvents(t, "web", service.EventEnsuring, service.EventEnsured)
+	// Recorded as upstream's controller records them.
+	for reason, events := range testenv.Events(t, "web") {
+		for _, e := range events {
+			if e.Source.Component != service.EventComponent || service.EventComponent != "service-controller" {
+				t.Errorf("event %s from %q, want service-controller", reason, e.Source.Component)
+			}
+		}
+	}
 
 	// Spec changes that matter reach the cloud; the VIP stays.
 	update(t, ns, "web", func(s *corev1.Service) {
@@ -396,6 +410,9 @@ func TestBackendNodes(t *testing.T) {
 
 	// Excluding a node later updates the backends without a full ensure.
 	puts := c.Calls().ByOp["PutLoadBalancer"]
+	syncs := metricValue(t, "service_controller_loadbalancer_sync_total")
+	hostLatency := metricValue(t, "service_controller_update_loadbalancer_host_latency_seconds")
+	nodeSyncs := metricValue(t, "service_controller_nodesync_latency_seconds")
 	patchNode(t, plain, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
 	testenv.Eventually(t, 20*time.Second, "excluded node removed from the backends", func() (bool, error) {
 		got, _ := cloudLB(c, svc)
@@ -405,6 +422,15 @@ func TestBackendNodes(t *testing.T) {
 		t.Errorf("a node change made %d full ensures, want only backend updates", got-puts)
 	}
 	waitEvents(t, "b", service.EventUpdated)
+	if got := metricValue(t, "service_controller_loadbalancer_sync_total"); got <= syncs {
+		t.Errorf("loadbalancer_sync_total = %v after a backend update, was %v", got, syncs)
+	}
+	if got := metricValue(t, "service_controller_update_loadbalancer_host_latency_seconds"); got <= hostLatency {
+		t.Errorf("update_loadbalancer_host_latency_seconds has %v samples after a backend update, had %v", got, hostLatency)
+	}
+	testenv.Eventually(t, 10*time.Second, "a node sync observed", func() (bool, error) {
+		return metricValue(t, "service_controller_nodesync_latency_seconds") > nodeSyncs, nil
+	})
 
 	// No eligible node left: provisioned, but the condition says why no
 	// traffic flows.
@@ -417,6 +443,43 @@ func TestBackendNodes(t *testing.T) {
 	})
 	patchNode(t, kept, func(n *corev1.Node) { delete(n.Labels, corev1.LabelNodeExcludeBalancers) })
 	waitProvisioned(t, c, ns, "b")
+}
+
+// As upstream, the Cluster Autoscaler's taint does not by itself update the
+// load balancers (the node's connections get to drain while the autoscaler
+// drains its pods); the node leaves the backends at the next sync for any
+// other reason.
+func TestAutoscalerTaintWaitsForNextSync(t *testing.T) {
+	c := testenv.StartCloud(t)
+	plain := node(t, "198.18.10.1", nil)
+	doomed := node(t, "198.18.10.2", nil)
+	rounds := metricValue(t, "service_controller_nodesync_latency_seconds")
+	startOutrigger(t, c)
+	ns := namespace(t)
+	create(t, lbService(ns, "t", 80))
+	svc, lb := waitProvisioned(t, c, ns, "t")
+	// The nodes seen at start make one node sync; it must be over before
+	// the taint, or it would pick the taint up.
+	testenv.Eventually(t, 10*time.Second, "the first node sync over", func() (bool, error) {
+		return metricValue(t, "service_controller_nodesync_latency_seconds") > rounds, nil
+	})
+	if got, want := backendNames(lb), sorted(plain, doomed); !slices.Equal(got, want) {
+		t.Fatalf("backends = %v, want %v", got, want)
+	}
+	updates := c.Calls().ByOp["SetBackends"]
+	patchNode(t, doomed, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: service.ToBeDeletedTaint, Value: "1700000000", Effect: corev1.TaintEffectNoSchedule})
+	})
+	// Three node sync windows.
+	stays(t, 3*time.Second, "the tainted node still a backend, no backend update", func() bool {
+		got, _ := cloudLB(c, svc)
+		return slices.Equal(backendNames(got), sorted(plain, doomed)) && c.Calls().ByOp["SetBackends"] == updates
+	})
+	joined := node(t, "198.18.10.3", nil)
+	testenv.Eventually(t, 20*time.Second, "the next sync drops the tainted node", func() (bool, error) {
+		got, _ := cloudLB(c, svc)
+		return slices.Equal(backendNames(got), sorted(plain, joined)), nil
+	})
 }
 
 func patchNode(t *testing.T, name string, mutate func(*corev1.Node)) {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,66 +13,74 @@ import (
 // about to remove.
 const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
-// IsBackend reports whether node may serve load balancer traffic: every node
-// except one being deleted, labelled node.kubernetes.io/exclude-from-external-load-balancers
-// (read as a boolean, so "false" keeps the node, and an unparsable value
-// excludes it, as upstream) or tainted for removal by Cluster Autoscaler.
-// Readiness does not count (KEP-3458): kube-proxy health checks take a
-// node out of rotation far faster than rewriting every load balancer would.
+// IsBackend reports whether node may serve load balancer traffic, as
+// upstream's stable node set: every node except one being deleted, labelled
+// node.kubernetes.io/exclude-from-external-load-balancers (read as a
+// boolean, so "false" keeps the node and an unparsable value excludes it)
+// or tainted for removal by Cluster Autoscaler. Readiness and a missing
+// providerID do not count (KEP-3458): kube-proxy health checks take a node
+// out of rotation far faster than rewriting every load balancer would.
 func IsBackend(node *corev1.Node) bool {
-	if node.DeletionTimestamp != nil {
-		return false
-	}
-	if v, ok := node.Labels[corev1.LabelNodeExcludeBalancers]; ok {
-		exclude, err := strconv.ParseBool(v)
-		if err != nil || exclude {
-			return false
-		}
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == ToBeDeletedTaint {
-			return false
-		}
-	}
-	return true
+	return node.DeletionTimestamp.IsZero() && included(node) && !toBeDeleted(node)
 }
 
-// backendChanged reports whether an update of a node can change what a
-// load balancer forwards to: membership, the providerID clouds key backends
-// by, or the addresses traffic goes to.
-func backendChanged(old, cur *corev1.Node) bool {
-	if IsBackend(old) != IsBackend(cur) {
+// included is the exclude-from-external-load-balancers label alone.
+func included(node *corev1.Node) bool {
+	v, ok := node.Labels[corev1.LabelNodeExcludeBalancers]
+	if !ok {
 		return true
 	}
-	if old.Spec.ProviderID != cur.Spec.ProviderID {
-		return true
-	}
-	return !slices.Equal(internalIPs(old), internalIPs(cur))
+	exclude, err := strconv.ParseBool(v)
+	return err == nil && !exclude
 }
 
-func internalIPs(n *corev1.Node) []string {
-	var out []string
-	for _, a := range n.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
-			out = append(out, a.Address)
-		}
-	}
-	return out
+func toBeDeleted(node *corev1.Node) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == ToBeDeletedTaint })
 }
 
-// fingerprint identifies a backend set: the same nodes with the same
-// providerIDs and addresses give the same string.
+// shouldSyncUpdatedNode reports whether an update of a node starts a sync
+// of every load balancer's backends. As upstream, only the exclusion label
+// and the providerID do. The autoscaler taint and a deletion timestamp do
+// not: the node leaves the backends at the next sync for another reason (or
+// when it is deleted), which gives its connections time to drain instead of
+// cutting them the moment the autoscaler picks it.
+func shouldSyncUpdatedNode(old, cur *corev1.Node) bool {
+	return included(old) != included(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// backendsStale reports whether an update of a node changes the backend
+// list a later sync must see, whether or not it starts one.
+func backendsStale(old, cur *corev1.Node) bool {
+	return IsBackend(old) != IsBackend(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
+}
+
+// fingerprint identifies a backend set as upstream compares them: node
+// names and providerIDs. An address change alone does not update load
+// balancers.
 func fingerprint(nodes []*corev1.Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
 		b.WriteString(n.Name)
 		b.WriteByte('|')
 		b.WriteString(n.Spec.ProviderID)
-		for _, ip := range internalIPs(n) {
-			b.WriteByte('|')
-			b.WriteString(ip)
-		}
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// maxNodeNamesInEvent bounds the node names an Event lists, as upstream.
+const maxNodeNamesInEvent = 20
+
+// nodeNames lists up to maxNodeNamesInEvent names (nodes are sorted by
+// name) and says how many more there are.
+func nodeNames(nodes []*corev1.Node) []string {
+	out := make([]string, 0, min(len(nodes), maxNodeNamesInEvent+1))
+	for i, n := range nodes {
+		if i == maxNodeNamesInEvent {
+			out = append(out, fmt.Sprintf("<%d more>", len(nodes)-i))
+			break
+		}
+		out = append(out, n.Name)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,34 +43,78 @@ func TestIsBackend(t *testing.T) {
 	}
 }
 
-func TestBackendChanged(t *testing.T) {
+// As upstream's shouldSyncUpdatedNode: only the exclusion label and the
+// providerID start a sync; the autoscaler taint, readiness, addresses and a
+// deletion timestamp do not (the taint still leaves the backends at the next
+// sync: backendsStale).
+func TestNodeUpdates(t *testing.T) {
 	base := func() *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
 		n.Spec.ProviderID = "sim://i-1"
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.1"}}
 		return n
 	}
+	now := metav1.Now()
 	tests := []struct {
-		name   string
-		mutate func(*corev1.Node)
-		want   bool
+		name        string
+		mutate      func(*corev1.Node)
+		sync, stale bool
 	}{
 		{name: "heartbeat", mutate: func(n *corev1.Node) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
-		}, want: false},
-		{name: "unrelated label", mutate: func(n *corev1.Node) { n.Labels = map[string]string{"team": "a"} }, want: false},
-		{name: "excluded", mutate: func(n *corev1.Node) { n.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "true"} }, want: true},
-		{name: "autoscaler taint", mutate: func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint}} }, want: true},
-		{name: "providerID set", mutate: func(n *corev1.Node) { n.Spec.ProviderID = "sim://i-2" }, want: true},
-		{name: "address changed", mutate: func(n *corev1.Node) { n.Status.Addresses[0].Address = "10.0.0.2" }, want: true},
+		}},
+		{name: "unrelated label", mutate: func(n *corev1.Node) { n.Labels = map[string]string{"team": "a"} }},
+		{name: "excluded", mutate: func(n *corev1.Node) { n.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "true"} }, sync: true, stale: true},
+		{name: "exclude label false", mutate: func(n *corev1.Node) { n.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: "false"} }},
+		{name: "autoscaler taint", mutate: func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint}} }, stale: true},
+		{name: "being deleted", mutate: func(n *corev1.Node) { n.DeletionTimestamp = &now }, stale: true},
+		{name: "providerID set", mutate: func(n *corev1.Node) { n.Spec.ProviderID = "sim://i-2" }, sync: true, stale: true},
+		{name: "address changed", mutate: func(n *corev1.Node) { n.Status.Addresses[0].Address = "198.18.0.2" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cur := base()
 			tt.mutate(cur)
-			if got := backendChanged(base(), cur); got != tt.want {
-				t.Errorf("backendChanged = %v, want %v", got, tt.want)
+			if got := shouldSyncUpdatedNode(base(), cur); got != tt.sync {
+				t.Errorf("shouldSyncUpdatedNode = %v, want %v", got, tt.sync)
+			}
+			if got := backendsStale(base(), cur); got != tt.stale {
+				t.Errorf("backendsStale = %v, want %v", got, tt.stale)
 			}
 		})
+	}
+}
+
+// As upstream's nodesSufficientlyEqual: names and providerIDs.
+func TestFingerprint(t *testing.T) {
+	mk := func(name, id, ip string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		n.Spec.ProviderID = id
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}
+		return n
+	}
+	a := []*corev1.Node{mk("a", "sim://a", "198.18.0.1"), mk("b", "sim://b", "198.18.0.2")}
+	if fingerprint(a) != fingerprint([]*corev1.Node{mk("a", "sim://a", "198.18.0.9"), mk("b", "sim://b", "198.18.0.2")}) {
+		t.Error("an address change alone changed the backend set")
+	}
+	if fingerprint(a) == fingerprint([]*corev1.Node{mk("a", "sim://x", "198.18.0.1"), mk("b", "sim://b", "198.18.0.2")}) {
+		t.Error("a providerID change did not change the backend set")
+	}
+	if fingerprint(a) == fingerprint(a[:1]) {
+		t.Error("a node leaving did not change the backend set")
+	}
+}
+
+func TestNodeNames(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 25 {
+		nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", i)}})
+	}
+	got := nodeNames(nodes)
+	if len(got) != 21 || got[19] != "n19" || got[20] != "<5 more>" {
+		t.Errorf("nodeNames = %v", got)
+	}
+	if got := nodeNames(nodes[:2]); len(got) != 2 {
+		t.Errorf("nodeNames of 2 = %v", got)
 	}
 }

@@ -1,0 +1,296 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+)
+
+// fakeLB is a provider double whose answers are chosen per Service name.
+type fakeLB struct {
+	mu sync.Mutex
+	// ensure answers EnsureLoadBalancer; nil means a status with one
+	// ingress IP.
+	ensure    map[string]func() (*corev1.LoadBalancerStatus, error)
+	update    map[string]error
+	deleteErr error
+	calls     map[string]int // "Method name"
+}
+
+func newFakeLB() *fakeLB {
+	return &fakeLB{ensure: map[string]func() (*corev1.LoadBalancerStatus, error){}, update: map[string]error{}, calls: map[string]int{}}
+}
+
+func (f *fakeLB) count(method string, svc *corev1.Service) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[method+" "+svc.Name]++
+}
+
+func (f *fakeLB) Calls(method, name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[method+" "+name]
+}
+
+func (f *fakeLB) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	f.count("GetLoadBalancer", svc)
+	return nil, true, nil
+}
+
+func (f *fakeLB) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.Service) string {
+	return cloudprovider.DefaultLoadBalancerName(svc)
+}
+
+func (f *fakeLB) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	f.count("EnsureLoadBalancer", svc)
+	f.mu.Lock()
+	fn := f.ensure[svc.Name]
+	f.mu.Unlock()
+	if fn == nil {
+		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.7.1"}}}, nil
+	}
+	return fn()
+}
+
+func (f *fakeLB) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) error {
+	f.count("UpdateLoadBalancer", svc)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.update[svc.Name]
+}
+
+func (f *fakeLB) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
+	f.count("EnsureLoadBalancerDeleted", svc)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deleteErr
+}
+
+// startController runs the controller alone in this process with lb as the
+// provider, watching only Services of namespace ns, until the test ends.
+// Call it before createNamespace, so that the namespace's Services are
+// deleted while it still runs.
+func startController(t *testing.T, lb cloudprovider.LoadBalancer, ns string) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(testenv.Config, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Service{}: {Namespaces: map[string]cache.Config{ns: {}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := service.Setup(mgr, service.Options{LoadBalancer: lb, ClusterName: "test", NodeSyncWindow: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller: %v", err)
+		}
+	})
+}
+
+// stays checks for d that cond keeps holding: for what must NOT happen.
+func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !cond() {
+			t.Fatalf("no longer true: %s", what)
+		}
+	}
+}
+
+// A provider whose load balancers another component makes answers
+// ImplementedElsewhere: as upstream, that is no failure (no Event, no
+// condition, no retry), the status stays the other component's, and a
+// deleted Service does not stay Terminating.
+func TestImplementedElsewhere(t *testing.T) {
+	lb := newFakeLB()
+	lb.ensure["ext"] = func() (*corev1.LoadBalancerStatus, error) { return nil, cloudprovider.ImplementedElsewhere }
+	lb.update["ext"] = cloudprovider.ImplementedElsewhere
+	lb.deleteErr = cloudprovider.ImplementedElsewhere
+	ns := testenv.Name("lb")
+	startController(t, lb, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.1", nil)
+
+	create(t, lbService(ns, "ext", 80))
+	testenv.Eventually(t, 20*time.Second, "EnsureLoadBalancer called", func() (bool, error) {
+		return lb.Calls("EnsureLoadBalancer", "ext") > 0, nil
+	})
+	// The other component writes the status.
+	s := get(t, ns, "ext")
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.9.9", IPMode: ptr.To(corev1.LoadBalancerIPModeProxy)}}
+	if _, err := testenv.Client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Upstream's backoff would retry after 5s, ours after 1s: 3s shows a loop.
+	stays(t, 3*time.Second, "one EnsureLoadBalancer, no failure recorded, the other component's status kept", func() bool {
+		s := get(t, ns, "ext")
+		ev := testenv.Events(t, "ext")
+		return lb.Calls("EnsureLoadBalancer", "ext") == 1 && len(ev[service.EventSyncFailed]) == 0 &&
+			meta.FindStatusCondition(s.Status.Conditions, service.ConditionLoadBalancerReady) == nil &&
+			len(s.Status.LoadBalancer.Ingress) == 1 && s.Status.LoadBalancer.Ingress[0].IP == "198.18.9.9"
+	})
+	// As upstream, the finalizer is there all the same.
+	if s := get(t, ns, "ext"); !slices.Contains(s.Finalizers, service.Finalizer) {
+		t.Errorf("finalizers = %v", s.Finalizers)
+	}
+	// A node joining reaches UpdateLoadBalancer, which is no failure either.
+	node(t, "198.18.8.2", nil)
+	testenv.Eventually(t, 20*time.Second, "UpdateLoadBalancer called", func() (bool, error) {
+		return lb.Calls("UpdateLoadBalancer", "ext") > 0, nil
+	})
+
+	deleteAndWait(t, ns, "ext")
+	if lb.Calls("EnsureLoadBalancerDeleted", "ext") == 0 {
+		t.Error("EnsureLoadBalancerDeleted not called")
+	}
+	ev := testenv.Events(t, "ext")
+	if len(ev[service.EventSyncFailed])+len(ev[service.EventUpdateFailed]) != 0 || len(ev[service.EventDeleted]) == 0 {
+		t.Errorf("events: %v", reasons(ev))
+	}
+}
+
+// EnsureLoadBalancer answering (nil, nil): as upstream, a failed sync that
+// leaves the Service's status alone.
+func TestEnsureReturnsNilStatus(t *testing.T) {
+	lb := newFakeLB()
+	lb.ensure["nil"] = func() (*corev1.LoadBalancerStatus, error) { return nil, nil }
+	ns := testenv.Name("lb")
+	startController(t, lb, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.3", nil)
+
+	create(t, lbService(ns, "nil", 80))
+	testenv.Eventually(t, 20*time.Second, "SyncLoadBalancerFailed", func() (bool, error) {
+		return len(testenv.Events(t, "nil")[service.EventSyncFailed]) > 0, nil
+	})
+	// A status from before (another CCM, or an earlier sync) is kept.
+	s := get(t, ns, "nil")
+	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.9.10"}}
+	if _, err := testenv.Client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	calls := lb.Calls("EnsureLoadBalancer", "nil")
+	testenv.Eventually(t, 20*time.Second, "retried", func() (bool, error) {
+		return lb.Calls("EnsureLoadBalancer", "nil") > calls, nil
+	})
+	if ing := get(t, ns, "nil").Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != "198.18.9.10" {
+		t.Errorf("ingress = %v, want the earlier one kept", ing)
+	}
+	if ev := testenv.Events(t, "nil"); len(ev[service.EventEnsured]) != 0 {
+		t.Errorf("events: %v", reasons(ev))
+	}
+}
+
+// A failed backend update: upstream's Event and nodesync_error_total.
+func TestUpdateLoadBalancerFails(t *testing.T) {
+	lb := newFakeLB()
+	lb.update["upd"] = errors.New("backend service unavailable")
+	ns := testenv.Name("lb")
+	startController(t, lb, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.4", nil)
+	create(t, lbService(ns, "upd", 80))
+	testenv.Eventually(t, 20*time.Second, "provisioned", func() (bool, error) {
+		return len(get(t, ns, "upd").Status.LoadBalancer.Ingress) == 1, nil
+	})
+	errs := metricValue(t, "service_controller_nodesync_error_total")
+	syncs := metricValue(t, "service_controller_loadbalancer_sync_total")
+	node(t, "198.18.8.5", nil)
+	testenv.Eventually(t, 20*time.Second, "UpdateLoadBalancerFailed", func() (bool, error) {
+		return len(testenv.Events(t, "upd")[service.EventUpdateFailed]) > 0, nil
+	})
+	if got := metricValue(t, "service_controller_nodesync_error_total"); got <= errs {
+		t.Errorf("nodesync_error_total = %v, was %v", got, errs)
+	}
+	if got := metricValue(t, "service_controller_loadbalancer_sync_total"); got <= syncs {
+		t.Errorf("loadbalancer_sync_total = %v, was %v", got, syncs)
+	}
+}
+
+func reasons(ev map[string][]corev1.Event) map[string]int {
+	out := map[string]int{}
+	for r, e := range ev {
+		out[r] = len(e)
+	}
+	return out
+}
+
+// metricValue reads a counter's value, or a histogram's sample count, from
+// controller-runtime's registry; the metric must be registered.
+func metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	mf := metricFamily(t, name)
+	m := mf.GetMetric()[0]
+	switch mf.GetType() {
+	case dto.MetricType_COUNTER:
+		return m.GetCounter().GetValue()
+	case dto.MetricType_HISTOGRAM:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	t.Fatalf("%s is a %v", name, mf.GetType())
+	return 0
+}
+
+func metricFamily(t *testing.T, name string) *dto.MetricFamily {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
+}
+
+// The metrics carry upstream's names, no labels, and upstream's buckets
+// (1s doubling to 16384s).
+func TestMetricsRegistered(t *testing.T) {
+	want := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+	for _, name := range []string{"service_controller_loadbalancer_sync_total", "service_controller_nodesync_error_total"} {
+		if mf := metricFamily(t, name); mf.GetType() != dto.MetricType_COUNTER || len(mf.GetMetric()[0].GetLabel()) != 0 {
+			t.Errorf("%s: %v", name, mf)
+		}
+	}
+	for _, name := range []string{"service_controller_nodesync_latency_seconds", "service_controller_update_loadbalancer_host_latency_seconds"} {
+		mf := metricFamily(t, name)
+		var got []float64
+		for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			got = append(got, b.GetUpperBound())
+		}
+		if mf.GetType() != dto.MetricType_HISTOGRAM || !slices.Equal(got, want) || len(mf.GetMetric()[0].GetLabel()) != 0 {
+			t.Errorf("%s: type %v, buckets %v, want %v", name, mf.GetType(), got, want)
+		}
+	}
+}
