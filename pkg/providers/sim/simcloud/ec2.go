@@ -16,7 +16,7 @@ import (
 
 // EC2Path is where the cloud serves its view of the EC2 Query API (form-encoded
 // POST, XML answers), for providers written against AWS: point their EC2
-// endpoint at <base URL>/ec2/. It shows the same instances as the native API,
+// endpoint at <base URL>/ec2. It shows the same instances as the native API,
 // as EC2 would describe them.
 const EC2Path = "/ec2/"
 

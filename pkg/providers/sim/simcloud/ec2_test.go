@@ -42,7 +42,7 @@ func ec2Call(t *testing.T, srv *httptest.Server, form url.Values, signed bool) (
 	if form.Get("Version") == "" {
 		form.Set("Version", "2016-11-15")
 	}
-	req, err := http.NewRequest(http.MethodPost, srv.URL+EC2Path, strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/ec2", strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}

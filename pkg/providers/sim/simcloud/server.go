@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,6 +90,9 @@ func (c *Cloud) Handler() http.Handler {
 	// Clients written against AWS: the EC2 Query API, and the instance
 	// metadata service at the path the AWS SDKs hard-code.
 	mux.HandleFunc(EC2Path, c.ec2Handler)
+	// The SDKs join the endpoint's path and "/" as "/ec2": a redirect to
+	// "/ec2/" would not be followed for a POST.
+	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
 	mux.HandleFunc("/latest/", c.imdsHandler)
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
 	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
