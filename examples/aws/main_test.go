@@ -166,6 +166,8 @@ func TestAWSProviderUnchanged(t *testing.T) {
 			n = getNode(t, in.Name)
 			return n.Spec.ProviderID != "" && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider)
 		})
+		t.Logf("%s: %s %s=%s %s=%s", n.Name, n.Spec.ProviderID, corev1.LabelInstanceTypeStable, n.Labels[corev1.LabelInstanceTypeStable],
+			"topology.k8s.aws/zone-id", n.Labels["topology.k8s.aws/zone-id"])
 		if n.Spec.ProviderID != wantID {
 			t.Errorf("%s: providerID %q, want %q", in.Name, n.Spec.ProviderID, wantID)
 		}
