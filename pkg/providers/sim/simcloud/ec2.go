@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -793,15 +794,10 @@ func instanceMAC(id string) string {
 	return "02:" + h[0:2] + ":" + h[2:4] + ":" + h[4:6] + ":" + h[6:8] + ":" + h[8:10]
 }
 
-// shortHash is 17 hex digits derived from s (FNV-1a), the length of EC2's
-// resource IDs.
+// shortHash is 17 hex digits derived from s, the length of EC2's resource
+// IDs.
 func shortHash(s string) string {
-	var h1, h2 uint64 = 14695981039346656037, 1099511628211
-	for i := 0; i < len(s); i++ {
-		h1 ^= uint64(s[i])
-		h1 *= 1099511628211
-		h2 ^= uint64(s[i])
-		h2 *= 14695981039346656037 | 1
-	}
-	return fmt.Sprintf("%016x%x", h1, h2&0xf)
+	h := fnv.New128a()
+	_, _ = h.Write([]byte(s))
+	return hex.EncodeToString(h.Sum(nil))[:17]
 }

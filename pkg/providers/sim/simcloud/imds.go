@@ -60,11 +60,12 @@ func (c *Cloud) imdsHandler(w http.ResponseWriter, r *http.Request) {
 	in, ok := c.instances[c.metadataInstance]
 	var view ec2View
 	if ok {
+		ok = in.State != StateTerminated
 		view = c.ec2Of(in)
 	}
 	region := c.region
 	c.mu.Unlock()
-	if !ok || in.State == StateTerminated {
+	if !ok {
 		imdsText(w, http.StatusNotFound, "")
 		return
 	}
