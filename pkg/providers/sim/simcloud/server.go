@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +39,10 @@ type Cloud struct {
 	settings   Settings
 	limiter    *rate.Limiter
 	calls      Calls
+	// metadataInstance is the ID of the instance the metadata service
+	// describes: the one its caller runs on.
+	metadataInstance string
+	imdsTokens       map[string]time.Time // IMDSv2 session token -> expiry
 }
 
 // New returns an empty cloud in region with zones.
@@ -58,6 +63,8 @@ func New(region string, zones ...string) *Cloud {
 		byName:    map[string]string{},
 		limiter:   rate.NewLimiter(rate.Inf, 1),
 		calls:     Calls{ByOp: map[string]int64{}},
+
+		imdsTokens: map[string]time.Time{},
 	}
 }
 
@@ -80,6 +87,13 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", c.api("DeleteLoadBalancer", c.deleteLoadBalancer))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
+	// Clients written against AWS: the EC2 Query API, and the instance
+	// metadata service at the path the AWS SDKs hard-code.
+	mux.HandleFunc(EC2Path, c.ec2Handler)
+	// The SDKs join the endpoint's path and "/" as "/ec2": a redirect to
+	// "/ec2/" would not be followed for a POST.
+	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
+	mux.HandleFunc("/latest/", c.imdsHandler)
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
 	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
 		c.ResetCalls()
@@ -301,44 +315,56 @@ func (c *Cloud) List() []Instance {
 // api wraps a handler with the call counter and the fault knobs.
 func (c *Cloud) api(op string, h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(AdminHeader) != "" {
-			h(w, r)
-			return
-		}
-		c.mu.Lock()
-		s := c.settings
-		allowed := c.limiter.Allow()
-		c.calls.Total++
-		c.calls.ByOp[op]++
-		if !allowed {
-			c.calls.Throttled++
-		}
-		c.mu.Unlock()
-
-		if s.Latency.Duration > 0 {
-			t := time.NewTimer(s.Latency.Duration)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			}
-		}
-		if s.Hang {
-			<-r.Context().Done()
-			return
-		}
-		if !allowed {
-			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusTooManyRequests, Error{Code: "Throttled", Message: "request rate exceeded"})
-			return
-		}
-		if s.ErrorRate > 0 && rand.Float64() < s.ErrorRate {
-			writeJSON(w, http.StatusInternalServerError, Error{Code: "InternalError", Message: "injected fault"})
+		if c.gate(w, r, op, func(status int, code, message string) {
+			writeJSON(w, status, Error{Code: code, Message: message})
+		}) {
 			return
 		}
 		h(w, r)
 	}
+}
+
+// gate counts a call to op and applies the fault knobs to it. It returns true
+// when the call must not proceed: the client gave up, or a fault was answered
+// through fail (status 429 with Retry-After set when throttled, 500 for an
+// injected error), so that each API answers faults in its own format.
+func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail func(status int, code, message string)) bool {
+	if r.Header.Get(AdminHeader) != "" {
+		return false
+	}
+	c.mu.Lock()
+	s := c.settings
+	allowed := c.limiter.Allow()
+	c.calls.Total++
+	c.calls.ByOp[op]++
+	if !allowed {
+		c.calls.Throttled++
+	}
+	c.mu.Unlock()
+
+	if s.Latency.Duration > 0 {
+		t := time.NewTimer(s.Latency.Duration)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return true
+		}
+	}
+	if s.Hang {
+		<-r.Context().Done()
+		return true
+	}
+	if !allowed {
+		w.Header().Set("Retry-After", "1")
+		fail(http.StatusTooManyRequests, "Throttled", "request rate exceeded")
+		return true
+	}
+	if s.ErrorRate > 0 && rand.Float64() < s.ErrorRate {
+		fail(http.StatusInternalServerError, "InternalError", "injected fault")
+		return true
+	}
+	return false
 }
 
 func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,803 @@
+package simcloud
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// EC2Path is where the cloud serves its view of the EC2 Query API (form-encoded
+// POST, XML answers), for providers written against AWS: point their EC2
+// endpoint at <base URL>/ec2. It shows the same instances as the native API,
+// as EC2 would describe them.
+const EC2Path = "/ec2/"
+
+// ec2Namespace is the XML namespace of EC2 API version 2016-11-15, the one the
+// AWS SDKs speak.
+const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
+
+// ec2OwnerID is the account every instance belongs to.
+const ec2OwnerID = "000000000000"
+
+// ec2Unsupported are real EC2 actions the sim cloud does not implement (those
+// the upstream AWS provider may call, and a few common ones): they fail with
+// UnsupportedOperation, whereas names EC2 does not have fail with InvalidAction.
+var ec2Unsupported = map[string]bool{
+	"AuthorizeSecurityGroupIngress": true, "CreateRoute": true, "CreateSecurityGroup": true,
+	"CreateTags": true, "DeleteRoute": true, "DeleteSecurityGroup": true, "DeleteTags": true,
+	"DescribeNetworkInterfaces": true, "DescribeRouteTables": true, "DescribeSecurityGroups": true,
+	"DescribeSubnets": true, "DescribeVpcs": true, "ModifyInstanceAttribute": true,
+	"RevokeSecurityGroupIngress": true, "DescribeInstanceStatus": true, "RunInstances": true,
+	"StartInstances": true, "StopInstances": true, "TerminateInstances": true, "DescribeImages": true,
+	"DescribeVolumes": true, "CreateVolume": true, "AttachVolume": true, "DetachVolume": true,
+	"DeleteVolume": true, "DescribeAddresses": true,
+}
+
+// ec2Error is an EC2 API error; HTTP status 400 unless said otherwise.
+type ec2Error struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *ec2Error) Error() string { return e.code + ": " + e.message }
+
+func ec2Errorf(code, format string, args ...any) *ec2Error {
+	return &ec2Error{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// ec2Handler serves the EC2 Query API: every call is a POST (or GET) with
+// Action and Version and the call's parameters, flattened as EC2 does
+// (InstanceId.1, Filter.1.Name, Filter.1.Value.1, ...).
+func (c *Cloud) ec2Handler(w http.ResponseWriter, r *http.Request) {
+	requestID := newRequestID()
+	if err := r.ParseForm(); err != nil {
+		writeEC2Error(w, requestID, ec2Errorf("MalformedQueryString", "cannot parse the request: %v", err))
+		return
+	}
+	action := r.Form.Get("Action")
+	if action == "" {
+		writeEC2Error(w, requestID, ec2Errorf("MissingAction", "The request must contain the parameter Action."))
+		return
+	}
+	// No signature is checked, but an unsigned request is refused as EC2 would:
+	// a client that reaches here has found its credentials.
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") && r.Form.Get("X-Amz-Signature") == "" {
+		writeEC2Error(w, requestID, &ec2Error{status: http.StatusUnauthorized, code: "AuthFailure", message: "AWS was not able to validate the provided access credentials"})
+		return
+	}
+	handlers := map[string]func(r *http.Request) (any, error){
+		"DescribeInstances":         c.ec2DescribeInstances,
+		"DescribeAvailabilityZones": c.ec2DescribeAvailabilityZones,
+		"DescribeRegions":           c.ec2DescribeRegions,
+		"DescribeInstanceTopology":  c.ec2DescribeInstanceTopology,
+	}
+	h, ok := handlers[action]
+	op := "EC2:" + action
+	if !ok {
+		op = "EC2:unknown"
+	}
+	if c.gate(w, r, op, func(status int, code, message string) {
+		// EC2's own words for a throttled or failing call.
+		if status == http.StatusTooManyRequests {
+			status, code = http.StatusServiceUnavailable, "RequestLimitExceeded"
+		}
+		writeEC2Error(w, requestID, &ec2Error{status: status, code: code, message: message})
+	}) {
+		return
+	}
+	switch {
+	case ok:
+	case ec2Unsupported[action]:
+		writeEC2Error(w, requestID, ec2Errorf("UnsupportedOperation", "The sim cloud does not implement %s.", action))
+		return
+	default:
+		writeEC2Error(w, requestID, ec2Errorf("InvalidAction", "The action %s is not valid for this web service.", action))
+		return
+	}
+	if v := r.Form.Get("Version"); v == "" {
+		writeEC2Error(w, requestID, ec2Errorf("MissingParameter", "The request must contain the parameter Version."))
+		return
+	}
+	if dry, _ := strconv.ParseBool(r.Form.Get("DryRun")); dry {
+		writeEC2Error(w, requestID, &ec2Error{status: http.StatusPreconditionFailed, code: "DryRunOperation", message: "Request would have succeeded, but DryRun flag is set."})
+		return
+	}
+	resp, err := h(r)
+	if err != nil {
+		e, ok := err.(*ec2Error)
+		if !ok {
+			e = &ec2Error{status: http.StatusInternalServerError, code: "InternalError", message: err.Error()}
+		}
+		writeEC2Error(w, requestID, e)
+		return
+	}
+	// Every response carries the request ID after the root element's start.
+	setResponseRequestID(resp, requestID)
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(xml.Header))
+	_ = xml.NewEncoder(w).Encode(resp)
+}
+
+// ec2Response is embedded in every response for its request ID.
+type ec2Response struct {
+	XMLNS     string `xml:"xmlns,attr"`
+	RequestID string `xml:"requestId"`
+}
+
+func (r *ec2Response) setRequestID(id string) { r.XMLNS, r.RequestID = ec2Namespace, id }
+
+func setResponseRequestID(resp any, id string) {
+	if s, ok := resp.(interface{ setRequestID(string) }); ok {
+		s.setRequestID(id)
+	}
+}
+
+func writeEC2Error(w http.ResponseWriter, requestID string, e *ec2Error) {
+	type errorXML struct {
+		Code    string `xml:"Code"`
+		Message string `xml:"Message"`
+	}
+	body := struct {
+		XMLName   xml.Name   `xml:"Response"`
+		Errors    []errorXML `xml:"Errors>Error"`
+		RequestID string     `xml:"RequestID"`
+	}{Errors: []errorXML{{Code: e.code, Message: e.message}}, RequestID: requestID}
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte(xml.Header))
+	_ = xml.NewEncoder(w).Encode(body)
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// ec2List reads a flattened list parameter: prefix.1, prefix.2, ...
+func ec2List(r *http.Request, prefix string) []string {
+	var out []string
+	for i := 1; ; i++ {
+		v, ok := r.Form[prefix+"."+strconv.Itoa(i)]
+		if !ok {
+			return out
+		}
+		out = append(out, v...)
+	}
+}
+
+// ec2Filter is one Filter.N: it matches when the attribute has any of the
+// values; values may hold the wildcards * and ?.
+type ec2Filter struct {
+	name   string
+	values []string
+}
+
+func ec2Filters(r *http.Request) ([]ec2Filter, error) {
+	var out []ec2Filter
+	for i := 1; ; i++ {
+		p := "Filter." + strconv.Itoa(i)
+		name, ok := r.Form[p+".Name"]
+		if !ok {
+			return out, nil
+		}
+		if len(name) != 1 || name[0] == "" {
+			return nil, ec2Errorf("InvalidParameterValue", "%s.Name must be given once", p)
+		}
+		out = append(out, ec2Filter{name: name[0], values: ec2List(r, p+".Value")})
+	}
+}
+
+// matchFilters applies filters with EC2's semantics: all filters must match,
+// each by any of its values. attrs gives an object's values for a filter
+// name, and false for a filter name the action does not know.
+func matchFilters(filters []ec2Filter, attrs func(name string) ([]string, bool)) (bool, error) {
+	for _, f := range filters {
+		have, known := attrs(f.name)
+		if !known {
+			return false, ec2Errorf("InvalidParameterValue", "The filter '%s' is invalid", f.name)
+		}
+		if !anyMatch(f.values, have) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func anyMatch(patterns, values []string) bool {
+	for _, p := range patterns {
+		for _, v := range values {
+			if wildcardMatch(p, v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// wildcardMatch matches s against p, where * is any run of characters and ?
+// any one character (EC2 filter values).
+func wildcardMatch(p, s string) bool {
+	pi, si := 0, 0
+	star, mark := -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			pi++
+			si++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+var instanceIDPattern = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
+
+type describeInstancesResponse struct {
+	XMLName xml.Name `xml:"DescribeInstancesResponse"`
+	ec2Response
+	Reservations []ec2Reservation `xml:"reservationSet>item"`
+	NextToken    string           `xml:"nextToken,omitempty"`
+}
+
+type ec2Reservation struct {
+	ReservationID string        `xml:"reservationId"`
+	OwnerID       string        `xml:"ownerId"`
+	Groups        []struct{}    `xml:"groupSet>item"`
+	Instances     []ec2Instance `xml:"instancesSet>item"`
+}
+
+type ec2Instance struct {
+	InstanceID        string                `xml:"instanceId"`
+	State             ec2State              `xml:"instanceState"`
+	PrivateDNSName    string                `xml:"privateDnsName"`
+	DNSName           string                `xml:"dnsName"`
+	InstanceType      string                `xml:"instanceType"`
+	Placement         ec2Placement          `xml:"placement"`
+	SubnetID          string                `xml:"subnetId,omitempty"`
+	VpcID             string                `xml:"vpcId,omitempty"`
+	PrivateIPAddress  string                `xml:"privateIpAddress,omitempty"`
+	IPAddress         string                `xml:"ipAddress,omitempty"`
+	Architecture      string                `xml:"architecture"`
+	NetworkInterfaces []ec2NetworkInterface `xml:"networkInterfaceSet>item"`
+	Tags              []ec2Tag              `xml:"tagSet>item"`
+}
+
+type ec2State struct {
+	Code int    `xml:"code"`
+	Name string `xml:"name"`
+}
+
+type ec2Placement struct {
+	AvailabilityZone   string `xml:"availabilityZone"`
+	AvailabilityZoneID string `xml:"availabilityZoneId"`
+	Tenancy            string `xml:"tenancy"`
+}
+
+type ec2NetworkInterface struct {
+	NetworkInterfaceID string            `xml:"networkInterfaceId"`
+	SubnetID           string            `xml:"subnetId"`
+	VpcID              string            `xml:"vpcId"`
+	OwnerID            string            `xml:"ownerId"`
+	Status             string            `xml:"status"`
+	MacAddress         string            `xml:"macAddress"`
+	PrivateIPAddress   string            `xml:"privateIpAddress"`
+	PrivateDNSName     string            `xml:"privateDnsName"`
+	Attachment         ec2Attachment     `xml:"attachment"`
+	PrivateIPAddresses []ec2PrivateIP    `xml:"privateIpAddressesSet>item"`
+	IPv6Addresses      []ec2IPv6Address  `xml:"ipv6AddressesSet>item"`
+	Association        *ec2IPAssociation `xml:"association,omitempty"`
+	Groups             []struct{}        `xml:"groupSet>item"`
+}
+
+type ec2Attachment struct {
+	AttachmentID        string `xml:"attachmentId"`
+	DeviceIndex         int    `xml:"deviceIndex"`
+	Status              string `xml:"status"`
+	DeleteOnTermination bool   `xml:"deleteOnTermination"`
+}
+
+type ec2PrivateIP struct {
+	PrivateIPAddress string            `xml:"privateIpAddress"`
+	PrivateDNSName   string            `xml:"privateDnsName"`
+	Primary          bool              `xml:"primary"`
+	Association      *ec2IPAssociation `xml:"association,omitempty"`
+}
+
+type ec2IPAssociation struct {
+	PublicIP      string `xml:"publicIp"`
+	PublicDNSName string `xml:"publicDnsName"`
+	IPOwnerID     string `xml:"ipOwnerId"`
+}
+
+type ec2IPv6Address struct {
+	IPv6Address string `xml:"ipv6Address"`
+}
+
+type ec2Tag struct {
+	Key   string `xml:"key"`
+	Value string `xml:"value"`
+}
+
+// ec2View is an instance as EC2 describes it, with what the filters look at.
+type ec2View struct {
+	ec2Instance
+	tags map[string]string
+}
+
+// ec2Of describes in as EC2 would. Its private DNS name is its InternalDNS
+// address, or the name EC2 derives from its private IPv4; its public address
+// and name are its ExternalIP and ExternalDNS, which it loses when not
+// running, as an EC2 instance loses its public IPv4 when stopped; a terminated
+// instance has no network interface left.
+func (c *Cloud) ec2Of(in *Instance) ec2View {
+	zoneIdx := c.zoneIndex(in.Zone)
+	v := ec2View{ec2Instance: ec2Instance{
+		InstanceID:   in.ID,
+		InstanceType: in.Type,
+		Architecture: "x86_64",
+		Placement:    ec2Placement{AvailabilityZone: in.Zone, AvailabilityZoneID: c.zoneID(zoneIdx), Tenancy: "default"},
+	}, tags: map[string]string{}}
+	switch in.State {
+	case StateRunning:
+		v.State = ec2State{Code: 16, Name: "running"}
+	case StateStopped:
+		v.State = ec2State{Code: 80, Name: "stopped"}
+	default:
+		v.State = ec2State{Code: 48, Name: "terminated"}
+	}
+	v.tags["Name"] = in.Name
+	for k, val := range in.Labels {
+		v.tags[k] = val
+	}
+	keys := make([]string, 0, len(v.tags))
+	for k := range v.tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v.Tags = append(v.Tags, ec2Tag{Key: k, Value: v.tags[k]})
+	}
+	if in.State == StateTerminated {
+		return v
+	}
+	v.VpcID = c.vpcID()
+	v.SubnetID = c.subnetID(zoneIdx)
+	var v4, v6 []string
+	for _, a := range in.Addresses {
+		switch a.Type {
+		case "InternalIP":
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() {
+				v4 = append(v4, a.Address)
+			} else if err == nil {
+				v6 = append(v6, a.Address)
+			}
+		case "InternalDNS":
+			if v.PrivateDNSName == "" {
+				v.PrivateDNSName = a.Address
+			}
+		case "ExternalIP":
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && v.IPAddress == "" && in.State == StateRunning {
+				v.IPAddress = a.Address
+			}
+		case "ExternalDNS":
+			if v.DNSName == "" && in.State == StateRunning {
+				v.DNSName = a.Address
+			}
+		}
+	}
+	if len(v4) > 0 {
+		v.PrivateIPAddress = v4[0]
+		if v.PrivateDNSName == "" {
+			v.PrivateDNSName = c.ec2PrivateDNSName(v4[0])
+		}
+	}
+	eni := ec2NetworkInterface{
+		NetworkInterfaceID: "eni-" + strings.TrimPrefix(in.ID, "i-"),
+		SubnetID:           v.SubnetID,
+		VpcID:              v.VpcID,
+		OwnerID:            ec2OwnerID,
+		Status:             "in-use",
+		MacAddress:         instanceMAC(in.ID),
+		PrivateIPAddress:   v.PrivateIPAddress,
+		PrivateDNSName:     v.PrivateDNSName,
+		Attachment:         ec2Attachment{AttachmentID: "eni-attach-" + strings.TrimPrefix(in.ID, "i-"), Status: "attached", DeleteOnTermination: true},
+	}
+	if v.IPAddress != "" {
+		eni.Association = &ec2IPAssociation{PublicIP: v.IPAddress, PublicDNSName: v.DNSName, IPOwnerID: "amazon"}
+	}
+	for i, ip := range v4 {
+		p := ec2PrivateIP{PrivateIPAddress: ip, Primary: i == 0}
+		if i == 0 {
+			p.PrivateDNSName = v.PrivateDNSName
+			p.Association = eni.Association
+		}
+		eni.PrivateIPAddresses = append(eni.PrivateIPAddresses, p)
+	}
+	for _, ip := range v6 {
+		eni.IPv6Addresses = append(eni.IPv6Addresses, ec2IPv6Address{IPv6Address: ip})
+	}
+	v.NetworkInterfaces = []ec2NetworkInterface{eni}
+	return v
+}
+
+// filter gives the instance's values for a DescribeInstances filter name.
+func (v ec2View) filter(name string) ([]string, bool) {
+	one := func(s string) []string {
+		if s == "" {
+			return nil
+		}
+		return []string{s}
+	}
+	switch name {
+	case "instance-id":
+		return one(v.InstanceID), true
+	case "private-dns-name":
+		return one(v.PrivateDNSName), true
+	case "dns-name":
+		return one(v.DNSName), true
+	case "instance-state-name":
+		return one(v.State.Name), true
+	case "instance-state-code":
+		return one(strconv.Itoa(v.State.Code)), true
+	case "instance-type":
+		return one(v.InstanceType), true
+	case "availability-zone":
+		return one(v.Placement.AvailabilityZone), true
+	case "private-ip-address":
+		return one(v.PrivateIPAddress), true
+	case "ip-address":
+		return one(v.IPAddress), true
+	case "vpc-id":
+		return one(v.VpcID), true
+	case "subnet-id":
+		return one(v.SubnetID), true
+	case "owner-id":
+		return one(ec2OwnerID), true
+	case "tag-key":
+		keys := make([]string, 0, len(v.Tags))
+		for _, t := range v.Tags {
+			keys = append(keys, t.Key)
+		}
+		return keys, true
+	case "tag-value":
+		vals := make([]string, 0, len(v.Tags))
+		for _, t := range v.Tags {
+			vals = append(vals, t.Value)
+		}
+		return vals, true
+	}
+	if key, ok := strings.CutPrefix(name, "tag:"); ok {
+		if val, has := v.tags[key]; has {
+			return []string{val}, true
+		}
+		return nil, true
+	}
+	return nil, false
+}
+
+func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
+	ids := ec2List(r, "InstanceId")
+	filters, err := ec2Filters(r)
+	if err != nil {
+		return nil, err
+	}
+	maxResults := 0
+	if s := r.Form.Get("MaxResults"); s != "" {
+		if len(ids) > 0 {
+			return nil, ec2Errorf("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 5 || n > 1000 {
+			return nil, ec2Errorf("InvalidParameterValue", "Value ( %s ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.", s)
+		}
+		maxResults = n
+	}
+	after := ""
+	if tok := r.Form.Get("NextToken"); tok != "" {
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil || !instanceIDPattern.Match(b) {
+			return nil, ec2Errorf("InvalidParameterValue", "Invalid value '%s' for nextToken", tok)
+		}
+		after = string(b)
+	}
+	for _, id := range ids {
+		if !instanceIDPattern.MatchString(id) {
+			return nil, ec2Errorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
+		}
+	}
+
+	c.mu.Lock()
+	var missing []string
+	var candidates []*Instance
+	if len(ids) > 0 {
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if in, ok := c.instances[id]; !ok {
+				missing = append(missing, id)
+			} else if !seen[id] {
+				seen[id] = true
+				candidates = append(candidates, in)
+			}
+		}
+	} else {
+		for _, in := range c.instances {
+			candidates = append(candidates, in)
+		}
+	}
+	views := make([]ec2View, 0, len(candidates))
+	for _, in := range candidates {
+		views = append(views, c.ec2Of(in))
+	}
+	c.mu.Unlock()
+
+	switch len(missing) {
+	case 0:
+	case 1:
+		return nil, ec2Errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
+	default:
+		return nil, ec2Errorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+	}
+	sort.Slice(views, func(i, j int) bool { return views[i].InstanceID < views[j].InstanceID })
+	resp := &describeInstancesResponse{Reservations: []ec2Reservation{}}
+	for _, v := range views {
+		if after != "" && v.InstanceID <= after {
+			continue
+		}
+		ok, err := matchFilters(filters, v.filter)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if maxResults > 0 && len(resp.Reservations) == maxResults {
+			last := resp.Reservations[len(resp.Reservations)-1].Instances[0].InstanceID
+			resp.NextToken = base64.RawURLEncoding.EncodeToString([]byte(last))
+			break
+		}
+		resp.Reservations = append(resp.Reservations, ec2Reservation{
+			ReservationID: "r-" + strings.TrimPrefix(v.InstanceID, "i-"),
+			OwnerID:       ec2OwnerID,
+			Instances:     []ec2Instance{v.ec2Instance},
+		})
+	}
+	return resp, nil
+}
+
+type describeAvailabilityZonesResponse struct {
+	XMLName xml.Name `xml:"DescribeAvailabilityZonesResponse"`
+	ec2Response
+	Zones []ec2Zone `xml:"availabilityZoneInfo>item"`
+}
+
+type ec2Zone struct {
+	ZoneName           string     `xml:"zoneName"`
+	ZoneID             string     `xml:"zoneId"`
+	ZoneState          string     `xml:"zoneState"`
+	RegionName         string     `xml:"regionName"`
+	ZoneType           string     `xml:"zoneType"`
+	GroupName          string     `xml:"groupName"`
+	NetworkBorderGroup string     `xml:"networkBorderGroup"`
+	OptInStatus        string     `xml:"optInStatus"`
+	Messages           []struct{} `xml:"messageSet>item"`
+}
+
+func (z ec2Zone) filter(name string) ([]string, bool) {
+	switch name {
+	case "zone-name":
+		return []string{z.ZoneName}, true
+	case "zone-id":
+		return []string{z.ZoneID}, true
+	case "state":
+		return []string{z.ZoneState}, true
+	case "region-name":
+		return []string{z.RegionName}, true
+	case "zone-type":
+		return []string{z.ZoneType}, true
+	case "group-name":
+		return []string{z.GroupName}, true
+	case "opt-in-status":
+		return []string{z.OptInStatus}, true
+	}
+	return nil, false
+}
+
+func (c *Cloud) ec2DescribeAvailabilityZones(r *http.Request) (any, error) {
+	filters, err := ec2Filters(r)
+	if err != nil {
+		return nil, err
+	}
+	names, ids := ec2List(r, "ZoneName"), ec2List(r, "ZoneId")
+	all := make([]ec2Zone, 0, len(c.zones))
+	for i, z := range c.zones {
+		all = append(all, ec2Zone{
+			ZoneName: z, ZoneID: c.zoneID(i), ZoneState: "available", RegionName: c.region,
+			ZoneType: "availability-zone", GroupName: c.region, NetworkBorderGroup: c.region,
+			OptInStatus: "opt-in-not-required",
+		})
+	}
+	known := func(want []string, attr func(ec2Zone) string) error {
+		for _, w := range want {
+			found := false
+			for _, z := range all {
+				found = found || attr(z) == w
+			}
+			if !found {
+				return ec2Errorf("InvalidParameterValue", "Invalid availability zone: [%s]", w)
+			}
+		}
+		return nil
+	}
+	if err := known(names, func(z ec2Zone) string { return z.ZoneName }); err != nil {
+		return nil, err
+	}
+	if err := known(ids, func(z ec2Zone) string { return z.ZoneID }); err != nil {
+		return nil, err
+	}
+	resp := &describeAvailabilityZonesResponse{Zones: []ec2Zone{}}
+	for _, z := range all {
+		if len(names) > 0 && !anyMatch(names, []string{z.ZoneName}) || len(ids) > 0 && !anyMatch(ids, []string{z.ZoneID}) {
+			continue
+		}
+		ok, err := matchFilters(filters, z.filter)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			resp.Zones = append(resp.Zones, z)
+		}
+	}
+	return resp, nil
+}
+
+type describeRegionsResponse struct {
+	XMLName xml.Name `xml:"DescribeRegionsResponse"`
+	ec2Response
+	Regions []ec2Region `xml:"regionInfo>item"`
+}
+
+type ec2Region struct {
+	RegionName     string `xml:"regionName"`
+	RegionEndpoint string `xml:"regionEndpoint"`
+	OptInStatus    string `xml:"optInStatus"`
+}
+
+// ec2DescribeRegions lists the cloud's one region, whose endpoint is this
+// server.
+func (c *Cloud) ec2DescribeRegions(r *http.Request) (any, error) {
+	filters, err := ec2Filters(r)
+	if err != nil {
+		return nil, err
+	}
+	region := ec2Region{RegionName: c.region, RegionEndpoint: r.Host, OptInStatus: "opt-in-not-required"}
+	for _, n := range ec2List(r, "RegionName") {
+		if n != c.region {
+			return nil, ec2Errorf("InvalidParameterValue", "Invalid region: %s", n)
+		}
+	}
+	ok, err := matchFilters(filters, func(name string) ([]string, bool) {
+		switch name {
+		case "region-name":
+			return []string{region.RegionName}, true
+		case "endpoint":
+			return []string{region.RegionEndpoint}, true
+		case "opt-in-status":
+			return []string{region.OptInStatus}, true
+		}
+		return nil, false
+	})
+	if err != nil {
+		return nil, err
+	}
+	resp := &describeRegionsResponse{Regions: []ec2Region{}}
+	if ok {
+		resp.Regions = append(resp.Regions, region)
+	}
+	return resp, nil
+}
+
+type describeInstanceTopologyResponse struct {
+	XMLName xml.Name `xml:"DescribeInstanceTopologyResponse"`
+	ec2Response
+	Instances []struct{} `xml:"instanceSet>item"`
+}
+
+// ec2DescribeInstanceTopology answers that no instance has a network topology:
+// the sim cloud has none, as EC2 has none for most instance types.
+func (c *Cloud) ec2DescribeInstanceTopology(r *http.Request) (any, error) {
+	if _, err := ec2Filters(r); err != nil {
+		return nil, err
+	}
+	for _, id := range ec2List(r, "InstanceId") {
+		if !instanceIDPattern.MatchString(id) {
+			return nil, ec2Errorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
+		}
+	}
+	return &describeInstanceTopologyResponse{Instances: []struct{}{}}, nil
+}
+
+// zoneIndex is the zone's position among the cloud's zones, -1 if unknown.
+func (c *Cloud) zoneIndex(zone string) int {
+	for i, z := range c.zones {
+		if z == zone {
+			return i
+		}
+	}
+	return -1
+}
+
+// zoneID gives zones AWS-style IDs: us-east-1's first zone is use1-az1.
+func (c *Cloud) zoneID(i int) string {
+	if i < 0 {
+		return ""
+	}
+	parts := strings.Split(c.region, "-")
+	var b strings.Builder
+	for j, p := range parts {
+		switch {
+		case j == 0:
+			b.WriteString(p[:min(2, len(p))])
+		case j == len(parts)-1:
+			b.WriteString(p)
+		case p != "":
+			b.WriteByte(p[0])
+		}
+	}
+	return fmt.Sprintf("%s-az%d", b.String(), i+1)
+}
+
+func (c *Cloud) vpcID() string { return "vpc-" + shortHash(c.region) }
+
+func (c *Cloud) subnetID(zoneIdx int) string {
+	return "subnet-" + shortHash(c.region+"/"+strconv.Itoa(zoneIdx))
+}
+
+// ec2PrivateDNSName is the name EC2 gives an instance from its private IPv4:
+// ip-198-18-0-5.ec2.internal in us-east-1, ip-198-18-0-5.<region>.compute.internal
+// elsewhere.
+func (c *Cloud) ec2PrivateDNSName(ipv4 string) string {
+	name := "ip-" + strings.ReplaceAll(ipv4, ".", "-")
+	if c.region == "us-east-1" {
+		return name + ".ec2.internal"
+	}
+	return name + "." + c.region + ".compute.internal"
+}
+
+// instanceMAC is the instance's one interface's MAC address, locally
+// administered, derived from its ID.
+func instanceMAC(id string) string {
+	h := shortHash(id)
+	return "02:" + h[0:2] + ":" + h[2:4] + ":" + h[4:6] + ":" + h[6:8] + ":" + h[8:10]
+}
+
+// shortHash is 17 hex digits derived from s, the length of EC2's resource
+// IDs.
+func shortHash(s string) string {
+	h := fnv.New128a()
+	_, _ = h.Write([]byte(s))
+	return hex.EncodeToString(h.Sum(nil))[:17]
+}
