@@ -22,6 +22,16 @@ type instancesV1 struct {
 
 var _ cloudprovider.InstancesV2 = instancesV1{}
 
+// ProviderIDOptional reports whether the provider may leave a node without a
+// provider ID. Upstream's cloud-node-controller refuses to initialize a node
+// without one, except for a provider with only the older Instances
+// interface, whose InstanceID may be NotImplemented: such a node is found by
+// name and initialized with an empty provider ID.
+func (i *Instances) ProviderIDOptional() bool {
+	_, v1 := i.inner.(instancesV1)
+	return v1
+}
+
 // providerID is the node's, or "<provider>://<instance ID>" for its name, as
 // upstream builds it.
 func (v instancesV1) providerID(ctx context.Context, node *corev1.Node) (string, error) {
@@ -42,35 +52,54 @@ func (v instancesV1) InstanceExists(ctx context.Context, node *corev1.Node) (boo
 	return v.instances.InstanceExistsByProviderID(ctx, id)
 }
 
+// InstanceShutdown answers "not shut down" when the provider cannot tell
+// (NotImplemented) or no longer knows the node, as upstream's lifecycle
+// controller does for such providers: the shutdown taint is an optimization,
+// and a missing instance is InstanceExists's business.
 func (v instancesV1) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	id, err := v.providerID(ctx, node)
+	if errors.Is(err, cloudprovider.InstanceNotFound) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	return v.instances.InstanceShutdownByProviderID(ctx, id)
+	shutdown, err := v.instances.InstanceShutdownByProviderID(ctx, id)
+	if errors.Is(err, cloudprovider.NotImplemented) {
+		return false, nil
+	}
+	return shutdown, err
 }
 
+// InstanceMetadata asks by provider ID first and by node name when that
+// fails. A provider whose InstanceID is NotImplemented has no provider IDs:
+// the node is then looked up by name only and the metadata's ProviderID is
+// empty, as upstream initializes such nodes.
 func (v instancesV1) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	id, err := v.providerID(ctx, node)
-	if err != nil {
+	if err != nil && !errors.Is(err, cloudprovider.NotImplemented) {
 		return nil, err
 	}
+	name := types.NodeName(node.Name)
 	md := &cloudprovider.InstanceMetadata{ProviderID: id}
-	if md.InstanceType, err = v.instances.InstanceTypeByProviderID(ctx, md.ProviderID); err != nil {
-		if md.InstanceType, err = v.instances.InstanceType(ctx, types.NodeName(node.Name)); err != nil {
-			return nil, fmt.Errorf("instance type of node %s: %w", node.Name, err)
+	if md.NodeAddresses, err = v.instances.NodeAddressesByProviderID(ctx, id); err != nil {
+		byID := err
+		if md.NodeAddresses, err = v.instances.NodeAddresses(ctx, name); err != nil {
+			return nil, fmt.Errorf("addresses of node %s: by provider ID %q: %v; by name: %w", node.Name, id, byID, err)
 		}
 	}
-	if md.NodeAddresses, err = v.instances.NodeAddressesByProviderID(ctx, md.ProviderID); err != nil {
-		if md.NodeAddresses, err = v.instances.NodeAddresses(ctx, types.NodeName(node.Name)); err != nil {
-			return nil, fmt.Errorf("addresses of node %s: %w", node.Name, err)
+	if md.InstanceType, err = v.instances.InstanceTypeByProviderID(ctx, id); err != nil {
+		byID := err
+		if md.InstanceType, err = v.instances.InstanceType(ctx, name); err != nil {
+			return nil, fmt.Errorf("instance type of node %s: by provider ID %q: %v; by name: %w", node.Name, id, byID, err)
 		}
 	}
 	if v.zones != nil {
-		zone, err := v.zones.GetZoneByProviderID(ctx, md.ProviderID)
+		zone, err := v.zones.GetZoneByProviderID(ctx, id)
 		if err != nil {
-			if zone, err = v.zones.GetZoneByNodeName(ctx, types.NodeName(node.Name)); err != nil {
-				return nil, fmt.Errorf("zone of node %s: %w", node.Name, err)
+			byID := err
+			if zone, err = v.zones.GetZoneByNodeName(ctx, name); err != nil {
+				return nil, fmt.Errorf("zone of node %s: by provider ID %q: %v; by name: %w", node.Name, id, byID, err)
 			}
 		}
 		md.Zone, md.Region = zone.FailureDomain, zone.Region

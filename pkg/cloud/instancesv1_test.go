@@ -67,3 +67,67 @@ func TestInstancesV1ProviderIsAdapted(t *testing.T) {
 		})
 	}
 }
+
+// nameOnlyCloud is a provider with only the v1 Instances interface that has
+// no instance IDs: InstanceID and everything by provider ID are
+// NotImplemented, everything by node name answers.
+type nameOnlyCloud struct{ *fake.Cloud }
+
+func (c nameOnlyCloud) Instances() (cloudprovider.Instances, bool) { return c, true }
+func (c nameOnlyCloud) Zones() (cloudprovider.Zones, bool)         { return c, true }
+func (nameOnlyCloud) InstanceID(context.Context, types.NodeName) (string, error) {
+	return "", cloudprovider.NotImplemented
+}
+func (nameOnlyCloud) NodeAddressesByProviderID(context.Context, string) ([]corev1.NodeAddress, error) {
+	return nil, cloudprovider.NotImplemented
+}
+func (nameOnlyCloud) InstanceTypeByProviderID(context.Context, string) (string, error) {
+	return "", cloudprovider.NotImplemented
+}
+func (nameOnlyCloud) GetZoneByProviderID(context.Context, string) (cloudprovider.Zone, error) {
+	return cloudprovider.Zone{}, cloudprovider.NotImplemented
+}
+func (nameOnlyCloud) InstanceShutdownByProviderID(context.Context, string) (bool, error) {
+	return false, cloudprovider.NotImplemented
+}
+
+func TestInstancesV1WithoutInstanceIDsGoesByName(t *testing.T) {
+	fc := &fake.Cloud{
+		Addresses:     []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.1"}},
+		InstanceTypes: map[types.NodeName]string{"a": "big"},
+		Zone:          cloudprovider.Zone{FailureDomain: "z1", Region: "r1"},
+	}
+	inst, ok := New(nameOnlyCloud{fc}, Options{}).Instances()
+	if !ok {
+		t.Fatal("a provider with Instances (v1) was not adapted")
+	}
+	if !inst.ProviderIDOptional() {
+		t.Error("ProviderIDOptional = false for a v1 provider")
+	}
+	md, err := inst.InstanceMetadata(context.Background(), node("a"))
+	if err != nil {
+		t.Fatalf("InstanceMetadata: %v (upstream continues with the node name when InstanceID is NotImplemented)", err)
+	}
+	if md.ProviderID != "" || md.InstanceType != "big" || md.Zone != "z1" || md.Region != "r1" || len(md.NodeAddresses) != 1 {
+		t.Errorf("metadata = %+v, want no provider ID and the by-name answers", md)
+	}
+	// Shutdown is optional for v1 providers: NotImplemented reads as running.
+	shutdown, err := inst.InstanceShutdown(context.Background(), &corev1.Node{ObjectMeta: node("a").ObjectMeta, Spec: corev1.NodeSpec{ProviderID: "fake://a"}})
+	if err != nil || shutdown {
+		t.Errorf("InstanceShutdown = %t, %v; want false, nil", shutdown, err)
+	}
+	// Without a provider ID, existence cannot be told: an error, never "gone".
+	if _, err := inst.InstanceExists(context.Background(), node("a")); !errors.Is(err, cloudprovider.NotImplemented) {
+		t.Errorf("InstanceExists err = %v, want NotImplemented", err)
+	}
+}
+
+func TestInstancesV2ProviderIDIsRequired(t *testing.T) {
+	inst, ok := New(&fake.Cloud{EnableInstancesV2: true}, Options{}).Instances()
+	if !ok {
+		t.Fatal("no instances")
+	}
+	if inst.ProviderIDOptional() {
+		t.Error("ProviderIDOptional = true for an InstancesV2 provider")
+	}
+}

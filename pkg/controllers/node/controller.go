@@ -27,6 +27,10 @@ import (
 // Name is the controller's name, as upstream's, for --controllers.
 const Name = "cloud-node-controller"
 
+// EventSource is the component upstream's cloud-node-controller writes its
+// Events as.
+const EventSource = "cloud-node-controller"
+
 // Event reasons.
 const (
 	ReasonSynced = "Synced"
@@ -57,12 +61,22 @@ type Options struct {
 	BatchWindow time.Duration
 }
 
-// Reconciler initializes tainted nodes.
+// providerIDOptional is implemented by instances that may leave a node
+// without a provider ID (cloud.Instances for a provider with only the older
+// Instances interface).
+type providerIDOptional interface {
+	ProviderIDOptional() bool
+}
+
+// Reconciler initializes tainted nodes and keeps initialized nodes' GA
+// topology labels in step with the beta ones.
 type Reconciler struct {
 	client   client.Client
 	recorder record.EventRecorder
 	opts     Options
 	batcher  *batcher
+	// emptyProviderIDOK: the provider may leave nodes without a provider ID.
+	emptyProviderIDOK bool
 }
 
 // Setup adds the controller and its address refresher to mgr.
@@ -81,8 +95,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	r := &Reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
+	}
+	if p, ok := opts.Instances.(providerIDOptional); ok {
+		r.emptyProviderIDOK = p.ProviderIDOptional()
 	}
 	if opts.Instances.SupportsBatch() {
 		r.batcher = newBatcher(opts.Instances, opts.BatchWindow)
@@ -102,7 +119,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 }
 
 // needsInitialization lets through the nodes that carry the uninitialized
-// taint when they appear (or at start-up) and nodes that get the taint back.
+// taint when they appear (or at start-up) and nodes that get the taint back,
+// and initialized nodes whose GA topology labels lag the beta ones.
 // Updates of a node that was tainted before and still is are our own address
 // patch, mid-initialization, or a change a retry with backoff will see
 // anyway; reacting to them would make a second pass over the node that races
@@ -112,15 +130,22 @@ func needsInitialization() predicate.Funcs {
 		n, ok := o.(*corev1.Node)
 		return ok && isUninitialized(n)
 	}
+	lagging := func(o client.Object) bool {
+		n, ok := o.(*corev1.Node)
+		return ok && !isUninitialized(n) && len(labelsToReconcile(n)) > 0
+	}
 	return predicate.Funcs{
-		CreateFunc:  func(e event.CreateEvent) bool { return tainted(e.Object) },
-		UpdateFunc:  func(e event.UpdateEvent) bool { return tainted(e.ObjectNew) && !tainted(e.ObjectOld) },
+		CreateFunc: func(e event.CreateEvent) bool { return tainted(e.Object) || lagging(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return tainted(e.ObjectNew) && !tainted(e.ObjectOld) || lagging(e.ObjectNew)
+		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(e event.GenericEvent) bool { return tainted(e.Object) },
+		GenericFunc: func(e event.GenericEvent) bool { return tainted(e.Object) || lagging(e.Object) },
 	}
 }
 
-// Reconcile initializes one node if it still carries the uninitialized taint.
+// Reconcile initializes one node if it still carries the uninitialized
+// taint, and otherwise reconciles its beta and GA topology labels.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := klog.FromContext(ctx)
 	var node corev1.Node
@@ -128,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !isUninitialized(&node) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.reconcileLabels(ctx, &node)
 	}
 
 	st := r.lookup(ctx, &node)
@@ -142,6 +167,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// controller handles instances that are really gone.
 		r.recorder.Event(&node, corev1.EventTypeWarning, ReasonSyncFailed, "The cloud does not know this node's instance yet")
 		return ctrl.Result{}, fmt.Errorf("node %s: %w", node.Name, cloudprovider.InstanceNotFound)
+	case st.Metadata.ProviderID == "" && node.Spec.ProviderID == "" && !r.emptyProviderIDOK:
+		// Load balancers and the lifecycle controller find instances by
+		// provider ID, which cannot be set once the taint is gone: keep the
+		// node tainted until the provider gives one, as upstream does.
+		r.recorder.Event(&node, corev1.EventTypeWarning, ReasonSyncFailed, "The cloud provider did not give this node a provider ID")
+		return ctrl.Result{}, fmt.Errorf("node %s: %w", node.Name, errNoProviderID)
 	}
 
 	// Addresses first: when the taint goes, the node is complete.
@@ -166,9 +197,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, client.IgnoreNotFound(err))
 	}
+	taintRemovalDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	r.recorder.Event(updated, corev1.EventTypeNormal, ReasonSynced, "Node synced successfully")
+	initialSyncDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	log.V(2).Info("Initialized node", "node", klog.KObj(&node), "providerID", updated.Spec.ProviderID)
 	return ctrl.Result{}, nil
+}
+
+var errNoProviderID = errors.New("the cloud provider did not set a provider ID")
+
+// reconcileLabels copies each beta topology label's value to its GA label
+// when the GA one is missing or differs, as upstream does for initialized
+// nodes (the beta labels are the source of truth there).
+func (r *Reconciler) reconcileLabels(ctx context.Context, node *corev1.Node) error {
+	labels := labelsToReconcile(node)
+	if len(labels) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return fmt.Errorf("encoding labels of node %s: %w", node.Name, err)
+	}
+	if err := r.client.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("reconciling topology labels of node %s: %w", node.Name, client.IgnoreNotFound(err))
+	}
+	klog.FromContext(ctx).V(2).Info("Reconciled topology labels", "node", klog.KObj(node), "labels", labels)
+	return nil
 }
 
 func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceStatus {

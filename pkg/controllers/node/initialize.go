@@ -27,6 +27,33 @@ const (
 	labelRegionFailureDomai = corev1.LabelFailureDomainBetaRegion
 )
 
+// betaToGA pairs each beta topology label with its GA label: on an
+// initialized node the GA label takes the beta one's value when it is
+// missing or differs, as upstream reconciles them.
+var betaToGA = []struct{ beta, ga string }{
+	{labelZoneFailureDomain, labelZone},
+	{labelRegionFailureDomai, labelRegion},
+	{labelInstanceTypeBeta, labelInstanceType},
+}
+
+// labelsToReconcile returns the GA labels the node should get, or nil.
+func labelsToReconcile(node *corev1.Node) map[string]string {
+	var out map[string]string
+	for _, p := range betaToGA {
+		beta, ok := node.Labels[p.beta]
+		if !ok {
+			continue
+		}
+		if ga, ok := node.Labels[p.ga]; !ok || ga != beta {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[p.ga] = beta
+		}
+	}
+	return out
+}
+
 // k8sNamespace matches label keys in the kubernetes.io and k8s.io namespaces
 // (and their subdomains), which a provider's additional labels may not set.
 var k8sNamespace = regexp.MustCompile(`(^|\.)(kubernetes|k8s)\.io/`)

@@ -217,3 +217,28 @@ func TestInitializationPatch(t *testing.T) {
 		}
 	})
 }
+
+func TestLabelsToReconcile(t *testing.T) {
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   map[string]string
+	}{
+		{name: "no labels", labels: nil, want: nil},
+		{name: "beta only: GA copied", labels: map[string]string{
+			labelZoneFailureDomain: "z", labelRegionFailureDomai: "r", labelInstanceTypeBeta: "big",
+		}, want: map[string]string{labelZone: "z", labelRegion: "r", labelInstanceType: "big"}},
+		{name: "GA differs: beta wins", labels: map[string]string{labelZoneFailureDomain: "z", labelZone: "other"},
+			want: map[string]string{labelZone: "z"}},
+		{name: "in step", labels: map[string]string{labelZoneFailureDomain: "z", labelZone: "z", labelInstanceTypeBeta: "b", labelInstanceType: "b"}, want: nil},
+		{name: "GA only: left alone", labels: map[string]string{labelZone: "z", labelRegion: "r"}, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := labelsToReconcile(makeNode(func(n *corev1.Node) { n.Labels = tc.labels }))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,10 @@ import (
 
 // Name is the controller's name, as upstream's, for --controllers.
 const Name = "cloud-node-lifecycle-controller"
+
+// EventSource is the component upstream's cloud-node-lifecycle-controller
+// writes its Events as.
+const EventSource = "cloud-node-lifecycle-controller"
 
 // Event reasons, as upstream's.
 const (
@@ -45,7 +50,10 @@ var ShutdownTaint = corev1.Taint{Key: cloudproviderapi.TaintNodeShutdown, Effect
 
 // Instances is what this controller needs from the cloud-call layer.
 type Instances interface {
+	SupportsBatch() bool
 	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []cloud.InstanceStatus
+	InstanceExists(ctx context.Context, node *corev1.Node) (bool, error)
+	InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error)
 }
 
 // Options configure the controller.
@@ -78,7 +86,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	c := &Controller{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 	}
 	if err := mgr.Add(c); err != nil {
@@ -110,11 +118,13 @@ func hasShutdownTaint(node *corev1.Node) bool {
 
 func (c *Controller) monitor(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName(Name)
+	start := time.Now()
 	var list corev1.NodeList
 	if err := c.client.List(ctx, &list); err != nil {
 		log.Error(err, "Listing nodes")
 		return
 	}
+	defer func() { monitorDuration.Observe(time.Since(start).Seconds()) }()
 	var notReady []*corev1.Node
 	for i := range list.Items {
 		node := &list.Items[i]
@@ -131,7 +141,7 @@ func (c *Controller) monitor(ctx context.Context) {
 	if len(notReady) == 0 {
 		return
 	}
-	statuses := c.opts.Instances.Lookup(ctx, notReady, cloud.NeedLiveness, c.opts.Workers)
+	statuses := c.liveness(ctx, notReady)
 	var deleted atomic.Int64
 	workqueue.ParallelizeUntil(ctx, c.opts.Workers, len(notReady), func(i int) {
 		node, st := notReady[i], statuses[i]
@@ -151,10 +161,67 @@ func (c *Controller) monitor(ctx context.Context) {
 	log.V(4).Info("Monitored nodes", "nodes", len(list.Items), "notReady", len(notReady), "deleted", deleted.Load())
 }
 
+// liveness asks whether each node's instance exists and, if so, whether it
+// is shut down: in batch calls when the provider offers them, and otherwise
+// with the same per-node calls upstream makes, counting each in
+// cloud_provider_calls_total as upstream does. A batch answer counts as the
+// calls it replaces, so the metric reads the same either way.
+func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []cloud.InstanceStatus {
+	if c.opts.Instances.SupportsBatch() {
+		statuses := c.opts.Instances.Lookup(ctx, nodes, cloud.NeedLiveness, c.opts.Workers)
+		for _, st := range statuses {
+			switch {
+			case st.Err != nil:
+				observeCall(opInstanceExists, st.Err)
+			case !st.Exists:
+				observeCall(opInstanceExists, cloudprovider.InstanceNotFound)
+			default:
+				observeCall(opInstanceExists, nil)
+				observeCall(opInstanceShutdown, nil)
+			}
+		}
+		return statuses
+	}
+	// Until a node is answered it reads as "could not tell", never as gone,
+	// so a pass cut short by ctx cannot get a node deleted.
+	out := make([]cloud.InstanceStatus, len(nodes))
+	for i := range out {
+		out[i] = cloud.InstanceStatus{Exists: true, Err: errNotAsked}
+	}
+	workqueue.ParallelizeUntil(ctx, c.opts.Workers, len(nodes), func(i int) {
+		exists, err := c.opts.Instances.InstanceExists(ctx, nodes[i])
+		if err == nil && !exists {
+			observeCall(opInstanceExists, cloudprovider.InstanceNotFound)
+		} else {
+			observeCall(opInstanceExists, err)
+		}
+		switch {
+		case err != nil:
+			out[i] = cloud.InstanceStatus{Exists: true, Err: err}
+			return
+		case !exists:
+			out[i] = cloud.InstanceStatus{Exists: false}
+			return
+		}
+		shutdown, err := c.opts.Instances.InstanceShutdown(ctx, nodes[i])
+		observeCall(opInstanceShutdown, err)
+		out[i] = cloud.InstanceStatus{Exists: true, Shutdown: shutdown, Err: err}
+	})
+	return out
+}
+
+var errNotAsked = errors.New("the pass ended before this node was asked about")
+
+// nodeRef is the reference upstream's Events carry: no namespace, no
+// resourceVersion.
+func nodeRef(node *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
+}
+
 func (c *Controller) deleteNode(ctx context.Context, node *corev1.Node) bool {
 	log := klog.FromContext(ctx)
 	log.V(2).Info("Deleting node: its instance no longer exists in the cloud", "node", klog.KObj(node))
-	c.recorder.Eventf(node, corev1.EventTypeNormal, ReasonDeletingNode,
+	c.recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, ReasonDeletingNode,
 		"Deleting node %s because it does not exist in the cloud provider", node.Name)
 	// The UID precondition keeps a node re-registered under the same name
 	// since the lookup from being deleted in its place.
@@ -163,7 +230,7 @@ func (c *Controller) deleteNode(ctx context.Context, node *corev1.Node) bool {
 		return true
 	}
 	log.Error(err, "Deleting node", "node", klog.KObj(node))
-	c.recorder.Eventf(node, corev1.EventTypeWarning, ReasonDeletingNodeFailed, "Failed deleting node %s: %v", node.Name, err)
+	c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonDeletingNodeFailed, "Failed deleting node %s: %v", node.Name, err)
 	return false
 }
 

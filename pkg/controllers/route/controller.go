@@ -1,11 +1,18 @@
 // Package route is the node-route-controller: one cloud route per node pod
-// CIDR (two for a dual-stack node), so pod traffic reaches every node.
-// Routes inside the cluster CIDR that no node needs any more (including
-// blackholes, whose instance is gone) are deleted; routes outside it are never
-// touched. A blackhole route whose node is still registered is left until the
-// lifecycle controller deletes the node: recreating it would only make another
-// blackhole, once per pass. A node whose routes all exist gets the NetworkUnavailable=False
-// condition (reason RouteCreated), as upstream sets it.
+// CIDR (two for a dual-stack node), so pod traffic reaches every node. It
+// works from spec.podCIDRs whoever set them (Outrigger's node-ipam-controller,
+// kube-controller-manager, or anything else).
+//
+// It owns the routes whose destination overlaps the cluster CIDRs, as
+// upstream decides it, and deletes those of them no node wants (the node is
+// gone or its CIDRs changed, or the route targets no node), every blackhole
+// (its instance is gone: the next pass creates the route again if the node
+// still wants it), and, for a provider that sets EnableNodeAddresses on its
+// routes, those whose node addresses changed, which are then created again
+// with the node's current addresses. Routes outside the cluster CIDRs are
+// never touched. A node whose routes all exist gets the
+// NetworkUnavailable=False condition (reason RouteCreated), as upstream sets
+// it.
 //
 // Unlike upstream, which lists and then retries creates in a loop per node
 // (k/k#21561: hundreds of thousands of rejected inserts on a 1,000-node
@@ -21,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -42,10 +50,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
 const Name = "node-route-controller"
+
+// EventSource is the component upstream's route controller writes its
+// Events as.
+const EventSource = "route_controller"
 
 // Event reasons and condition values, as upstream's.
 const (
@@ -73,11 +86,22 @@ type reconciler struct {
 	opts     Options
 }
 
-// passKey is the one work item: every node event asks for a full pass, and
-// the queue folds a burst of them into one.
-var passKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "routes"}}
+// The two work items, named after upstream's route_sync_total trigger
+// label: node events ask for a node_change pass, and the periodic item
+// requeues itself every period. The queue folds a burst of either into one
+// pass.
+const (
+	triggerNodeChange = "node_change"
+	triggerPeriodic   = "periodic"
+)
 
-// Setup adds the controller to mgr.
+var (
+	nodeChangeKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: triggerNodeChange}}
+	periodicKey   = reconcile.Request{NamespacedName: types.NamespacedName{Name: triggerPeriodic}}
+)
+
+// Setup adds the controller to mgr. It needs nothing but nodes' pod CIDRs,
+// whoever sets them.
 func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Routes == nil {
 		return errors.New("node-route-controller needs a provider with Routes")
@@ -93,11 +117,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	r := &reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(Name), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 	}
 	toPass := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{passKey}
+		return []reconcile.Request{nodeChangeKey}
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
@@ -105,12 +129,17 @@ func Setup(mgr manager.Manager, opts Options) error {
 			CreateFunc: func(event.CreateEvent) bool { return true },
 			DeleteFunc: func(event.DeleteEvent) bool { return true },
 			// Heartbeats and our own condition patches are not reasons
-			// for a pass; a node getting its pod CIDRs is.
+			// for a pass; new pod CIDRs or addresses are (routes may carry
+			// the node's addresses).
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-				return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs)
+				return !slices.Equal(o.Spec.PodCIDRs, n.Spec.PodCIDRs) || !reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
 			},
 			GenericFunc: func(event.GenericEvent) bool { return true },
+		})).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			q.Add(periodicKey)
+			return nil
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
@@ -120,117 +149,205 @@ func Setup(mgr manager.Manager, opts Options) error {
 	return nil
 }
 
-type routeKey struct {
-	node string
-	cidr string
+// Reconcile makes one full pass.
+func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	trigger := req.Name
+	changed, err := r.pass(ctx)
+	recordSync(trigger, changed, err)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if trigger == triggerPeriodic {
+		return ctrl.Result{RequeueAfter: r.opts.Period}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
-func (r *reconciler) inCluster(cidr string) bool {
+// action is what a pass does with one node pod CIDR, as upstream decides it.
+type action int
+
+const (
+	keep   action = iota // the route exists (a blackhole is deleted all the same)
+	add                  // no route: create one
+	update               // the route's node addresses are stale: delete and create
+)
+
+// plan is what a pass does.
+type plan struct {
+	// actions has an entry for every node with pod CIDRs (one per CIDR)
+	// and an empty one for every node a route targets but that has none.
+	actions map[string]map[string]action
+	deletes []*cloudprovider.Route
+	creates []*cloudprovider.Route
+}
+
+func (r *reconciler) plan(nodes []corev1.Node, routes []*cloudprovider.Route) plan {
+	p := plan{actions: map[string]map[string]action{}}
+	byNode := map[string][]*cloudprovider.Route{}
+	for _, rt := range routes {
+		if rt.TargetNode == "" {
+			continue
+		}
+		n := string(rt.TargetNode)
+		byNode[n] = append(byNode[n], rt)
+		if p.actions[n] == nil {
+			p.actions[n] = map[string]action{}
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if len(n.Spec.PodCIDRs) == 0 {
+			continue
+		}
+		if p.actions[n.Name] == nil {
+			p.actions[n.Name] = map[string]action{}
+		}
+		for _, cidr := range n.Spec.PodCIDRs {
+			a := routeAction(byNode[n.Name], cidr, n.Status.Addresses)
+			p.actions[n.Name][cidr] = a
+			if a != keep {
+				p.creates = append(p.creates, &cloudprovider.Route{
+					TargetNode: types.NodeName(n.Name), TargetNodeAddresses: n.Status.Addresses, DestinationCIDR: cidr,
+				})
+			}
+		}
+	}
+	for _, rt := range routes {
+		if !r.responsible(rt.DestinationCIDR) {
+			continue
+		}
+		a, wanted := p.actions[string(rt.TargetNode)][rt.DestinationCIDR]
+		if rt.Blackhole || !wanted || a == update {
+			p.deletes = append(p.deletes, rt)
+		}
+	}
+	return p
+}
+
+// routeAction: a route to the CIDR is kept unless the provider tracks node
+// addresses on routes (EnableNodeAddresses) and the node's changed.
+func routeAction(routes []*cloudprovider.Route, cidr string, addrs []corev1.NodeAddress) action {
+	for _, rt := range routes {
+		if rt.DestinationCIDR != cidr {
+			continue
+		}
+		if !rt.EnableNodeAddresses || sameAddresses(addrs, rt.TargetNodeAddresses) {
+			return keep
+		}
+		return update
+	}
+	return add
+}
+
+// sameAddresses compares regardless of order, as upstream does: a provider
+// need not return them in the order they were given.
+func sameAddresses(a, b []corev1.NodeAddress) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x corev1.NodeAddress) bool { return !slices.Contains(b, x) })
+}
+
+// responsible reports whether a route's destination overlaps a cluster CIDR
+// (its first or last address is inside one), upstream's test of ownership.
+func (r *reconciler) responsible(cidr string) bool {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil {
 		return false
 	}
+	p = p.Masked()
+	first, last := p.Addr(), lastAddr(p)
 	for _, c := range r.opts.ClusterCIDRs {
-		if c.Contains(p.Addr()) && p.Bits() >= c.Bits() {
+		if c.Contains(first) || c.Contains(last) {
 			return true
 		}
 	}
 	return false
 }
 
-// Reconcile makes one full pass.
-func (r *reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// pass lists nodes and routes, makes the deletes and then the creates the
+// plan says, and sets every concerned node's NetworkUnavailable condition.
+// changed reports whether a route was created or deleted.
+func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 	log := klog.FromContext(ctx)
 	var list corev1.NodeList
 	if err := r.client.List(ctx, &list); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+		return false, fmt.Errorf("listing nodes: %w", err)
 	}
 	existing, err := r.opts.Routes.ListRoutes(ctx, r.opts.ClusterName)
 	if err != nil {
 		// Try again later; a throttle already paused every cloud caller.
-		return ctrl.Result{}, fmt.Errorf("listing routes: %w", err)
+		return false, fmt.Errorf("listing routes: %w", err)
 	}
-
-	have := map[routeKey]bool{}
-	var stale []*cloudprovider.Route
+	p := r.plan(list.Items, existing)
 	nodes := map[string]*corev1.Node{}
-	want := map[routeKey]bool{}
 	for i := range list.Items {
-		n := &list.Items[i]
-		nodes[n.Name] = n
-		for _, c := range n.Spec.PodCIDRs {
-			want[routeKey{n.Name, c}] = true
-		}
-	}
-	for _, rt := range existing {
-		k := routeKey{string(rt.TargetNode), rt.DestinationCIDR}
-		switch {
-		case !r.inCluster(rt.DestinationCIDR):
-			// Not ours: never touched.
-		case !want[k]:
-			stale = append(stale, rt)
-		case rt.Blackhole:
-			// The node still wants this route but its instance is gone:
-			// a new route would be a blackhole too. The lifecycle
-			// controller deletes the node, and the route goes with it.
-			have[k] = true
-		default:
-			have[k] = true
-		}
-	}
-	var create []routeKey
-	for k := range want {
-		if !have[k] {
-			create = append(create, k)
-		}
+		nodes[list.Items[i].Name] = &list.Items[i]
 	}
 
-	var failedDeletes atomic.Int64
-	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(stale), func(i int) {
-		if err := r.opts.Routes.DeleteRoute(ctx, r.opts.ClusterName, stale[i]); err != nil {
-			failedDeletes.Add(1)
-			log.Error(err, "Deleting stale route", "route", stale[i].Name, "destination", stale[i].DestinationCIDR)
-		}
-	})
-	var mu sync.Mutex
-	failed := map[string]bool{}
-	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(create), func(i int) {
-		k := create[i]
-		node := nodes[k.node]
-		rt := &cloudprovider.Route{TargetNode: types.NodeName(k.node), DestinationCIDR: k.cidr, TargetNodeAddresses: node.Status.Addresses}
-		start := time.Now()
-		if err := r.opts.Routes.CreateRoute(ctx, r.opts.ClusterName, string(node.UID), rt); err != nil {
-			mu.Lock()
-			failed[k.node] = true
-			mu.Unlock()
-			r.recorder.Eventf(node, corev1.EventTypeWarning, ReasonFailedToCreateRoute,
-				"Could not create route %s for node %s after %v: %v", k.cidr, k.node, time.Since(start).Round(time.Millisecond), err)
+	var deleted, created atomic.Int64
+	// Deletes first: an updated route is deleted before it is created again.
+	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(p.deletes), func(i int) {
+		rt := p.deletes[i]
+		if err := r.opts.Routes.DeleteRoute(ctx, r.opts.ClusterName, rt); err != nil {
+			log.Error(err, "Deleting route", "route", rt.Name, "destination", rt.DestinationCIDR, "node", rt.TargetNode, "blackhole", rt.Blackhole)
 			return
 		}
+		deleted.Add(1)
+		log.V(2).Info("Deleted route", "route", rt.Name, "destination", rt.DestinationCIDR, "node", rt.TargetNode, "blackhole", rt.Blackhole)
+	})
+	var mu sync.Mutex
+	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(p.creates), func(i int) {
+		rt := p.creates[i]
+		node := nodes[string(rt.TargetNode)]
+		nameHint := string(node.UID)
+		start := time.Now()
+		if err := r.opts.Routes.CreateRoute(ctx, r.opts.ClusterName, nameHint, rt); err != nil {
+			r.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonFailedToCreateRoute,
+				"Could not create route %s %s for node %s after %v: %v", nameHint, rt.DestinationCIDR, node.Name, time.Since(start), err)
+			return
+		}
+		created.Add(1)
 		mu.Lock()
-		have[k] = true
+		p.actions[node.Name][rt.DestinationCIDR] = keep
 		mu.Unlock()
 	})
 
-	// Conditions: every node with pod CIDRs says whether its routes exist.
-	var withCIDRs []*corev1.Node
-	for _, n := range nodes {
-		if len(n.Spec.PodCIDRs) > 0 {
-			withCIDRs = append(withCIDRs, n)
+	// Conditions: every node with pod CIDRs, or that a route targets, says
+	// whether its routes exist.
+	var concerned []*corev1.Node
+	for name := range p.actions {
+		if n, ok := nodes[name]; ok {
+			concerned = append(concerned, n)
 		}
 	}
-	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(withCIDRs), func(i int) {
-		n := withCIDRs[i]
-		ok := !failed[n.Name]
-		for _, c := range n.Spec.PodCIDRs {
-			ok = ok && have[routeKey{n.Name, c}]
+	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(concerned), func(i int) {
+		n := concerned[i]
+		actions := p.actions[n.Name]
+		routed := len(actions) > 0
+		for _, a := range actions {
+			routed = routed && a == keep
 		}
-		if err := r.setNetworkCondition(ctx, n, ok); err != nil {
+		if err := r.setNetworkCondition(ctx, n, routed); err != nil {
 			log.Error(err, "Setting NetworkUnavailable", "node", klog.KObj(n))
 		}
 	})
-	log.V(2).Info("Reconciled routes", "nodes", len(nodes), "routes", len(existing), "created", len(create)-len(failed), "deleted", len(stale)-int(failedDeletes.Load()), "failedNodes", len(failed))
-	return ctrl.Result{RequeueAfter: r.opts.Period}, nil
+	log.V(2).Info("Reconciled routes", "nodes", len(nodes), "routes", len(existing),
+		"created", created.Load(), "failedCreates", len(p.creates)-int(created.Load()),
+		"deleted", deleted.Load(), "failedDeletes", len(p.deletes)-int(deleted.Load()))
+	return created.Load()+deleted.Load() > 0, nil
+}
+
+// nodeRef is the reference upstream's Events carry: no namespace, no
+// resourceVersion.
+func nodeRef(node *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}
 }
 
 // setNetworkCondition writes NetworkUnavailable when it differs from what

@@ -137,6 +137,10 @@ func TestRouteQuotaReachesTheNode(t *testing.T) {
 	})
 	ev := testenv.Events(t, unrouted)[route.ReasonFailedToCreateRoute][0]
 	t.Logf("event: %s", ev.Message)
+	// As upstream writes it.
+	if ev.Source.Component != "route_controller" || ev.Type != corev1.EventTypeWarning || ev.InvolvedObject.ResourceVersion != "" {
+		t.Errorf("event from %q, type %s, about %+v", ev.Source.Component, ev.Type, ev.InvolvedObject)
+	}
 	cloud.SetSettings(simcloud.Settings{})
 	waitRouted(t, cloud, names)
 }
