@@ -40,6 +40,8 @@ var (
 	Kubeconfig string
 	// Client is a clientset from Config.
 	Client kubernetes.Interface
+	// AuditLog is the API server's audit log of writes (JSON lines).
+	AuditLog string
 
 	dir string
 	seq atomic.Int64
@@ -54,7 +56,7 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx)
+	cp, err := controlplane.Start(ctx, controlplane.WithAudit())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
@@ -73,6 +75,7 @@ func run(m *testing.M) int {
 	Config = rest.CopyConfig(cp.Config)
 	Config.QPS, Config.Burst = 1000, 2000
 	Client = kubernetes.NewForConfigOrDie(Config)
+	AuditLog = cp.AuditLog
 	return m.Run()
 }
 

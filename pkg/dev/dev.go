@@ -67,7 +67,7 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().IntVar(&opts.Outrigger.Serving.BindPort, "secure-port", opts.Outrigger.Serving.BindPort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
 	opts.Outrigger.AllocateNodeCIDRs = true
-	opts.Outrigger.ClusterCIDR = "10.244.0.0/16,fd00:10:244::/56"
+	opts.Outrigger.ClusterCIDR = "198.18.0.0/16,fd00:10:244::/56"
 	cmd.Flags().BoolVar(&opts.Outrigger.AllocateNodeCIDRs, "allocate-node-cidrs", opts.Outrigger.AllocateNodeCIDRs, "Give nodes pod CIDRs and cloud routes.")
 	cmd.Flags().StringVar(&opts.Outrigger.ClusterCIDR, "cluster-cidr", opts.Outrigger.ClusterCIDR, "The cluster's pod CIDRs.")
 	return cmd

@@ -47,14 +47,14 @@ func TestBadInputExitsWithOneClearLine(t *testing.T) {
 		{"two IPv4 cluster CIDRs", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/16,10.1.0.0/16"}, "must be one IPv4 and one IPv6"},
 		{"cluster CIDR too big for the mask", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/8", "--node-cidr-mask-size-ipv4=28"}, "at most 2^16 are supported"},
 		{"bad allocator", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/16", "--cidr-allocator-type=IPAMFromCluster"}, `--cidr-allocator-type "IPAMFromCluster"`},
-		{"unknown controller", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--controllers=*,-route"}, `unknown controller "-route"`},
+		{"unknown controller", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--controllers=*,-routes"}, `unknown controller "-routes"`},
 		{"bad load balancer class", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--load-balancer-class=Not A Class!"}, `--load-balancer-class "Not A Class!"`},
 		{"bad leader migration config", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--enable-leader-migration", "--leader-migration-config=" + write("lm.yaml", "kind: LeaderMigrationConfiguration\napiVersion: controllermanager.config.k8s.io/v1\nleaderName: x\nresourceLock: endpoints\n")}, `resourceLock is "endpoints": only leases`},
 		{"migration config without migration", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--leader-migration-config=/x.yaml"}, "--leader-migration-config needs --enable-leader-migration"},
 		{"zero service workers", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--concurrent-service-syncs=0"}, "--concurrent-service-syncs must be positive"},
 		{"zero qps", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--kube-api-qps=0"}, "--kube-api-qps must be positive"},
 		{"lease shorter than renew", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--leader-elect-lease-duration=5s"}, "must be greater than --leader-elect-renew-deadline"},
-		{"bad bind address", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--bind-address=localhost"}, `--bind-address "localhost" is not an IP address`},
+		{"bad bind address", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--bind-address=localhost"}, `invalid argument "localhost" for "--bind-address" flag`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,7 +18,9 @@ func TestEnabledControllers(t *testing.T) {
 		{flag: []string{"*", "-service-lb-controller", "-node-route-controller"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "node-ipam-controller"}},
 		{flag: []string{}, want: nil},
 		{flag: []string{"service-lb-controller"}, want: []string{"service-lb-controller"}},
-		{flag: []string{"*", "cloud-node"}, wantErr: `unknown controller "cloud-node"`},
+		{flag: []string{"*", "-cloud-node", "-service"}, want: []string{"cloud-node-lifecycle-controller", "node-ipam-controller", "node-route-controller"}},
+		{flag: []string{"cloud-node", "cloud-node-lifecycle", "route"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "node-route-controller"}},
+		{flag: []string{"*", "-routes"}, wantErr: `unknown controller "-routes"`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.flag, ","), func(t *testing.T) {

@@ -363,10 +363,16 @@ func (o *Options) delegatedAuth(main *rest.Config, _ *http.Client) (metricsserve
 }
 
 // alwaysAllowed reports whether path is served to anyone; as upstream's
-// path authorizer, a trailing * matches a prefix.
+// path authorizer, a trailing * matches a prefix. A health endpoint allowed
+// also opens its individual checks (/readyz/informer-sync), which upstream
+// leaves to RBAC: they tell no more than the endpoint itself.
 func (o *Options) alwaysAllowed(p string) bool {
 	for _, allowed := range o.Authorization.AlwaysAllowPaths {
-		if prefix, ok := strings.CutSuffix(allowed, "*"); ok && strings.HasPrefix(p, prefix) || p == allowed {
+		prefix, wildcard := strings.CutSuffix(allowed, "*")
+		switch {
+		case p == allowed, wildcard && strings.HasPrefix(p, prefix):
+			return true
+		case slices.Contains([]string{"/healthz", "/livez", "/readyz"}, allowed) && strings.HasPrefix(p, allowed+"/"):
 			return true
 		}
 	}

@@ -180,3 +180,19 @@ func TestRoutesDespiteCloudFaultsWithoutStorms(t *testing.T) {
 		})
 	}
 }
+
+// TestRoutesWithoutAllocateNodeCIDRs runs the route controller as upstream's
+// runs: --configure-cloud-routes and --cluster-cidr, with node pod CIDRs set
+// by another IPAM (kube-controller-manager's here, played by the test).
+func TestRoutesWithoutAllocateNodeCIDRs(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	name := testenv.Name("kcm")
+	if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CreateNode(t, name, func(n *corev1.Node) {
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = "198.18.96.0/24", []string{"198.18.96.0/24"}
+	})
+	testenv.StartOutrigger(t, cloud, "--cluster-cidr=198.18.96.0/20", "--route-reconciliation-period=500ms")
+	waitRouted(t, cloud, []string{name})
+}

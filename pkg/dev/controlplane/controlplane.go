@@ -105,17 +105,46 @@ func repoRoot() (string, error) {
 	}
 }
 
-// ServiceCIDR is the API server's --service-cluster-ip-range.
-const ServiceCIDR = "10.96.0.0/16"
+// ServiceCIDR is the API server's --service-cluster-ip-range: from
+// 198.18.0.0/15, the benchmarking range, as every address the project uses.
+const ServiceCIDR = "198.19.0.0/16"
 
 // ControlPlane is a running etcd and kube-apiserver.
 type ControlPlane struct {
 	Env    *envtest.Environment
 	Config *rest.Config
+	// AuditLog is the API server's audit log (JSON lines), when started
+	// WithAudit: every create, update, patch and delete, with its user.
+	AuditLog string
+	auditDir string
 }
 
+// Option changes how the control plane starts.
+type Option func(*startOptions)
+
+type startOptions struct{ audit bool }
+
+// WithAudit makes the API server log every write with the user who made it,
+// so tests can tell which identity wrote what.
+func WithAudit() Option { return func(o *startOptions) { o.audit = true } }
+
+// auditPolicy logs writes at Metadata level (who, what, when) and nothing
+// else, to keep the log small.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create, update, patch, delete]
+- level: None
+`
+
 // Start builds the binaries if needed and starts the control plane.
-func Start(ctx context.Context) (*ControlPlane, error) {
+func Start(ctx context.Context, options ...Option) (*ControlPlane, error) {
+	var so startOptions
+	for _, o := range options {
+		o(&so)
+	}
 	dir, err := EnsureAssets(ctx)
 	if err != nil {
 		return nil, err
@@ -128,11 +157,22 @@ func Start(ctx context.Context) (*ControlPlane, error) {
 	// envtest's default Service range (a /24) holds 254 Services; the load
 	// balancer benchmark creates thousands.
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
-	cfg, err := env.Start()
-	if err != nil {
+	cp := &ControlPlane{Env: env}
+	if so.audit {
+		if cp.auditDir, err = os.MkdirTemp("", "outrigger-audit-"); err != nil {
+			return nil, fmt.Errorf("audit log directory: %w", err)
+		}
+		policy := filepath.Join(cp.auditDir, "policy.yaml")
+		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("writing the audit policy: %w", err)
+		}
+		cp.AuditLog = filepath.Join(cp.auditDir, "audit.log")
+		env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", policy).Set("audit-log-path", cp.AuditLog)
+	}
+	if cp.Config, err = env.Start(); err != nil {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", dir, err)
 	}
-	return &ControlPlane{Env: env, Config: cfg}, nil
+	return cp, nil
 }
 
 // WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user to path.
@@ -153,5 +193,9 @@ func (cp *ControlPlane) WriteAdminKubeconfig(path string) error {
 
 // Stop stops the API server and etcd and removes their data.
 func (cp *ControlPlane) Stop() error {
-	return cp.Env.Stop()
+	err := cp.Env.Stop()
+	if cp.auditDir != "" {
+		err = errors.Join(err, os.RemoveAll(cp.auditDir))
+	}
+	return err
 }
