@@ -160,7 +160,6 @@ func TestLookupBatches(t *testing.T) {
 	}
 }
 
-
 // throttleEpisode makes one InstanceExists call for each of objects
 // distinct nodes, each answered by the provider as its script says.
 func throttleEpisode(inst *Instances, prefix string, objects int) {
