@@ -42,6 +42,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -113,7 +115,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			GenericFunc: func(event.GenericEvent) bool { return true },
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(r)
+		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
