@@ -361,7 +361,7 @@ func TestThrottledFamilyRecovers(t *testing.T) {
 	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.rate()) {
 		t.Errorf("rate gauge = %v, want %v", got, lbFam.rate())
 	}
-	if got := float64(l.families[FamilyInstances].rate()); got != 50 {
+	if got := float64(l.families[FamilyInstances].rate()); got != 400 {
 		t.Errorf("instances family rate = %v, want untouched 400", got)
 	}
 	for range 5 {
