@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -423,4 +425,28 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 		return out.Counter.GetValue()
 	}
 	return out.Gauge.GetValue()
+}
+
+// Without --cloud-qps there is no ceiling to climb back to: a slowed family
+// still recovers, until its limit holds nothing back.
+func TestUnlimitedFamilyRecovers(t *testing.T) {
+	l := New(&fake.Cloud{}, Options{})
+	fam := l.families[FamilyRoutes]
+	now := time.Now()
+	for i := range 3 {
+		fam.sent.add(now)
+		fam.throttled(now, now, fmt.Sprint(i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+	}
+	if fam.rate() == rate.Inf {
+		t.Fatal("an unlimited family did not slow down after throttles of three objects")
+	}
+	for i := 0; fam.rate() != rate.Inf; i++ {
+		if i > 1000 {
+			t.Fatalf("rate still %v after %d successes", fam.rate(), i)
+		}
+		fam.succeeded(now.Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyRoutes))); !math.IsInf(got, 1) {
+		t.Errorf("rate gauge = %v once recovered, want +Inf", got)
+	}
 }
