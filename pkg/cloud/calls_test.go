@@ -450,3 +450,42 @@ func TestUnlimitedFamilyRecovers(t *testing.T) {
 		t.Errorf("rate gauge = %v once recovered, want +Inf", got)
 	}
 }
+
+// routesDouble throttles creates of one destination and accepts the rest.
+type routesDouble struct {
+	fake.Cloud
+	throttled string
+}
+
+func (r *routesDouble) Routes() (cloudprovider.Routes, bool) { return r, true }
+func (r *routesDouble) ListRoutes(context.Context, string) ([]*cloudprovider.Route, error) {
+	return nil, nil
+}
+func (r *routesDouble) DeleteRoute(context.Context, string, *cloudprovider.Route) error { return nil }
+func (r *routesDouble) CreateRoute(_ context.Context, _, _ string, rt *cloudprovider.Route) error {
+	if rt.DestinationCIDR == r.throttled {
+		return cloudproviderapi.NewRetryError("slow down", time.Minute)
+	}
+	return nil
+}
+
+// A route pass creates routes side by side: one throttled route leaves the
+// others' creates undelayed.
+func TestThrottledRouteDoesNotDelayOthers(t *testing.T) {
+	routes, _ := New(&routesDouble{throttled: "198.18.1.0/24"}, Options{}).Routes()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := routes.CreateRoute(ctx, "c", "", &cloudprovider.Route{TargetNode: "a", DestinationCIDR: "198.18.1.0/24"})
+	if _, ok := Throttled(err); !ok {
+		t.Fatalf("err = %v, want the throttle", err)
+	}
+	for i := 2; i < 6; i++ {
+		rt := &cloudprovider.Route{TargetNode: types.NodeName(fmt.Sprint("n", i)), DestinationCIDR: fmt.Sprintf("198.18.%d.0/24", i)}
+		if err := routes.CreateRoute(ctx, "c", "", rt); err != nil {
+			t.Errorf("route %s after another route's throttle: %v", rt.DestinationCIDR, err)
+		}
+	}
+	if _, err := routes.ListRoutes(ctx, "c"); err != nil {
+		t.Errorf("route list after a route's throttle: %v", err)
+	}
+}
