@@ -73,21 +73,21 @@ func (i *Instances) SupportsBatch() bool { return i.batch != nil }
 
 // InstanceExists implements cloudprovider.InstancesV2.
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, "InstanceExists", func(ctx context.Context) (bool, error) {
+	return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
 		return i.inner.InstanceExists(ctx, node)
 	})
 }
 
 // InstanceShutdown implements cloudprovider.InstancesV2.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, "InstanceShutdown", func(ctx context.Context) (bool, error) {
+	return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
 		return i.inner.InstanceShutdown(ctx, node)
 	})
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return do(ctx, i.layer, "InstanceMetadata", func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+	return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
 		return i.inner.InstanceMetadata(ctx, node)
 	})
 }
@@ -98,7 +98,7 @@ func (i *Instances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) (
 	if i.batch == nil {
 		return nil, cloudprovider.NotImplemented
 	}
-	out, err := do(ctx, i.layer, "InstancesStatus", func(ctx context.Context) ([]InstanceStatus, error) {
+	out, err := do(ctx, i.layer, call{"InstancesStatus", FamilyInstances, ""}, func(ctx context.Context) ([]InstanceStatus, error) {
 		return i.batch.InstancesStatus(ctx, nodes)
 	})
 	if err == nil && len(out) != len(nodes) {
@@ -178,3 +178,6 @@ func (i *Instances) lookupOne(ctx context.Context, node *corev1.Node, need Need)
 }
 
 var errNotAnswered = errors.New("lookup ended before this node was answered")
+
+// nodeKey is the object key of a per-node instance call.
+func nodeKey(node *corev1.Node) string { return "instance/" + node.Name }

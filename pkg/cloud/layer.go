@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -21,12 +23,13 @@ type Options struct {
 	Burst int
 	// Timeout bounds one call. Default 30s.
 	Timeout time.Duration
-	// ThrottleBackoff is the first pause after the cloud throttles; it
-	// doubles with every throttle in a row up to MaxThrottleBackoff. A
-	// Retry-After the cloud sends wins when it is longer. Default 500ms.
-	ThrottleBackoff time.Duration
-	// MaxThrottleBackoff caps the pause. Default 30s.
-	MaxThrottleBackoff time.Duration
+	// ThrottleWindow is how far back throttles count when deciding whether
+	// a method family is being throttled as a whole. Default 2s.
+	ThrottleWindow time.Duration
+	// ThrottledObjects is how many distinct objects must be throttled
+	// within ThrottleWindow before their method family slows down. Fewer
+	// say something about those objects, not about the rate. Default 3.
+	ThrottledObjects int
 }
 
 func (o *Options) defaults() {
@@ -36,11 +39,11 @@ func (o *Options) defaults() {
 	if o.Timeout <= 0 {
 		o.Timeout = 30 * time.Second
 	}
-	if o.ThrottleBackoff <= 0 {
-		o.ThrottleBackoff = 500 * time.Millisecond
+	if o.ThrottleWindow <= 0 {
+		o.ThrottleWindow = 2 * time.Second
 	}
-	if o.MaxThrottleBackoff <= 0 {
-		o.MaxThrottleBackoff = 30 * time.Second
+	if o.ThrottledObjects <= 0 {
+		o.ThrottledObjects = 3
 	}
 }
 
@@ -48,43 +51,15 @@ func (o *Options) defaults() {
 type Layer struct {
 	provider cloudprovider.Interface
 	opts     Options
+	// limiter holds every call to --cloud-qps. It never adapts: slowing
+	// down is per method family.
 	limiter  *rate.Limiter
-	gate     throttleGate
+	families map[Family]*family
+	slots    slots
 	now      func() time.Time
-	adaptMu  sync.Mutex
-	// lastDecrease is when the rate was last halved: calls sent before it
-	// went out at the old rate, so their throttles do not halve it again.
-	lastDecrease time.Time
-	recent       window
-	// accepted counts the calls the cloud answered without throttling.
-	accepted window
-}
-
-// window counts calls in the last second.
-type window struct {
-	mu    sync.Mutex
-	times []time.Time
-}
-
-func (w *window) add(t time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.times = append(w.times, t)
-	if len(w.times) > 4096 {
-		w.times = w.times[len(w.times)-4096:]
-	}
-}
-
-func (w *window) count(now time.Time) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for _, t := range w.times {
-		if now.Sub(t) <= time.Second {
-			n++
-		}
-	}
-	return n
+	// unkeyed numbers the calls that are about no one object, so that each
+	// counts as its own object when throttles are counted.
+	unkeyed atomic.Uint64
 }
 
 // New wraps provider.
@@ -94,12 +69,18 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 	if opts.QPS > 0 {
 		limit = rate.Limit(opts.QPS)
 	}
-	return &Layer{
+	l := &Layer{
 		provider: provider,
 		opts:     opts,
 		limiter:  rate.NewLimiter(limit, opts.Burst),
+		families: map[Family]*family{},
+		slots:    slots{held: map[string]*slot{}},
 		now:      time.Now,
 	}
+	for _, f := range families {
+		l.families[f] = newFamily(f, limit, opts.Burst)
+	}
+	return l
 }
 
 // Provider returns the wrapped provider, for calls that are not cloud API
@@ -109,6 +90,13 @@ func (l *Layer) Provider() cloudprovider.Interface { return l.provider }
 // ErrTimeout is wrapped by the error of a call abandoned after the per-call
 // timeout.
 var ErrTimeout = errors.New("cloud call timed out")
+
+// ErrCallInFlight is wrapped by the error of a call refused without reaching
+// the cloud because an earlier call for the same object, abandoned after its
+// timeout, has not returned yet. Sending another (a second
+// EnsureLoadBalancer, say) could make a second cloud resource; the caller
+// retries the object with its backoff instead.
+var ErrCallInFlight = errors.New("an earlier cloud call for this object is still running")
 
 // Throttled reports whether err says the cloud throttled the caller: any
 // error in the chain with a RetryAfter() time.Duration method, as
@@ -121,33 +109,78 @@ func Throttled(err error) (retryAfter time.Duration, ok bool) {
 	return 0, false
 }
 
-// do runs one cloud call through the gate, the limiter and the timeout, and
-// records its metrics. The call runs in its own goroutine so that a provider
-// that ignores its context still releases the caller at the deadline.
-func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Context) (T, error)) (T, error) {
+// call names one cloud call: its method and the object it is about. An
+// empty key is a call about no one object (a batch lookup, a route list),
+// which is not serialized.
+type call struct {
+	method string
+	family Family
+	key    string
+}
+
+// do runs one cloud call through the object's slot, the method family's
+// adaptive limiter, the --cloud-qps limiter and the timeout, and records its
+// metrics. The call runs in its own goroutine so that a provider that
+// ignores its context still releases the caller at the deadline; the
+// object's slot stays held until the provider really returns.
+func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
+	fam := l.families[c.family]
 	start := l.now()
-	if err := l.gate.wait(ctx); err != nil {
-		return zero, fmt.Errorf("waiting for the cloud's throttle pause before %s: %w", method, err)
+	var sl *slot
+	if c.key != "" {
+		var err error
+		if sl, err = l.slots.acquire(ctx, c.key); err != nil {
+			if errors.Is(err, ErrCallInFlight) {
+				inFlightRejectedTotal.WithLabelValues(c.method).Inc()
+				return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, err)
+			}
+			return zero, fmt.Errorf("waiting for the running %s call for %s: %w", c.method, c.key, err)
+		}
+	}
+	release := func() {
+		if sl != nil {
+			l.slots.release(c.key, sl)
+		}
+	}
+	if err := fam.limiter.Wait(ctx); err != nil {
+		release()
+		return zero, fmt.Errorf("waiting for the %s rate limiter before %s: %w", fam.name, c.method, err)
 	}
 	if err := l.limiter.Wait(ctx); err != nil {
-		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", method, err)
+		release()
+		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
 	}
 	sent := l.now()
-	callsTotal.WithLabelValues(method).Inc()
-	if l.opts.QPS <= 0 {
-		l.recent.add(l.now())
-	}
+	callsTotal.WithLabelValues(c.method).Inc()
+	fam.sent.add(sent)
 
 	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
-	defer cancel()
 	type result struct {
 		v   T
 		err error
 	}
 	done := make(chan result, 1)
+	// mu orders giving up on the call against its return, so that the
+	// slot is marked abandoned only while the call still runs and the
+	// abandoned-calls gauge goes up before it comes down.
+	var (
+		mu               sync.Mutex
+		returned, gaveUp bool
+	)
 	go func() {
+		defer cancel()
 		v, err := fn(callCtx)
+		mu.Lock()
+		returned = true
+		wasAbandoned := gaveUp
+		mu.Unlock()
+		// The slot is freed only now: until the provider returns, the
+		// cloud may still be acting on this object.
+		release()
+		if wasAbandoned {
+			abandonedCalls.WithLabelValues(c.method).Dec()
+		}
 		done <- result{v, err}
 	}()
 
@@ -155,145 +188,44 @@ func do[T any](ctx context.Context, l *Layer, method string, fn func(context.Con
 	select {
 	case r = <-done:
 	case <-callCtx.Done():
+		mu.Lock()
+		if returned {
+			mu.Unlock()
+			r = <-done
+			break
+		}
+		gaveUp = true
+		abandonedCalls.WithLabelValues(c.method).Inc()
+		if sl != nil {
+			sl.abandon()
+		}
+		mu.Unlock()
 		if ctx.Err() == nil {
-			timeoutsTotal.WithLabelValues(method).Inc()
-			r.err = fmt.Errorf("%s: %w after %s", method, ErrTimeout, l.opts.Timeout)
+			timeoutsTotal.WithLabelValues(c.method).Inc()
+			r.err = fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout)
 		} else {
 			r.err = ctx.Err()
 		}
 	}
-	callDuration.WithLabelValues(method).Observe(l.now().Sub(start).Seconds())
+	callDuration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
 
 	if r.err != nil {
-		errorsTotal.WithLabelValues(method).Inc()
+		errorsTotal.WithLabelValues(c.method).Inc()
 		if retryAfter, ok := Throttled(r.err); ok {
-			throttlesTotal.WithLabelValues(method).Inc()
-			pause := l.gate.throttled(l.now(), retryAfter, l.opts.ThrottleBackoff, l.opts.MaxThrottleBackoff)
-			rate := l.slowDown(sent)
-			klog.FromContext(ctx).V(2).Info("Cloud throttled; pausing all cloud calls", "method", method, "pause", pause, "rate", rate)
+			throttlesTotal.WithLabelValues(c.method).Inc()
+			key := c.key
+			if key == "" {
+				key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
+			}
+			slowed, next := fam.throttled(l.now(), sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+			log := klog.FromContext(ctx).V(2)
+			if slowed {
+				log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
+			}
+			log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
 		}
 		return zero, r.err
 	}
-	l.gate.succeeded()
-	l.accepted.add(l.now())
-	l.speedUp()
+	fam.succeeded(l.now())
 	return r.v, nil
-}
-
-// minRate is the slowest the layer adapts down to, in calls per second.
-const minRate = 0.5
-
-// slowDown halves the call rate after a throttle (multiplicative decrease),
-// so that a --cloud-qps set above what the cloud accepts is corrected instead
-// of being throttled again after every pause. It returns the new rate. As in
-// TCP, one burst of throttles halves the rate once: a throttle of a call
-// sent before the last decrease says nothing about the new rate.
-func (l *Layer) slowDown(sentAt time.Time) rate.Limit {
-	l.adaptMu.Lock()
-	defer l.adaptMu.Unlock()
-	cur := l.limiter.Limit()
-	if sentAt.Before(l.lastDecrease) {
-		return cur
-	}
-	l.lastDecrease = l.now()
-	if cur == rate.Inf {
-		// Unlimited so far: start from the rate the cloud just refused.
-		cur = rate.Limit(max(minRate, l.recentRate()))
-	}
-	next := cur / 2
-	// What the cloud accepted over the last second is what it allows now:
-	// a burst refused mostly should not take five halvings to learn that.
-	if ok := rate.Limit(l.accepted.count(l.now())); ok >= 1 && ok < next {
-		next = ok
-	}
-	next = max(next, minRate)
-	l.limiter.SetLimit(next)
-	l.limiter.SetBurst(max(1, int(next)))
-	return next
-}
-
-// speedUp raises the rate by a little on every success (additive increase)
-// back up to the configured --cloud-qps.
-func (l *Layer) speedUp() {
-	l.adaptMu.Lock()
-	defer l.adaptMu.Unlock()
-	cur, ceiling := l.limiter.Limit(), l.ceiling()
-	if cur >= ceiling {
-		return
-	}
-	next := min(ceiling, cur+rate.Limit(0.05)+cur*0.02)
-	if next == rate.Inf {
-		l.limiter.SetLimit(rate.Inf)
-		return
-	}
-	l.limiter.SetLimit(next)
-	l.limiter.SetBurst(max(1, min(l.opts.Burst, int(next))))
-}
-
-func (l *Layer) ceiling() rate.Limit {
-	if l.opts.QPS <= 0 {
-		return rate.Inf
-	}
-	return rate.Limit(l.opts.QPS)
-}
-
-// recentRate estimates calls per second over the last second, for an
-// unlimited layer's first throttle.
-func (l *Layer) recentRate() float64 {
-	return float64(l.recent.count(l.now()))
-}
-
-// throttleGate holds every caller back while the cloud has asked us to slow
-// down. One throttled call pauses all of them: the cloud's limit is per
-// account, so the other callers would be refused too.
-type throttleGate struct {
-	mu          sync.Mutex
-	until       time.Time
-	consecutive int
-}
-
-func (g *throttleGate) wait(ctx context.Context) error {
-	for {
-		g.mu.Lock()
-		d := time.Until(g.until)
-		g.mu.Unlock()
-		if d <= 0 {
-			return nil
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
-}
-
-func (g *throttleGate) throttled(now time.Time, retryAfter, base, maxPause time.Duration) time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	// Calls sent before the pause began come back throttled during it: they
-	// are the same episode, not a reason to pause longer.
-	if now.Before(g.until) && retryAfter <= g.until.Sub(now) {
-		return g.until.Sub(now)
-	}
-	pause := base << min(g.consecutive, 16)
-	if pause > maxPause || pause <= 0 {
-		pause = maxPause
-	}
-	if retryAfter > pause {
-		pause = retryAfter
-	}
-	g.consecutive++
-	if until := now.Add(pause); until.After(g.until) {
-		g.until = until
-	}
-	return pause
-}
-
-func (g *throttleGate) succeeded() {
-	g.mu.Lock()
-	g.consecutive = 0
-	g.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -39,68 +40,6 @@ func (s *scripted) InstanceMetadata(ctx context.Context, n *corev1.Node) (*cloud
 		return nil, err
 	}
 	return &cloudprovider.InstanceMetadata{ProviderID: "x://" + n.Name}, nil
-}
-
-func TestThrottlePausesEveryCaller(t *testing.T) {
-	var throttledAt time.Time
-	var mu sync.Mutex
-	var callTimes []time.Time
-	p := &scripted{answer: func(ctx context.Context, n int64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if n == 1 {
-			throttledAt = time.Now()
-			return cloudproviderapi.NewRetryError("slow down", 300*time.Millisecond)
-		}
-		callTimes = append(callTimes, time.Now())
-		return nil
-	}}
-	inst, _ := New(p, Options{QPS: 1000, Burst: 1000}).Instances()
-	if _, err := inst.InstanceExists(context.Background(), node("a")); err == nil {
-		t.Fatal("throttled call returned no error")
-	} else if _, ok := Throttled(err); !ok {
-		t.Fatalf("error %v not recognised as throttling", err)
-	}
-	var wg sync.WaitGroup
-	for range 5 {
-		wg.Go(func() {
-			if _, err := inst.InstanceExists(context.Background(), node("b")); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	for _, at := range callTimes {
-		if d := at.Sub(throttledAt); d < 250*time.Millisecond {
-			t.Errorf("a caller reached the cloud %s after it throttled; all must wait its Retry-After", d)
-		}
-	}
-}
-
-func TestThrottleBackoffGrows(t *testing.T) {
-	var g throttleGate
-	now := time.Now()
-	var got []time.Duration
-	for range 4 {
-		d := g.throttled(now, 0, 100*time.Millisecond, 500*time.Millisecond)
-		got = append(got, d)
-		// Throttles of calls already in flight during the pause do not
-		// lengthen it.
-		if again := g.throttled(now.Add(d/2), 0, 100*time.Millisecond, 500*time.Millisecond); again != d/2 {
-			t.Errorf("a throttle during a %s pause made it %s from its middle", d, again)
-		}
-		now = now.Add(d)
-	}
-	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 500 * time.Millisecond}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("pause %d = %s, want %s", i, got[i], want[i])
-		}
-	}
-	g.succeeded()
-	if d := g.throttled(now.Add(time.Second), 0, 100*time.Millisecond, time.Second); d != 100*time.Millisecond {
-		t.Errorf("after a success the pause restarts at the base, got %s", d)
-	}
 }
 
 func TestTimeoutFreesCallerOfHungProvider(t *testing.T) {
@@ -221,32 +160,44 @@ func TestLookupBatches(t *testing.T) {
 	}
 }
 
+// throttleEpisode makes one InstanceExists call for each of objects
+// distinct nodes, each answered by the provider as its script says.
+func throttleEpisode(inst *Instances, prefix string, objects int) {
+	for i := range objects {
+		_, _ = inst.InstanceExists(context.Background(), node(fmt.Sprintf("%s-%d", prefix, i)))
+	}
+}
+
 func TestRateAdaptsToThrottling(t *testing.T) {
-	throttle := true
+	var throttle atomic.Bool
+	throttle.Store(true)
 	p := &scripted{answer: func(context.Context, int64) error {
-		if throttle {
+		if throttle.Load() {
 			return cloudproviderapi.NewRetryError("slow down", 0)
 		}
 		return nil
 	}}
-	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	l := New(p, Options{QPS: 400, Burst: 400})
 	inst, _ := l.Instances()
+	fam := l.families[FamilyInstances]
 	var rates []float64
-	for range 3 {
-		_, _ = inst.InstanceExists(context.Background(), node("a"))
-		time.Sleep(2 * time.Millisecond) // past the pause: a new episode
-		rates = append(rates, float64(l.limiter.Limit()))
+	for ep := range 3 {
+		throttleEpisode(inst, fmt.Sprint("ep", ep), 3)
+		rates = append(rates, float64(fam.rate()))
 	}
 	if rates[0] != 200 || rates[1] != 100 || rates[2] != 50 {
-		t.Errorf("rates after throttles = %v, want halving from 400: 200, 100, 50", rates)
+		t.Errorf("rates after throttle episodes = %v, want halving from 400: 200, 100, 50", rates)
 	}
-	throttle = false
+	if got := float64(l.limiter.Limit()); got != 400 {
+		t.Errorf("the layer-wide limit moved to %v; only the family may slow down", got)
+	}
+	throttle.Store(false)
 	for range 200 {
 		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := float64(l.limiter.Limit()); got != 400 {
+	if got := float64(fam.rate()); got != 400 {
 		t.Errorf("rate after 200 successes = %v, want back at --cloud-qps 400", got)
 	}
 }
@@ -263,20 +214,18 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 		<-release
 		return cloudproviderapi.NewRetryError("slow down", 0)
 	}}
-	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	l := New(p, Options{QPS: 400, Burst: 400})
 	inst, _ := l.Instances()
 	var done sync.WaitGroup
-	for range inFlight {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			_, _ = inst.InstanceExists(context.Background(), node("a"))
-		}()
+	for i := range inFlight {
+		done.Go(func() {
+			_, _ = inst.InstanceExists(context.Background(), node(fmt.Sprint("n", i)))
+		})
 	}
 	started.Wait()
 	close(release)
 	done.Wait()
-	if got := float64(l.limiter.Limit()); got != 200 {
+	if got := float64(l.families[FamilyInstances].rate()); got != 200 {
 		t.Errorf("rate after one burst of %d throttles = %v, want 200 (halved once)", inFlight, got)
 	}
 }
@@ -290,15 +239,15 @@ func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
 		}
 		return cloudproviderapi.NewRetryError("slow down", 0)
 	}}
-	l := New(p, Options{QPS: 400, Burst: 400, ThrottleBackoff: time.Millisecond, MaxThrottleBackoff: time.Millisecond})
+	l := New(p, Options{QPS: 400, Burst: 400})
 	inst, _ := l.Instances()
 	for range 3 {
 		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, _ = inst.InstanceExists(context.Background(), node("a"))
-	if got := float64(l.limiter.Limit()); got != 3 {
+	throttleEpisode(inst, "x", 3)
+	if got := float64(l.families[FamilyInstances].rate()); got != 3 {
 		t.Errorf("rate after the cloud accepted 3 calls then throttled = %v, want 3", got)
 	}
 }

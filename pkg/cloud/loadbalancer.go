@@ -28,7 +28,7 @@ type lbStatus struct {
 }
 
 func (b loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	r, err := do(ctx, b.layer, "GetLoadBalancer", func(ctx context.Context) (lbStatus, error) {
+	r, err := do(ctx, b.layer, call{"GetLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (lbStatus, error) {
 		s, ok, err := b.inner.GetLoadBalancer(ctx, clusterName, service)
 		return lbStatus{s, ok}, err
 	})
@@ -41,21 +41,27 @@ func (b loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName strin
 }
 
 func (b loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	return do(ctx, b.layer, "EnsureLoadBalancer", func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
+	return do(ctx, b.layer, call{"EnsureLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		return b.inner.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 	})
 }
 
 func (b loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	_, err := do(ctx, b.layer, "UpdateLoadBalancer", func(ctx context.Context) (struct{}, error) {
+	_, err := do(ctx, b.layer, call{"UpdateLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.inner.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 	})
 	return err
 }
 
 func (b loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	_, err := do(ctx, b.layer, "EnsureLoadBalancerDeleted", func(ctx context.Context) (struct{}, error) {
+	_, err := do(ctx, b.layer, call{"EnsureLoadBalancerDeleted", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.inner.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	})
 	return err
+}
+
+// serviceKey is the object key of a load balancer call: the Service, by
+// namespace/name, which is what the load balancer is named after.
+func serviceKey(service *corev1.Service) string {
+	return "loadbalancer/" + service.Namespace + "/" + service.Name
 }

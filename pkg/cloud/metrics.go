@@ -30,8 +30,25 @@ var (
 		Help:    "Latency of cloud provider calls, by method, including time spent waiting for the rate limiter.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 	}, []string{"method"})
+	inFlightRejectedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_cloud_calls_in_flight_rejected_total",
+		Help: "Calls refused without reaching the cloud because a call for the same object, abandoned after its timeout, was still running, by method.",
+	}, []string{"method"})
+	abandonedCalls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "outrigger_cloud_abandoned_calls",
+		Help: "Calls abandoned after the per-call timeout (or their caller's cancellation) that the provider has not returned from yet, by method. Each holds its object's slot.",
+	}, []string{"method"})
+	familyRateLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "outrigger_cloud_family_rate_limit",
+		Help: "Calls per second a method family may currently make (+Inf when unlimited); below --cloud-qps while the family recovers from throttling.",
+	}, []string{"family"})
+	familySlowdownsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_cloud_family_slowdowns_total",
+		Help: "Times a method family's rate was halved because the cloud throttled calls for several objects within a short window, by family.",
+	}, []string{"family"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration)
+	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration,
+		inFlightRejectedTotal, abandonedCalls, familyRateLimit, familySlowdownsTotal)
 }

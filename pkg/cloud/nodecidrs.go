@@ -32,7 +32,7 @@ type nodeCIDRs struct {
 }
 
 func (n nodeCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
-	return do(ctx, n.layer, "NodeCIDRs", func(ctx context.Context) ([]string, error) {
+	return do(ctx, n.layer, call{"NodeCIDRs", FamilyNodeCIDRs, "nodecidrs/" + node.Name}, func(ctx context.Context) ([]string, error) {
 		return n.src.NodeCIDRs(ctx, node)
 	})
 }

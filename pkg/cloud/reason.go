@@ -15,8 +15,11 @@ const (
 	ReasonInvalidSpec       = "InvalidSpec"
 	ReasonThrottled         = "Throttled"
 	ReasonTimeout           = "CloudTimeout"
-	ReasonNotImplemented    = "NotImplemented"
-	ReasonCloudError        = "CloudError"
+	// ReasonCallInFlight: an earlier call for the object, abandoned after
+	// its timeout, still runs; retried with backoff.
+	ReasonCallInFlight   = "CallInFlight"
+	ReasonNotImplemented = "NotImplemented"
+	ReasonCloudError     = "CloudError"
 )
 
 // ReasonError is an error a provider has classified.
@@ -43,7 +46,8 @@ func Reasonf(reason, format string, args ...any) error {
 }
 
 // Reason classifies err: a provider's own reason first, then throttling,
-// timeouts and NotImplemented, else CloudError.
+// timeouts, calls refused for one still in flight and NotImplemented, else
+// CloudError.
 func Reason(err error) string {
 	var re *ReasonError
 	switch {
@@ -51,6 +55,8 @@ func Reason(err error) string {
 		return re.Reason
 	case errors.Is(err, ErrTimeout):
 		return ReasonTimeout
+	case errors.Is(err, ErrCallInFlight):
+		return ReasonCallInFlight
 	case errors.Is(err, cloudprovider.NotImplemented):
 		return ReasonNotImplemented
 	}

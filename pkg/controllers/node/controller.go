@@ -108,7 +108,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named(Name).
 		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(r)
+		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}

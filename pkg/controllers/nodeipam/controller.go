@@ -115,7 +115,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			GenericFunc: func(event.GenericEvent) bool { return true },
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
-		Complete(r)
+		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}

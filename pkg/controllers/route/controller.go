@@ -51,6 +51,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -142,7 +144,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return nil
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(r)
+		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
@@ -282,7 +284,7 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 	}
 	existing, err := r.opts.Routes.ListRoutes(ctx, r.opts.ClusterName)
 	if err != nil {
-		// Try again later; a throttle already paused every cloud caller.
+		// Try again at the next pass; a throttled route waits for its hint.
 		return false, fmt.Errorf("listing routes: %w", err)
 	}
 	p := r.plan(list.Items, existing)

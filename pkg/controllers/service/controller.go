@@ -202,7 +202,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			// Upstream retries a failed Service after 5s, up to 5m.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute),
 		}).
-		Complete(r)
+		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
@@ -370,18 +370,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return requeue(ctx, r.cleanup(ctx, svc))
 }
 
-// throttledRetry is how soon a Service whose cloud call was throttled is
-// tried again. The cloud-call layer already paces every caller after a
-// throttle, so the Service's own backoff should not grow as for a failure
-// of its own: that would leave it waiting minutes after the cloud recovered.
-const throttledRetry = 2 * time.Second
-
+// requeue retries a Service whose cloud call carried a retry hint after
+// that hint, as upstream does, without growing its failure backoff.
 func requeue(ctx context.Context, err error) (ctrl.Result, error) {
-	if _, ok := cloud.Throttled(err); ok {
-		klog.FromContext(ctx).V(2).Info("Cloud throttled; retrying", "after", throttledRetry, "err", err)
-		return ctrl.Result{RequeueAfter: throttledRetry}, nil
-	}
-	return ctrl.Result{}, err
+	return cloud.RequeueAfterHint(ctx, ctrl.Result{}, err)
 }
 
 // elsewhere reports whether err is the provider saying another component

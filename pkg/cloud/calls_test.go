@@ -1,0 +1,491 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/cloud-provider/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+func service(name string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+}
+
+// lbDouble is a LoadBalancer whose EnsureLoadBalancer answers per Service
+// from a function, and which records how many calls reached it for each
+// Service and the most it ever had in flight for one.
+type lbDouble struct {
+	fake.Cloud
+	ensure func(ctx context.Context, svc *corev1.Service) error
+
+	mu          sync.Mutex
+	calls       map[string]int
+	inFlight    map[string]int
+	maxInFlight int
+}
+
+func newLBDouble(ensure func(context.Context, *corev1.Service) error) *lbDouble {
+	return &lbDouble{ensure: ensure, calls: map[string]int{}, inFlight: map[string]int{}}
+}
+
+func (d *lbDouble) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return d, true }
+
+func (d *lbDouble) enter(svc *corev1.Service) func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls[svc.Name]++
+	d.inFlight[svc.Name]++
+	d.maxInFlight = max(d.maxInFlight, d.inFlight[svc.Name])
+	return func() {
+		d.mu.Lock()
+		d.inFlight[svc.Name]--
+		d.mu.Unlock()
+	}
+}
+
+func (d *lbDouble) callsFor(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[name]
+}
+
+func (d *lbDouble) EnsureLoadBalancer(ctx context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	defer d.enter(svc)()
+	if err := d.ensure(ctx, svc); err != nil {
+		return nil, err
+	}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.0.1"}}}, nil
+}
+
+func (d *lbDouble) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	defer d.enter(svc)()
+	return nil, false, nil
+}
+
+// eventually polls cond until it holds or a few seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// An EnsureLoadBalancer that hangs past its timeout keeps its Service's
+// slot until it returns: a retry for that Service fails fast without
+// reaching the provider (no second load balancer), other Services proceed,
+// and once the hung call returns the Service is served again and no slot is
+// left behind.
+func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
+	release := make(chan struct{})
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		if svc.Name == "hung" {
+			<-release // ignores ctx, as a badly written provider might
+		}
+		return nil
+	})
+	l := New(d, Options{Timeout: 50 * time.Millisecond})
+	lb, _ := l.LoadBalancer()
+	ctx := context.Background()
+	abandonedBefore := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer"))
+	rejectedBefore := value(t, inFlightRejectedTotal.WithLabelValues("EnsureLoadBalancer"))
+
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("first call: err = %v, want ErrTimeout", err)
+	}
+	if got := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 1 {
+		t.Errorf("abandoned calls gauge rose by %v, want 1", got)
+	}
+	start := time.Now()
+	_, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil)
+	if !errors.Is(err, ErrCallInFlight) {
+		t.Fatalf("retry while the first call runs: err = %v, want ErrCallInFlight", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the refused retry took %s; it must fail fast", d)
+	}
+	if got := Reason(err); got != ReasonCallInFlight {
+		t.Errorf("Reason = %q, want %q", got, ReasonCallInFlight)
+	}
+	if _, _, err := lb.GetLoadBalancer(ctx, "c", service("hung")); !errors.Is(err, ErrCallInFlight) {
+		t.Errorf("another method for the same Service: err = %v, want ErrCallInFlight", err)
+	}
+	if got := d.callsFor("hung"); got != 1 {
+		t.Errorf("%d calls for the hung Service reached the provider, want 1", got)
+	}
+	if got := value(t, inFlightRejectedTotal.WithLabelValues("EnsureLoadBalancer")) - rejectedBefore; got != 1 {
+		t.Errorf("in-flight rejections counted %v, want 1", got)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(name), nil); err != nil {
+			t.Errorf("Service %s, with no call in flight: %v", name, err)
+		}
+	}
+
+	close(release)
+	eventually(t, "the hung call's slot to be freed", func() bool { return l.slots.inFlight() == 0 })
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil); err != nil {
+		t.Fatalf("after the hung call returned: %v", err)
+	}
+	if got := d.callsFor("hung"); got != 2 {
+		t.Errorf("%d calls for the Service reached the provider, want 2", got)
+	}
+	if d.maxInFlight != 1 {
+		t.Errorf("%d calls for one Service were in flight at once, want 1", d.maxInFlight)
+	}
+	if n := l.slots.inFlight(); n != 0 {
+		t.Errorf("%d slots left held with no call running", n)
+	}
+	if got := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 0 {
+		t.Errorf("abandoned calls gauge is %v above where it began after the call returned, want 0", got)
+	}
+}
+
+// Calls for one object from several callers at once (the node controller
+// and the lifecycle controller asking about one node) take turns; none is
+// refused, as none was abandoned.
+func TestLiveCallsForOneObjectTakeTurns(t *testing.T) {
+	var mu sync.Mutex
+	inFlight := map[string]int{}
+	worst := 0
+	p := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
+		mu.Lock()
+		inFlight[n.Name]++
+		worst = max(worst, inFlight[n.Name])
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // a cloud round trip
+		mu.Lock()
+		inFlight[n.Name]--
+		mu.Unlock()
+		return nil
+	}}
+	l := New(p, Options{})
+	inst, _ := l.Instances()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			if _, err := inst.InstanceMetadata(context.Background(), node(fmt.Sprint("n", i%4))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if worst != 1 {
+		t.Errorf("%d calls for one node in flight at once, want 1", worst)
+	}
+	if n := l.slots.inFlight(); n != 0 {
+		t.Errorf("%d slots left held", n)
+	}
+}
+
+// scriptedByNode is an InstancesV2 whose answers depend on the node.
+type scriptedByNode struct {
+	fake.Cloud
+	answer func(ctx context.Context, n *corev1.Node) error
+}
+
+func (s *scriptedByNode) InstancesV2() (cloudprovider.InstancesV2, bool) { return s, true }
+
+func (s *scriptedByNode) InstanceExists(ctx context.Context, n *corev1.Node) (bool, error) {
+	return true, s.answer(ctx, n)
+}
+func (s *scriptedByNode) InstanceShutdown(ctx context.Context, n *corev1.Node) (bool, error) {
+	return false, s.answer(ctx, n)
+}
+func (s *scriptedByNode) InstanceMetadata(ctx context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if err := s.answer(ctx, n); err != nil {
+		return nil, err
+	}
+	return &cloudprovider.InstanceMetadata{ProviderID: "x://" + n.Name}, nil
+}
+
+// hintedCloud throttles the Service "hot" with a long hint and answers
+// everything else at once.
+type hintedCloud struct {
+	fake.Cloud
+	lb   *lbDouble
+	inst *scriptedByNode
+}
+
+func (h *hintedCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return h.lb, true }
+func (h *hintedCloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return h.inst, true }
+
+func answerAll(context.Context, *corev1.Node) error { return nil }
+
+// A retry hint is about the object that got it: other Services and
+// instance lookups are not delayed, and no family slows down for one object.
+func TestRetryHintDelaysOnlyThatObject(t *testing.T) {
+	const hint = time.Minute
+	h := &hintedCloud{lb: newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		if svc.Name == "hot" {
+			return cloudproviderapi.NewRetryError("slow down", hint)
+		}
+		return nil
+	}), inst: &scriptedByNode{answer: answerAll}}
+	l := New(h, Options{QPS: 100, Burst: 10})
+	lb, _ := l.LoadBalancer()
+	inst, _ := l.Instances()
+	// Were anything to wait for the hint, it would hit this deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	for range 5 {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hot"), nil)
+		if after, ok := Throttled(err); !ok || after != hint {
+			t.Fatalf("throttled call: err = %v, want its hint %s kept", err, hint)
+		}
+	}
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("cold"), nil); err != nil {
+		t.Errorf("another Service after a throttle: %v", err)
+	}
+	if _, err := inst.InstanceMetadata(ctx, node("a")); err != nil {
+		t.Errorf("an instance lookup after a load balancer throttle: %v", err)
+	}
+	for f, fam := range l.families {
+		if got := float64(fam.rate()); got != 100 {
+			t.Errorf("family %s slowed to %v by one object's throttles", f, got)
+		}
+	}
+}
+
+// The periodic loops look nodes up in one pass: a node whose lookup is
+// throttled is left for the next pass, and the others are answered without
+// waiting for its hint.
+func TestLookupAnswersOtherNodesDespiteAHint(t *testing.T) {
+	p := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
+		if n.Name == "a" {
+			return cloudproviderapi.NewRetryError("slow down", time.Minute)
+		}
+		return nil
+	}}
+	inst, _ := New(p, Options{}).Instances()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	nodes := []*corev1.Node{node("a"), node("b"), node("c"), node("d")}
+	for _, need := range []Need{NeedMetadata, NeedLiveness} {
+		out := inst.Lookup(ctx, nodes, need, 1)
+		if _, ok := Throttled(out[0].Err); !ok || !out[0].Exists {
+			t.Errorf("need %d: throttled node got %+v, want its throttle and never gone", need, out[0])
+		}
+		for i, st := range out[1:] {
+			if st.Err != nil || !st.Exists {
+				t.Errorf("need %d: node %s got %+v after another node's throttle", need, nodes[i+1].Name, st)
+			}
+		}
+	}
+}
+
+// Throttles across several objects of one family within the window slow
+// that family, and only it; throttles spread out in time do not; the family
+// recovers with successes.
+func TestFamilySlowsDownOnlyForThrottlesAcrossObjects(t *testing.T) {
+	tests := []struct {
+		name     string
+		keys     []string
+		spacing  time.Duration
+		wantRate float64
+	}{
+		{name: "one object many times", keys: []string{"a", "a", "a", "a", "a", "a"}, wantRate: 400},
+		{name: "two objects", keys: []string{"a", "b", "a", "b"}, wantRate: 400},
+		{name: "three objects", keys: []string{"a", "b", "c"}, wantRate: 200},
+		{name: "three objects, spread out", keys: []string{"a", "b", "c"}, spacing: 3 * time.Second, wantRate: 400},
+		{name: "batch calls count one each", keys: []string{"#1", "#2", "#3"}, wantRate: 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(&fake.Cloud{}, Options{QPS: 400, Burst: 400})
+			fam := l.families[FamilyLoadBalancers]
+			now := time.Now()
+			for _, k := range tc.keys {
+				fam.throttled(now, now, k, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+				now = now.Add(tc.spacing + time.Millisecond)
+			}
+			if got := float64(fam.rate()); got != tc.wantRate {
+				t.Errorf("load balancer family rate = %v, want %v", got, tc.wantRate)
+			}
+			for f, other := range l.families {
+				if f != FamilyLoadBalancers && other.rate() != 400 {
+					t.Errorf("family %s slowed to %v by load balancer throttles", f, other.rate())
+				}
+			}
+		})
+	}
+}
+
+// End to end through the layer: load balancer calls for many Services are
+// throttled, the load balancer family slows down, instance lookups keep
+// their full rate, and the family climbs back to --cloud-qps once the
+// cloud accepts calls again.
+func TestThrottledFamilyRecovers(t *testing.T) {
+	var mu sync.Mutex
+	throttling := true
+	d := newLBDouble(func(context.Context, *corev1.Service) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if throttling {
+			return cloudproviderapi.NewRetryError("slow down", time.Second)
+		}
+		return nil
+	})
+	h := &hintedCloud{lb: d, inst: &scriptedByNode{answer: answerAll}}
+	l := New(h, Options{QPS: 400, Burst: 400})
+	lb, _ := l.LoadBalancer()
+	inst, _ := l.Instances()
+	ctx := context.Background()
+	slowdowns := value(t, familySlowdownsTotal.WithLabelValues(string(FamilyLoadBalancers)))
+	for i := range 6 {
+		_, _ = lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("s", i)), nil)
+	}
+	lbFam := l.families[FamilyLoadBalancers]
+	if got := float64(lbFam.rate()); got >= 400 {
+		t.Fatalf("load balancer family rate = %v after six Services were throttled, want below 400", got)
+	}
+	if got := value(t, familySlowdownsTotal.WithLabelValues(string(FamilyLoadBalancers))) - slowdowns; got < 1 {
+		t.Errorf("slowdowns counted %v, want at least 1", got)
+	}
+	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.rate()) {
+		t.Errorf("rate gauge = %v, want %v", got, lbFam.rate())
+	}
+	if got := float64(l.families[FamilyInstances].rate()); got != 400 {
+		t.Errorf("instances family rate = %v, want untouched 400", got)
+	}
+	for range 5 {
+		if _, err := inst.InstanceMetadata(ctx, node("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	throttling = false
+	mu.Unlock()
+	for i := 0; lbFam.rate() < 400; i++ {
+		if i > 500 {
+			t.Fatalf("load balancer family still at %v after %d successes", lbFam.rate(), i)
+		}
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("s", i%6)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRequeueOnRetryHint(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name    string
+		res     reconcile.Result
+		err     error
+		wantRes reconcile.Result
+		wantErr bool
+	}{
+		{name: "hint", err: cloudproviderapi.NewRetryError("slow down", 7*time.Second), wantRes: reconcile.Result{RequeueAfter: 7 * time.Second}},
+		{name: "wrapped hint", err: fmt.Errorf("ensuring load balancer: %w", cloudproviderapi.NewRetryError("slow down", 3*time.Second)), wantRes: reconcile.Result{RequeueAfter: 3 * time.Second}},
+		{name: "zero hint keeps the backoff", err: cloudproviderapi.NewRetryError("slow down", 0), wantErr: true},
+		{name: "plain error", err: boom, wantErr: true},
+		{name: "call in flight is an error", err: fmt.Errorf("x: %w", ErrCallInFlight), wantErr: true},
+		{name: "success passes through", res: reconcile.Result{RequeueAfter: time.Minute}, wantRes: reconcile.Result{RequeueAfter: time.Minute}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return tc.res, tc.err })
+			res, err := RequeueOnRetryHint(inner).Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "x"}})
+			if (err != nil) != tc.wantErr || (tc.wantErr && !errors.Is(err, tc.err)) {
+				t.Errorf("err = %v, want error %t", err, tc.wantErr)
+			}
+			if !tc.wantErr && res != tc.wantRes {
+				t.Errorf("result = %+v, want %+v", res, tc.wantRes)
+			}
+		})
+	}
+}
+
+// value reads a counter's or gauge's current value.
+func value(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Counter != nil {
+		return out.Counter.GetValue()
+	}
+	return out.Gauge.GetValue()
+}
+
+// Without --cloud-qps there is no ceiling to climb back to: a slowed family
+// still recovers, until its limit holds nothing back.
+func TestUnlimitedFamilyRecovers(t *testing.T) {
+	l := New(&fake.Cloud{}, Options{})
+	fam := l.families[FamilyRoutes]
+	now := time.Now()
+	for i := range 3 {
+		fam.sent.add(now)
+		fam.throttled(now, now, fmt.Sprint(i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+	}
+	if fam.rate() == rate.Inf {
+		t.Fatal("an unlimited family did not slow down after throttles of three objects")
+	}
+	for i := 0; fam.rate() != rate.Inf; i++ {
+		if i > 1000 {
+			t.Fatalf("rate still %v after %d successes", fam.rate(), i)
+		}
+		fam.succeeded(now.Add(time.Duration(i) * 10 * time.Millisecond))
+	}
+	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyRoutes))); !math.IsInf(got, 1) {
+		t.Errorf("rate gauge = %v once recovered, want +Inf", got)
+	}
+}
+
+// routesDouble throttles creates of one destination and accepts the rest.
+type routesDouble struct {
+	fake.Cloud
+	throttled string
+}
+
+func (r *routesDouble) Routes() (cloudprovider.Routes, bool) { return r, true }
+func (r *routesDouble) ListRoutes(context.Context, string) ([]*cloudprovider.Route, error) {
+	return nil, nil
+}
+func (r *routesDouble) DeleteRoute(context.Context, string, *cloudprovider.Route) error { return nil }
+func (r *routesDouble) CreateRoute(_ context.Context, _, _ string, rt *cloudprovider.Route) error {
+	if rt.DestinationCIDR == r.throttled {
+		return cloudproviderapi.NewRetryError("slow down", time.Minute)
+	}
+	return nil
+}
+
+// A route pass creates routes side by side: one throttled route leaves the
+// others' creates undelayed.
+func TestThrottledRouteDoesNotDelayOthers(t *testing.T) {
+	routes, _ := New(&routesDouble{throttled: "198.18.1.0/24"}, Options{}).Routes()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := routes.CreateRoute(ctx, "c", "", &cloudprovider.Route{TargetNode: "a", DestinationCIDR: "198.18.1.0/24"})
+	if _, ok := Throttled(err); !ok {
+		t.Fatalf("err = %v, want the throttle", err)
+	}
+	for i := 2; i < 6; i++ {
+		rt := &cloudprovider.Route{TargetNode: types.NodeName(fmt.Sprint("n", i)), DestinationCIDR: fmt.Sprintf("198.18.%d.0/24", i)}
+		if err := routes.CreateRoute(ctx, "c", "", rt); err != nil {
+			t.Errorf("route %s after another route's throttle: %v", rt.DestinationCIDR, err)
+		}
+	}
+	if _, err := routes.ListRoutes(ctx, "c"); err != nil {
+		t.Errorf("route list after a route's throttle: %v", err)
+	}
+}

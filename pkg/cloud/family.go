@@ -1,0 +1,174 @@
+package cloud
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Family is a group of cloud methods that a cloud usually rate-limits
+// together (one API, one quota): when it throttles many objects' calls of a
+// family, the layer slows that family down and leaves the others alone.
+type Family string
+
+// The method families.
+const (
+	FamilyInstances     Family = "instances"
+	FamilyLoadBalancers Family = "loadbalancers"
+	FamilyRoutes        Family = "routes"
+	FamilyNodeCIDRs     Family = "nodecidrs"
+)
+
+var families = []Family{FamilyInstances, FamilyLoadBalancers, FamilyRoutes, FamilyNodeCIDRs}
+
+// minRate is the slowest a family adapts down to, in calls per second.
+const minRate = 0.5
+
+// family adapts one method family's rate to what the cloud accepts: halved
+// when the cloud throttles several objects' calls in a short window
+// (multiplicative decrease), raised a little on every accepted call
+// (additive increase) back to --cloud-qps. At the ceiling its limiter holds
+// calls no more than the layer's own --cloud-qps limiter does.
+type family struct {
+	name    Family
+	limiter *rate.Limiter
+	ceiling rate.Limit
+	burst   int
+
+	mu sync.Mutex
+	// lastDecrease is when the rate was last halved: calls sent before it
+	// went out at the old rate, so their throttles do not count again.
+	lastDecrease time.Time
+	throttles    []throttle
+	// sent counts the family's calls, accepted those the cloud answered
+	// without throttling, both over the last second.
+	sent, accepted window
+}
+
+type throttle struct {
+	at  time.Time
+	key string
+}
+
+func newFamily(name Family, ceiling rate.Limit, burst int) *family {
+	f := &family{name: name, limiter: rate.NewLimiter(ceiling, burst), ceiling: ceiling, burst: burst}
+	f.report()
+	return f
+}
+
+// throttled records that the cloud throttled a call for key sent at sent,
+// and slows the family down when, within window, calls for at least
+// objects distinct keys were throttled. It reports whether it slowed down
+// and the family's rate.
+func (f *family) throttled(now, sent time.Time, key string, window time.Duration, objects int) (bool, rate.Limit) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.limiter.Limit()
+	if sent.Before(f.lastDecrease) {
+		return false, cur
+	}
+	kept := f.throttles[:0]
+	for _, t := range f.throttles {
+		if now.Sub(t.at) <= window {
+			kept = append(kept, t)
+		}
+	}
+	f.throttles = append(kept, throttle{now, key})
+	distinct := map[string]bool{}
+	for _, t := range f.throttles {
+		distinct[t.key] = true
+	}
+	if len(distinct) < objects {
+		return false, cur
+	}
+	// One episode: the next decrease needs fresh throttles of calls sent
+	// at the new rate.
+	f.throttles = nil
+	f.lastDecrease = now
+	if cur == rate.Inf {
+		// Unlimited so far: start from the rate the cloud just refused.
+		cur = rate.Limit(max(minRate, float64(f.sent.count(now))))
+	}
+	next := cur / 2
+	// What the cloud accepted over the last second is what it allows now:
+	// a burst refused mostly should not take five halvings to learn that.
+	if ok := rate.Limit(f.accepted.count(now)); ok >= 1 && ok < next {
+		next = ok
+	}
+	next = max(next, minRate)
+	f.limiter.SetLimit(next)
+	f.limiter.SetBurst(max(1, int(next)))
+	familySlowdownsTotal.WithLabelValues(string(f.name)).Inc()
+	f.report()
+	return true, next
+}
+
+// succeeded raises the rate a little (additive increase, with a small
+// proportional term so a high ceiling is reached in reasonable time).
+func (f *family) succeeded(now time.Time) {
+	f.accepted.add(now)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.limiter.Limit()
+	if cur >= f.ceiling {
+		return
+	}
+	next := min(f.ceiling, cur+rate.Limit(0.05)+cur*0.02)
+	if f.ceiling == rate.Inf && next > rate.Limit(f.sent.count(now))*4 && next > 100 {
+		// No ceiling: once well above what the family sends, the limit
+		// holds nothing back; drop it.
+		next = rate.Inf
+	}
+	f.limiter.SetLimit(next)
+	if next != rate.Inf {
+		f.limiter.SetBurst(max(1, min(f.burst, int(next))))
+	} else {
+		f.limiter.SetBurst(f.burst)
+	}
+	f.report()
+}
+
+// rate is the family's current limit, for tests.
+func (f *family) rate() rate.Limit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.limiter.Limit()
+}
+
+// report sets the family's gauge; +Inf when it is not limited.
+func (f *family) report() {
+	v := float64(f.limiter.Limit())
+	if f.limiter.Limit() == rate.Inf {
+		v = math.Inf(1)
+	}
+	familyRateLimit.WithLabelValues(string(f.name)).Set(v)
+}
+
+// window counts events in the last second.
+type window struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (w *window) add(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.times = append(w.times, t)
+	if len(w.times) > 4096 {
+		w.times = w.times[len(w.times)-4096:]
+	}
+}
+
+func (w *window) count(now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, t := range w.times {
+		if now.Sub(t) <= time.Second {
+			n++
+		}
+	}
+	return n
+}
