@@ -15,9 +15,12 @@ export OUTRIGGER_ASSETS := $(ASSETS)
 dev: controlplane build
 	./bin/outrigger dev --nodes $(NODES)
 
-## test: every test: unit, integration (real kube-apiserver + etcd), the provider example.
+## test: every test: unit, integration (real kube-apiserver + etcd), upstream flag
+## compatibility, the provider examples (an unchanged cloud-provider-aws among them).
 test: controlplane verify
 	go test -race -count=1 -timeout 20m ./...
+	cd bench/upstream-ccm && go test -count=1 ./...
+	cd examples/aws && go test -count=1 ./...
 
 ## build: the outrigger binary.
 build:
