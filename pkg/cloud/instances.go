@@ -65,6 +65,9 @@ func (l *Layer) Instances() (*Instances, bool) {
 		v2 = instancesV1{provider: l.provider, instances: v1, zones: zones}
 	}
 	batch, _ := v2.(BatchInstances)
+	if l.opts.NoBatch {
+		batch = nil
+	}
 	return &Instances{layer: l, inner: v2, batch: batch}, true
 }
 

@@ -30,6 +30,9 @@ type Options struct {
 	// within ThrottleWindow before their method family slows down. Fewer
 	// say something about those objects, not about the rate. Default 3.
 	ThrottledObjects int
+	// NoBatch ignores a provider's BatchInstances and asks node by node,
+	// as for a provider with only the standard interface.
+	NoBatch bool
 }
 
 func (o *Options) defaults() {

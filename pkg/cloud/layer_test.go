@@ -160,6 +160,20 @@ func TestLookupBatches(t *testing.T) {
 	}
 }
 
+// TestNoBatchAsksNodeByNode: with the BatchInstanceLookups gate off, a
+// batch-capable provider is asked as a standard one is.
+func TestNoBatchAsksNodeByNode(t *testing.T) {
+	b := &batchProvider{scripted: scripted{answer: func(context.Context, int64) error { return nil }}}
+	inst, _ := New(b, Options{NoBatch: true}).Instances()
+	if inst.SupportsBatch() {
+		t.Fatal("NoBatch still batches")
+	}
+	inst.Lookup(context.Background(), []*corev1.Node{node("a"), node("b")}, NeedLiveness, 2)
+	if b.batches.Load() != 0 || b.calls.Load() == 0 {
+		t.Errorf("%d batch calls and %d per-node calls, want none and some", b.batches.Load(), b.calls.Load())
+	}
+}
+
 // throttleEpisode makes one InstanceExists call for each of objects
 // distinct nodes, each answered by the provider as its script says.
 func throttleEpisode(inst *Instances, prefix string, objects int) {

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -18,6 +19,17 @@ import (
 // over. docs/flags.md says which change what Outrigger does.
 var featureGate featuregate.MutableVersionedFeatureGate = utilfeature.DefaultMutableFeatureGate
 
+// Outrigger's own gates.
+const (
+	// BatchInstanceLookups lets Outrigger ask a provider that implements
+	// cloud.BatchInstances about many nodes in one call. Off, every
+	// provider is asked node by node, as upstream does.
+	BatchInstanceLookups featuregate.Feature = "BatchInstanceLookups"
+)
+
 func init() {
 	runtime.Must(logsapi.AddFeatureGates(featureGate))
+	runtime.Must(featureGate.AddVersioned(map[featuregate.Feature]featuregate.VersionedSpecs{
+		BatchInstanceLookups: {{Version: version.MustParse("1.36"), Default: true, PreRelease: featuregate.Beta}},
+	}))
 }

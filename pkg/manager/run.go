@@ -108,7 +108,8 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	if err := mgr.Add(init); err != nil {
 		return nil, err
 	}
-	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout})
+	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout,
+		NoBatch: !featureGate.Enabled(BatchInstanceLookups)})
 	ids, err := newIdentities(mgr, restConfig, opts)
 	if err != nil {
 		return nil, err
