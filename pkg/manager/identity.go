@@ -55,7 +55,9 @@ func newIdentities(mgr manager.Manager, root *rest.Config, opts *Options) (*iden
 	}
 	// Tokens come from the TokenRequest API and are renewed before they
 	// expire; the ServiceAccount is created when missing, as upstream.
-	ids.builder = clientbuilder.NewDynamicClientBuilder(root, core.CoreV1(), "kube-system")
+	// The builder adds each account's token to a config that must carry
+	// no credentials of its own (nor an impersonation).
+	ids.builder = clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(root), core.CoreV1(), "kube-system")
 	return ids, nil
 }
 

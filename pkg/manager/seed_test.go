@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,7 +144,7 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 		for key, users := range want {
 			for _, user := range users {
 				if !writers[key][user] {
-					return false, nil
+					return false, fmt.Errorf("no write of %s by %s; writers: %v", key, user, writers[key])
 				}
 			}
 		}
@@ -177,9 +178,10 @@ func auditWriters(t *testing.T, path string) map[string]map[string]bool {
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev struct {
-			Verb      string                    `json:"verb"`
-			User      struct{ Username string } `json:"user"`
-			ObjectRef struct {
+			Verb             string                     `json:"verb"`
+			User             struct{ Username string }  `json:"user"`
+			ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
+			ObjectRef        struct {
 				Resource, Name, Subresource string
 			} `json:"objectRef"`
 		}
@@ -190,7 +192,11 @@ func auditWriters(t *testing.T, path string) map[string]map[string]bool {
 		if ev.ObjectRef.Subresource != "" {
 			key += "/" + ev.ObjectRef.Subresource
 		}
-		add(key, ev.User.Username)
+		user := ev.User.Username
+		if ev.ImpersonatedUser != nil {
+			user = ev.ImpersonatedUser.Username
+		}
+		add(key, user)
 	}
 	return out
 }
