@@ -62,13 +62,13 @@ func (p *lbOnly) nodesSeen() ([]*corev1.Node, bool) {
 }
 
 func (p *lbOnly) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p, true }
-func (p *lbOnly) Instances() (cloudprovider.Instances, bool)      { return nil, false }
-func (p *lbOnly) InstancesV2() (cloudprovider.InstancesV2, bool)  { return nil, false }
-func (p *lbOnly) Zones() (cloudprovider.Zones, bool)              { return nil, false }
-func (p *lbOnly) Clusters() (cloudprovider.Clusters, bool)        { return nil, false }
-func (p *lbOnly) Routes() (cloudprovider.Routes, bool)            { return nil, false }
-func (p *lbOnly) ProviderName() string                            { return "lb-only" }
-func (p *lbOnly) HasClusterID() bool                              { return true }
+func (p *lbOnly) Instances() (cloudprovider.Instances, bool)       { return nil, false }
+func (p *lbOnly) InstancesV2() (cloudprovider.InstancesV2, bool)   { return nil, false }
+func (p *lbOnly) Zones() (cloudprovider.Zones, bool)               { return nil, false }
+func (p *lbOnly) Clusters() (cloudprovider.Clusters, bool)         { return nil, false }
+func (p *lbOnly) Routes() (cloudprovider.Routes, bool)             { return nil, false }
+func (p *lbOnly) ProviderName() string                             { return "lb-only" }
+func (p *lbOnly) HasClusterID() bool                               { return true }
 
 func (p *lbOnly) checkInitialized() {
 	if p.initialized.Load() == 0 {
