@@ -47,6 +47,7 @@ verify:
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
+	@for m in . bench/upstream-ccm examples/aws; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
 
 ## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).

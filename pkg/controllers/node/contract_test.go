@@ -14,9 +14,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
@@ -171,29 +171,9 @@ func TestReconcilesGATopologyLabelsOfInitializedNodes(t *testing.T) {
 	})
 }
 
-func histogramCount(t *testing.T, name string) uint64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		var n uint64
-		for _, m := range f.GetMetric() {
-			n += m.GetHistogram().GetSampleCount()
-		}
-		return n
-	}
-	t.Fatalf("metric %s is not registered", name)
-	return 0
-}
-
 func TestUpstreamEventSourceAndMetrics(t *testing.T) {
-	removal := histogramCount(t, "node_controller_cloud_provider_taint_removal_delay_seconds")
-	initial := histogramCount(t, "node_controller_initial_node_sync_delay_seconds")
+	removal := metricstest.Value(t, "node_controller_cloud_provider_taint_removal_delay_seconds", nil)
+	initial := metricstest.Value(t, "node_controller_initial_node_sync_delay_seconds", nil)
 	cloud := testenv.StartCloud(t)
 	name := testenv.Name("metrics")
 	if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
@@ -214,10 +194,10 @@ func TestUpstreamEventSourceAndMetrics(t *testing.T) {
 	if ev.Source.Component != "cloud-node-controller" || ev.Type != corev1.EventTypeNormal {
 		t.Errorf("Synced event from %q, type %s; want cloud-node-controller, Normal", ev.Source.Component, ev.Type)
 	}
-	if got := histogramCount(t, "node_controller_cloud_provider_taint_removal_delay_seconds"); got <= removal {
-		t.Errorf("taint removal delay observed %d times, want more than %d", got, removal)
+	if got := metricstest.Value(t, "node_controller_cloud_provider_taint_removal_delay_seconds", nil); got <= removal {
+		t.Errorf("taint removal delay observed %v times, want more than %v", got, removal)
 	}
-	if got := histogramCount(t, "node_controller_initial_node_sync_delay_seconds"); got <= initial {
-		t.Errorf("initial sync delay observed %d times, want more than %d", got, initial)
+	if got := metricstest.Value(t, "node_controller_initial_node_sync_delay_seconds", nil); got <= initial {
+		t.Errorf("initial sync delay observed %v times, want more than %v", got, initial)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 )
 
@@ -55,47 +55,6 @@ func lcNode(name string, ready corev1.ConditionStatus, taints ...corev1.Taint) *
 	return n
 }
 
-// histCount reads monitor_nodes_duration_seconds' count from the registry
-// the manager serves.
-func histCount(t *testing.T) uint64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "cloud_node_lifecycle_controller_monitor_nodes_duration_seconds" {
-			return f.GetMetric()[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
-}
-
-// callCount reads cloud_provider_calls_total{operation,result} from the
-// registry.
-func callCount(t *testing.T, op, result string) float64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "cloud_node_lifecycle_controller_cloud_provider_calls_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["operation"] == op && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 func TestMonitorPerNodeCalls(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(
 		lcNode("ready", corev1.ConditionTrue, ShutdownTaint),
@@ -113,10 +72,12 @@ func TestMonitorPerNodeCalls(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	ctrl := &Controller{client: c, recorder: rec, opts: Options{Instances: p, Workers: 4}}
 
-	calls := func(op, result string) float64 { return callCount(t, op, result) }
+	calls := func(op, result string) float64 {
+		return metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": op, "result": result})
+	}
 	notFound, exists, shutdownOK, failed := calls(opInstanceExists, "instance_not_found"), calls(opInstanceExists, "success"),
 		calls(opInstanceShutdown, "success"), calls(opInstanceExists, "error")
-	passes := histCount(t)
+	passes := metricstest.Value(t, "cloud_node_lifecycle_controller_monitor_nodes_duration_seconds", nil)
 
 	ctrl.monitor(context.Background())
 
@@ -156,8 +117,8 @@ func TestMonitorPerNodeCalls(t *testing.T) {
 	if d := calls(opInstanceExists, "error") - failed; d != 1 {
 		t.Errorf("instance_exists/error +%v, want +1", d)
 	}
-	if got := histCount(t); got != passes+1 {
-		t.Errorf("monitor_nodes_duration_seconds observed %d times, want %d", got, passes+1)
+	if got := metricstest.Value(t, "cloud_node_lifecycle_controller_monitor_nodes_duration_seconds", nil); got != passes+1 {
+		t.Errorf("monitor_nodes_duration_seconds observed %v times, want %v", got, passes+1)
 	}
 	close(rec.Events)
 	var deleting int
@@ -175,7 +136,9 @@ func TestMonitorBatchCountsAsUpstreamCalls(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(lcNode("b-gone", corev1.ConditionFalse), lcNode("b-running", corev1.ConditionFalse)).Build()
 	b := batchOnly{"b-gone": {Exists: false}, "b-running": {Exists: true}}
 	ctrl := &Controller{client: c, recorder: record.NewFakeRecorder(10), opts: Options{Instances: b, Workers: 4}}
-	calls := func(op, result string) float64 { return callCount(t, op, result) }
+	calls := func(op, result string) float64 {
+		return metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": op, "result": result})
+	}
 	notFound, shut := calls(opInstanceExists, "instance_not_found"), calls(opInstanceShutdown, "success")
 	ctrl.monitor(context.Background())
 	if d := calls(opInstanceExists, "instance_not_found") - notFound; d != 1 {

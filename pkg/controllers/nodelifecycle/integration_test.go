@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -55,31 +55,6 @@ func hasShutdownTaint(n *corev1.Node) bool {
 	})
 }
 
-// callsTotal reads upstream's cloud_provider_calls_total from the registry
-// the manager serves.
-func callsTotal(t *testing.T, op, result string) float64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "cloud_node_lifecycle_controller_cloud_provider_calls_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["operation"] == op && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
 	cloud := testenv.StartCloud(t)
 	terminated, tin := initializedNode(t, cloud, false)
@@ -94,7 +69,7 @@ func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
 	cloud.Delete(din.ID)
 	testenv.StartOutrigger(t, cloud)
 
-	notFound := callsTotal(t, "instance_exists", "instance_not_found")
+	notFound := metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": "instance_exists", "result": "instance_not_found"})
 	for _, name := range []string{terminated, deleted} {
 		testenv.Eventually(t, 20*time.Second, "node "+name+" deleted", func() (bool, error) { return !exists(t, name), nil })
 		// Events are posted asynchronously.
@@ -112,7 +87,7 @@ func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
 			t.Errorf("event source %q type %s about %+v", ev.Source.Component, ev.Type, ev.InvolvedObject)
 		}
 	}
-	if got := callsTotal(t, "instance_exists", "instance_not_found"); got < notFound+2 {
+	if got := metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": "instance_exists", "result": "instance_not_found"}); got < notFound+2 {
 		t.Errorf("cloud_provider_calls_total{instance_exists,instance_not_found} = %v, want at least %v", got, notFound+2)
 	}
 	// Several monitor periods have passed: the Ready node and the node whose

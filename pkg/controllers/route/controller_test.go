@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,7 +19,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -233,29 +233,6 @@ func TestFailedCreateEvent(t *testing.T) {
 	}
 }
 
-func syncCount(t *testing.T, outcome, trigger string) float64 {
-	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "route_controller_route_sync_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["outcome"] == outcome && labels["trigger"] == trigger {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
 func TestRouteSyncTotal(t *testing.T) {
 	tbl := &table{}
 	r, _, _ := newReconciler(t, tbl, rtNode("a", []string{"198.18.1.0/24"}))
@@ -270,7 +247,7 @@ func TestRouteSyncTotal(t *testing.T) {
 		{key: periodicKey, listErr: errors.New("down"), outcome: "error", trigger: "periodic"},
 	}
 	for _, s := range steps {
-		before := syncCount(t, s.outcome, s.trigger)
+		before := metricstest.Value(t, "route_controller_route_sync_total", map[string]string{"outcome": s.outcome, "trigger": s.trigger})
 		tbl.listErr = s.listErr
 		res, err := r.Reconcile(context.Background(), s.key)
 		if (err != nil) != (s.listErr != nil) {
@@ -279,7 +256,7 @@ func TestRouteSyncTotal(t *testing.T) {
 		if (res.RequeueAfter > 0) != s.requeue {
 			t.Errorf("%s: result %+v", s.key.Name, res)
 		}
-		if got := syncCount(t, s.outcome, s.trigger); got != before+1 {
+		if got := metricstest.Value(t, "route_controller_route_sync_total", map[string]string{"outcome": s.outcome, "trigger": s.trigger}); got != before+1 {
 			t.Errorf("route_sync_total{outcome=%s,trigger=%s} = %v, want %v", s.outcome, s.trigger, got, before+1)
 		}
 	}

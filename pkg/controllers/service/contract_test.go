@@ -12,15 +12,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 )
@@ -143,10 +144,15 @@ func TestImplementedElsewhere(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "EnsureLoadBalancer called", func() (bool, error) {
 		return lb.Calls("EnsureLoadBalancer", "ext") > 0, nil
 	})
-	// The other component writes the status.
-	s := get(t, ns, "ext")
-	s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.9.9", IPMode: ptr.To(corev1.LoadBalancerIPModeProxy)}}
-	if _, err := testenv.Client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+	// The other component writes the status (the controller may still be
+	// writing the Service: retry on a conflict, as that component would).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s := get(t, ns, "ext")
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.9.9", IPMode: ptr.To(corev1.LoadBalancerIPModeProxy)}}
+		_, err := testenv.Client.CoreV1().Services(ns).UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	// Upstream's backoff would retry after 5s, ours after 1s: 3s shows a loop.
@@ -221,16 +227,16 @@ func TestUpdateLoadBalancerFails(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "provisioned", func() (bool, error) {
 		return len(get(t, ns, "upd").Status.LoadBalancer.Ingress) == 1, nil
 	})
-	errs := metricValue(t, "service_controller_nodesync_error_total")
-	syncs := metricValue(t, "service_controller_loadbalancer_sync_total")
+	errs := metricstest.Value(t, "service_controller_nodesync_error_total", nil)
+	syncs := metricstest.Value(t, "service_controller_loadbalancer_sync_total", nil)
 	node(t, "198.18.8.5", nil)
 	testenv.Eventually(t, 20*time.Second, "UpdateLoadBalancerFailed", func() (bool, error) {
 		return len(testenv.Events(t, "upd")[service.EventUpdateFailed]) > 0, nil
 	})
-	if got := metricValue(t, "service_controller_nodesync_error_total"); got <= errs {
+	if got := metricstest.Value(t, "service_controller_nodesync_error_total", nil); got <= errs {
 		t.Errorf("nodesync_error_total = %v, was %v", got, errs)
 	}
-	if got := metricValue(t, "service_controller_loadbalancer_sync_total"); got <= syncs {
+	if got := metricstest.Value(t, "service_controller_loadbalancer_sync_total", nil); got <= syncs {
 		t.Errorf("loadbalancer_sync_total = %v, was %v", got, syncs)
 	}
 }
@@ -243,48 +249,17 @@ func reasons(ev map[string][]corev1.Event) map[string]int {
 	return out
 }
 
-// metricValue reads a counter's value, or a histogram's sample count, from
-// controller-runtime's registry; the metric must be registered.
-func metricValue(t *testing.T, name string) float64 {
-	t.Helper()
-	mf := metricFamily(t, name)
-	m := mf.GetMetric()[0]
-	switch mf.GetType() {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue()
-	case dto.MetricType_HISTOGRAM:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	t.Fatalf("%s is a %v", name, mf.GetType())
-	return 0
-}
-
-func metricFamily(t *testing.T, name string) *dto.MetricFamily {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range families {
-		if mf.GetName() == name {
-			return mf
-		}
-	}
-	t.Fatalf("metric %s not registered", name)
-	return nil
-}
-
 // The metrics carry upstream's names, no labels, and upstream's buckets
 // (1s doubling to 16384s).
 func TestMetricsRegistered(t *testing.T) {
 	want := []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
 	for _, name := range []string{"service_controller_loadbalancer_sync_total", "service_controller_nodesync_error_total"} {
-		if mf := metricFamily(t, name); mf.GetType() != dto.MetricType_COUNTER || len(mf.GetMetric()[0].GetLabel()) != 0 {
+		if mf := metricstest.Family(t, name); mf.GetType() != dto.MetricType_COUNTER || len(mf.GetMetric()[0].GetLabel()) != 0 {
 			t.Errorf("%s: %v", name, mf)
 		}
 	}
 	for _, name := range []string{"service_controller_nodesync_latency_seconds", "service_controller_update_loadbalancer_host_latency_seconds"} {
-		mf := metricFamily(t, name)
+		mf := metricstest.Family(t, name)
 		var got []float64
 		for _, b := range mf.GetMetric()[0].GetHistogram().GetBucket() {
 			got = append(got, b.GetUpperBound())

@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
@@ -410,9 +411,9 @@ func TestBackendNodes(t *testing.T) {
 
 	// Excluding a node later updates the backends without a full ensure.
 	puts := c.Calls().ByOp["PutLoadBalancer"]
-	syncs := metricValue(t, "service_controller_loadbalancer_sync_total")
-	hostLatency := metricValue(t, "service_controller_update_loadbalancer_host_latency_seconds")
-	nodeSyncs := metricValue(t, "service_controller_nodesync_latency_seconds")
+	syncs := metricstest.Value(t, "service_controller_loadbalancer_sync_total", nil)
+	hostLatency := metricstest.Value(t, "service_controller_update_loadbalancer_host_latency_seconds", nil)
+	nodeSyncs := metricstest.Value(t, "service_controller_nodesync_latency_seconds", nil)
 	patchNode(t, plain, func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
 	testenv.Eventually(t, 20*time.Second, "excluded node removed from the backends", func() (bool, error) {
 		got, _ := cloudLB(c, svc)
@@ -422,14 +423,14 @@ func TestBackendNodes(t *testing.T) {
 		t.Errorf("a node change made %d full ensures, want only backend updates", got-puts)
 	}
 	waitEvents(t, "b", service.EventUpdated)
-	if got := metricValue(t, "service_controller_loadbalancer_sync_total"); got <= syncs {
+	if got := metricstest.Value(t, "service_controller_loadbalancer_sync_total", nil); got <= syncs {
 		t.Errorf("loadbalancer_sync_total = %v after a backend update, was %v", got, syncs)
 	}
-	if got := metricValue(t, "service_controller_update_loadbalancer_host_latency_seconds"); got <= hostLatency {
+	if got := metricstest.Value(t, "service_controller_update_loadbalancer_host_latency_seconds", nil); got <= hostLatency {
 		t.Errorf("update_loadbalancer_host_latency_seconds has %v samples after a backend update, had %v", got, hostLatency)
 	}
 	testenv.Eventually(t, 10*time.Second, "a node sync observed", func() (bool, error) {
-		return metricValue(t, "service_controller_nodesync_latency_seconds") > nodeSyncs, nil
+		return metricstest.Value(t, "service_controller_nodesync_latency_seconds", nil) > nodeSyncs, nil
 	})
 
 	// No eligible node left: provisioned, but the condition says why no
@@ -453,7 +454,7 @@ func TestAutoscalerTaintWaitsForNextSync(t *testing.T) {
 	c := testenv.StartCloud(t)
 	plain := node(t, "198.18.10.1", nil)
 	doomed := node(t, "198.18.10.2", nil)
-	rounds := metricValue(t, "service_controller_nodesync_latency_seconds")
+	rounds := metricstest.Value(t, "service_controller_nodesync_latency_seconds", nil)
 	startOutrigger(t, c)
 	ns := namespace(t)
 	create(t, lbService(ns, "t", 80))
@@ -461,7 +462,7 @@ func TestAutoscalerTaintWaitsForNextSync(t *testing.T) {
 	// The nodes seen at start make one node sync; it must be over before
 	// the taint, or it would pick the taint up.
 	testenv.Eventually(t, 10*time.Second, "the first node sync over", func() (bool, error) {
-		return metricValue(t, "service_controller_nodesync_latency_seconds") > rounds, nil
+		return metricstest.Value(t, "service_controller_nodesync_latency_seconds", nil) > rounds, nil
 	})
 	if got, want := backendNames(lb), sorted(plain, doomed); !slices.Equal(got, want) {
 		t.Fatalf("backends = %v, want %v", got, want)
