@@ -74,5 +74,35 @@ bench: controlplane build bin/upstream-ccm
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
 
+.PHONY: cluster cluster-binaries cluster-down cluster-test cluster-images
+
+## cluster-binaries: build kubelet, kube-proxy, kube-controller-manager, kube-scheduler and
+## agnhost from source, once, into $(ASSETS), next to kube-apiserver (see docs/cluster.md).
+CLUSTER_BINARIES := kubelet kube-proxy kube-controller-manager kube-scheduler agnhost
+# One package at a time: these are big links on a shared 2-core machine.
+CLUSTER_GOFLAGS ?= -p 1
+cluster-binaries: controlplane $(addprefix $(ASSETS)/,$(CLUSTER_BINARIES))
+
+$(ASSETS)/kubelet $(ASSETS)/kube-proxy $(ASSETS)/kube-controller-manager $(ASSETS)/kube-scheduler:
+	@mkdir -p $(ASSETS)
+	cd controlplane && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
+
+$(ASSETS)/agnhost:
+	@mkdir -p $(ASSETS)
+	cd controlplane && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
+
+## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
+## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.
+CLUSTER_FLAGS ?=
+cluster: cluster-binaries build
+	go run ./cluster/cmd/cluster up $(CLUSTER_FLAGS)
+
+cluster-down:
+	go run ./cluster/cmd/cluster down
+
+## cluster-test: the real-cluster test (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1).
+cluster-test: cluster-binaries build
+	OUTRIGGER_CLUSTER=1 go test -count=1 -v -timeout 15m ./cluster/...
+
 clean:
 	rm -rf bin .outrigger
