@@ -182,6 +182,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
   enable_selinux = false
+  # Lowering a process's oom_score_adj needs CAP_SYS_RESOURCE, which
+  # machines like this one (and rootless setups) withhold; the kubelet asks
+  # -998 for every pod sandbox. Restricted, containerd gives its own (0).
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

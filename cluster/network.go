@@ -19,6 +19,9 @@ import (
 // the host's namespace.
 func (c *Cluster) setupNetwork(ctx context.Context) error {
 	h := func(args ...string) error { return run(ctx, "ip", append([]string{"-n", harnessNS}, args...)...) }
+	if _, err := os.Stat(netnsDir); os.IsNotExist(err) {
+		c.state.NetnsDirCreated = true
+	}
 	if err := c.state.addNetns(harnessNS); err != nil {
 		return err
 	}

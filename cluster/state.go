@@ -37,6 +37,10 @@ type State struct {
 	// Dirs are directories outside WorkDir to remove (envtest's etcd data
 	// and certificates).
 	Dirs []string `json:"dirs,omitempty"`
+	// NetnsDirCreated says /var/run/netns did not exist before this run:
+	// `ip netns add` made it (a bind mount on itself), so it goes when no
+	// namespace is left in it.
+	NetnsDirCreated bool `json:"netnsDirCreated,omitempty"`
 }
 
 // StatePath is where a run over work keeps its state.
@@ -121,6 +125,15 @@ func Cleanup(s *State, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "cleanup: deleted network namespace %s\n", ns)
 	}
+	if s.NetnsDirCreated {
+		if entries, err := os.ReadDir(netnsDir); err == nil && len(entries) == 0 {
+			if isMountPoint(netnsDir) {
+				errs = append(errs, unix.Unmount(netnsDir, unix.MNT_DETACH))
+			}
+			errs = append(errs, os.Remove(netnsDir))
+			fmt.Fprintf(out, "cleanup: removed %s (made by ip netns for this run)\n", netnsDir)
+		}
+	}
 	for _, d := range append(append([]string(nil), s.Dirs...), s.WorkDir) {
 		if d == "" {
 			continue
@@ -142,6 +155,10 @@ func Cleanup(s *State, out io.Writer) error {
 	}
 	return nil
 }
+
+// netnsDir is where `ip netns` keeps named namespaces (/var/run is a link
+// to it on Debian).
+const netnsDir = "/run/netns"
 
 func isMountPoint(p string) bool {
 	f, err := os.Open("/proc/self/mountinfo")
