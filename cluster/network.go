@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -172,4 +174,64 @@ func splice(in net.Conn, target string) {
 	go cp(out, in)
 	go cp(in, out)
 	wg.Wait()
+}
+
+// dialInNetns dials addr from inside the network namespace at nsPath.
+func dialInNetns(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(nsPath)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("entering %s: %w", nsPath, err)}
+			return
+		}
+		// The socket is made here, in the namespace; connecting may go on
+		// after the thread is back.
+		var d net.Dialer
+		conn, derr := d.DialContext(ctx, network, addr)
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			if conn != nil {
+				conn.Close()
+			}
+			ch <- result{err: fmt.Errorf("leaving %s: %w", nsPath, err)}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{conn, derr}
+	}()
+	r := <-ch
+	return r.conn, r.err
+}
+
+// HarnessHTTPClient is an HTTP client whose connections start in the
+// harness namespace, where node IPs and load balancer VIPs are reachable.
+func HarnessHTTPClient() *http.Client {
+	return &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				return dialInNetns(ctx, "/var/run/netns/"+harnessNS, network, addr)
+			},
+		},
+	}
 }
