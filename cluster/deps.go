@@ -28,7 +28,7 @@ var requirements = []requirement{
 	{CNIBinDir + "/bridge", "containernetworking-plugins", "pod networking on each node (bridge + host-local IPAM)"},
 	{CNIBinDir + "/host-local", "containernetworking-plugins", "pod address allocation from the node's 198.18 pod range"},
 	{CNIBinDir + "/loopback", "containernetworking-plugins", "the pods' loopback interface"},
-	{"iptables", "iptables", "kube-proxy (iptables mode) and the CNI bridge's masquerade rules, inside node namespaces"},
+	{"iptables", "iptables", "kube-proxy (iptables mode) and the CNI portmap plugin, inside node namespaces"},
 	{"conntrack", "conntrack", "kube-proxy clearing stale UDP flows"},
 	{"ip", "iproute2", "network namespaces, the bridge and the veths"},
 	{"nsenter", "util-linux", "starting each node's processes in its network namespace"},
