@@ -298,6 +298,9 @@ func (c *Cluster) setupCgroups(context.Context) error {
 		if len(f) == 3 && (f[1] == "memory" || (f[0] == "0" && parent == "/")) {
 			parent = f[2]
 		}
+		if len(f) == 3 && (f[1] == "pids" || (f[0] == "0" && c.state.HarnessCgroup == "")) {
+			c.state.HarnessCgroup = f[2]
+		}
 	}
 	c.state.CgroupBase = filepath.Join(parent, cgroupLeaf)
 	if err := c.state.save(); err != nil {
@@ -313,7 +316,12 @@ func (c *Cluster) setupCgroups(context.Context) error {
 	}
 	for _, r := range roots {
 		for _, leaf := range leaves {
-			if err := mkCgroup(r, filepath.Join(c.state.CgroupBase, leaf)); err != nil {
+			made, err := mkCgroup(r, filepath.Join(c.state.CgroupBase, leaf))
+			c.state.CgroupDirs = append(c.state.CgroupDirs, made...)
+			if serr := c.state.save(); err == nil {
+				err = serr
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -325,26 +333,28 @@ func (c *Cluster) setupCgroups(context.Context) error {
 // mkCgroup makes path (and its parents) in the hierarchy at root; a v1
 // cpuset directory holds no process until it is given CPUs and memory
 // nodes, so those are copied from its parent.
-func mkCgroup(root, path string) error {
+func mkCgroup(root, path string) (made []string, _ error) {
 	dir := root
 	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
 		parent := dir
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("creating cgroup %s: %w", dir, err)
+		if err := os.Mkdir(dir, 0o755); err == nil {
+			made = append(made, dir)
+		} else if !errors.Is(err, os.ErrExist) {
+			return made, fmt.Errorf("creating cgroup %s: %w", dir, err)
 		}
 		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
 			if v, err := os.ReadFile(filepath.Join(parent, f)); err == nil {
 				cur, _ := os.ReadFile(filepath.Join(dir, f))
 				if strings.TrimSpace(string(cur)) == "" {
 					if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
-						return fmt.Errorf("setting %s of %s: %w", f, dir, err)
+						return made, fmt.Errorf("setting %s of %s: %w", f, dir, err)
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return made, nil
 }
 
 func (c *Cluster) startControlPlane(ctx context.Context) error {

@@ -242,6 +242,11 @@ func TestRealCluster(t *testing.T) {
 			}
 		}
 	}
+	for _, d := range c.state.CgroupDirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s (made by the harness) left behind", d)
+		}
+	}
 	if n := len(cgroupProcs(filepath.Join(pidsHierarchy(), c.state.CgroupBase))); n > 0 {
 		t.Errorf("%d processes left behind", n)
 	}

@@ -29,6 +29,13 @@ type State struct {
 	// there (pids hierarchy) before starting anything, so every child,
 	// container and shim inherits it.
 	CgroupBase string `json:"cgroupBase,omitempty"`
+	// CgroupDirs are the cgroup directories the harness made above and at
+	// CgroupBase (such as its memory cgroup's path in the other
+	// hierarchies), removed after everything below them.
+	CgroupDirs []string `json:"cgroupDirs,omitempty"`
+	// HarnessCgroup is the pids cgroup the harness was in before it moved
+	// under CgroupBase, where it goes back.
+	HarnessCgroup string `json:"harnessCgroup,omitempty"`
 	// Netns are the network namespaces (names under /var/run/netns).
 	Netns []string `json:"netns,omitempty"`
 	// Mounts are mount points on the host: the private bind of the
@@ -95,8 +102,17 @@ func Cleanup(s *State, out io.Writer) error {
 			fmt.Fprintf(out, "cleanup: killed %d processes under cgroup %s\n", n, s.CgroupBase)
 		}
 		errs = append(errs, err)
-		errs = append(errs, leaveCgroup(s.CgroupBase))
+		errs = append(errs, leaveCgroup(s.CgroupBase, s.HarnessCgroup))
 		removed, err := removeCgroups(s.CgroupBase)
+		dirs := append([]string(nil), s.CgroupDirs...)
+		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+		for _, d := range dirs {
+			if err := unix.Rmdir(d); err == nil {
+				removed++
+			} else if !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
+			}
+		}
 		if removed > 0 {
 			fmt.Fprintf(out, "cleanup: removed %d cgroup directories under %s\n", removed, s.CgroupBase)
 		}
@@ -265,9 +281,9 @@ func cgroupProcs(root string) []int {
 	return pids
 }
 
-// leaveCgroup moves this process out of base, back to base's parent, so
-// that base can be removed.
-func leaveCgroup(base string) error {
+// leaveCgroup moves this process out of base, back to the cgroup it came
+// from (else base's parent), so that base can be removed.
+func leaveCgroup(base, back string) error {
 	h := pidsHierarchy()
 	own, err := os.ReadFile(filepath.Join(h, base, "harness", "cgroup.procs"))
 	if err != nil {
@@ -276,7 +292,10 @@ func leaveCgroup(base string) error {
 	self := strconv.Itoa(os.Getpid())
 	for _, f := range strings.Fields(string(own)) {
 		if f == self {
-			parent := filepath.Join(h, filepath.Dir(base), "cgroup.procs")
+			if back == "" {
+				back = filepath.Dir(base)
+			}
+			parent := filepath.Join(h, back, "cgroup.procs")
 			if err := os.WriteFile(parent, []byte(self), 0o644); err != nil {
 				return fmt.Errorf("leaving cgroup %s: %w", base, err)
 			}
