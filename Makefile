@@ -78,5 +78,51 @@ bench: controlplane build bin/upstream-ccm
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
 
+.PHONY: cluster cluster-binaries cluster-down cluster-test cluster-images
+
+## cluster-binaries: build kubelet, kube-proxy, kube-controller-manager, kube-scheduler and
+## agnhost from source, once, into $(ASSETS), next to kube-apiserver (see docs/cluster.md).
+CLUSTER_BINARIES := kubelet kube-proxy kube-controller-manager kube-scheduler agnhost
+# One package at a time: these are big links on a shared 2-core machine.
+CLUSTER_GOFLAGS ?= -p 1
+cluster-binaries: controlplane $(addprefix $(ASSETS)/,$(CLUSTER_BINARIES))
+
+$(ASSETS)/kubelet $(ASSETS)/kube-proxy $(ASSETS)/kube-controller-manager $(ASSETS)/kube-scheduler:
+	@mkdir -p $(ASSETS)
+	cd controlplane && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
+
+$(ASSETS)/agnhost:
+	@mkdir -p $(ASSETS)
+	cd controlplane && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
+
+## cluster-images: the images the cluster runs, built from source into OCI tarballs (no pulls):
+## a Go pause and agnhost, packed by controlplane/images/ocitar (go-containerregistry).
+CLUSTER_IMAGES := $(ASSETS)/images/pause.tar $(ASSETS)/images/agnhost.tar
+cluster-images: $(CLUSTER_IMAGES)
+
+$(ASSETS)/pause: controlplane/images/pause/main.go
+	cd controlplane && CGO_ENABLED=0 go build -o $@.tmp ./images/pause && mv $@.tmp $@
+
+$(ASSETS)/images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:1 -o $@
+
+$(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/agnhost:$(K8S_VERSION) -o $@
+
+## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
+## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.
+CLUSTER_FLAGS ?=
+cluster: cluster-binaries cluster-images build
+	go run ./cluster/cmd/cluster up -images $(ASSETS)/images $(CLUSTER_FLAGS)
+
+cluster-down:
+	go run ./cluster/cmd/cluster down
+
+## cluster-test: the real-cluster test (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1).
+cluster-test: cluster-binaries cluster-images build
+	OUTRIGGER_CLUSTER=1 go test -count=1 -v -timeout 15m ./cluster/...
+
 clean:
 	rm -rf bin .outrigger

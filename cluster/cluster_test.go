@@ -1,0 +1,260 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+)
+
+// hostSnapshot is what the machine's own namespaces show: the cluster must
+// leave all of it as it found it.
+func hostSnapshot(t *testing.T) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	for name, args := range map[string][]string{
+		"links":   {"ip", "-o", "link", "show"},
+		"addrs":   {"ip", "-o", "addr", "show"},
+		"routes":  {"ip", "route", "show", "table", "all"},
+		"netns":   {"ip", "netns", "list"},
+		"sysctls": {"sysctl", "vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops", "net.netfilter.nf_conntrack_max"},
+	} {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+		snap[name] = string(out)
+	}
+	// iptables-save, without its timestamps and counters.
+	if out, err := exec.Command("iptables-save").Output(); err == nil {
+		var lines []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, ":") {
+				lines = append(lines, l)
+			}
+		}
+		snap["iptables"] = strings.Join(lines, "\n")
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var ours []string
+	for _, l := range strings.Split(string(mi), "\n") {
+		if strings.Contains(l, defaultWork) || strings.Contains(l, " /run/netns ") {
+			ours = append(ours, l)
+		}
+	}
+	snap["mounts"] = strings.Join(ours, "\n")
+	return snap
+}
+
+// TestRealCluster starts two real nodes, has Outrigger initialize them,
+// runs agnhost serve-hostname on both behind a type: LoadBalancer Service,
+// reaches both pods through the VIP Outrigger serves, and checks that
+// stopping the cluster leaves the machine as it was.
+func TestRealCluster(t *testing.T) {
+	if os.Getenv("OUTRIGGER_CLUSTER") == "" {
+		t.Skip("the real-cluster test runs with OUTRIGGER_CLUSTER=1 (as root, after 'make cluster-binaries cluster-images build'; 'make cluster-test' does all that)")
+	}
+	root, _ := filepath.Abs("..")
+	assets := controlplane.AssetsDir()
+	o := Options{
+		Outrigger: filepath.Join(root, "bin", "outrigger"),
+		Images:    []string{filepath.Join(assets, "images", "pause.tar"), filepath.Join(assets, "images", "agnhost.tar")},
+		Out:       testWriter{t},
+	}
+	if err := Preflight(o); err != nil {
+		t.Skipf("cannot run a real cluster here: %v", err)
+	}
+	for _, img := range o.Images {
+		if _, err := os.Stat(img); err != nil {
+			t.Skipf("image %s is not built: run 'make cluster-images'", img)
+		}
+	}
+	if err := EnsurePackages(context.Background(), testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
+	// A killed earlier run is cleaned up by Up; take the snapshot after.
+	if old, err := LoadState(defaultWork); err != nil {
+		t.Fatal(err)
+	} else if err := Cleanup(old, testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
+	before := hostSnapshot(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := Up(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	downed := false
+	defer func() {
+		if !downed {
+			_ = c.Down()
+		}
+	}()
+
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 2 {
+		t.Fatalf("got %d nodes, want 2", len(nodes.Items))
+	}
+	for _, n := range nodes.Items {
+		if n.Spec.ProviderID != "local://"+n.Name {
+			t.Errorf("node %s: providerID %q, want local://%s (set by Outrigger)", n.Name, n.Spec.ProviderID, n.Name)
+		}
+		if hasUninitializedTaint(&n) {
+			t.Errorf("node %s still has the uninitialized taint", n.Name)
+		}
+		if !strings.HasPrefix(n.Spec.PodCIDR, "198.18.") {
+			t.Errorf("node %s: pod CIDR %q outside 198.18.0.0/15", n.Name, n.Spec.PodCIDR)
+		}
+	}
+
+	labels := map[string]string{"app": "hostnames"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostnames", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					// One pod per node.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname",
+						WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector:     &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					Containers: []corev1.Container{{
+						Name: "agnhost", Image: "outrigger.local/agnhost:" + controlplane.KubernetesVersion,
+						ImagePullPolicy: corev1.PullNever,
+						Args:            []string{"serve-hostname"},
+						Ports:           []corev1.ContainerPort{{ContainerPort: 9376}},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "hostnames", Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]string{} // pod name -> node
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=hostnames"})
+		if err != nil {
+			return false, nil
+		}
+		clear(pods)
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				pods[p.Name] = p.Spec.NodeName
+			}
+		}
+		return len(pods) == 2, c.anyExited()
+	}); err != nil {
+		t.Fatalf("pods running: %v (have %v)", err, pods)
+	}
+	onNodes := map[string]bool{}
+	for _, n := range pods {
+		onNodes[n] = true
+	}
+	if len(onNodes) != 2 {
+		t.Fatalf("pods %v are not on two nodes", pods)
+	}
+
+	var vip string
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.CoreV1().Services("default").Get(ctx, "hostnames", metav1.GetOptions{})
+		if err == nil && len(got.Status.LoadBalancer.Ingress) > 0 {
+			vip = got.Status.LoadBalancer.Ingress[0].IP
+		}
+		return vip != "", nil
+	}); err != nil {
+		t.Fatalf("Outrigger gave the Service no load balancer: %v", err)
+	}
+	if !strings.HasPrefix(vip, "198.18.100.") {
+		t.Errorf("VIP %s is not from the pool %s", vip, VIPPool)
+	}
+	// Every pod answers through the VIP, from the harness namespace: the
+	// local provider's proxy, a node's NodePort, kube-proxy, CNI, the pod.
+	hc := HarnessHTTPClient()
+	seen := map[string]bool{}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := hc.Get("http://" + vip + "/")
+		if err != nil {
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if _, ok := pods[string(body)]; ok {
+			seen[string(body)] = true
+		}
+		return len(seen) == 2, nil
+	}); err != nil {
+		t.Fatalf("through VIP %s saw %v, want both pods %v: %v", vip, seen, pods, err)
+	}
+
+	downed = true
+	if err := c.Down(); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	after := hostSnapshot(t)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("host %s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k])
+		}
+	}
+	for _, p := range []string{defaultWork, StatePath(defaultWork)} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	if roots, err := cgroupHierarchies(); err == nil {
+		for _, r := range roots {
+			if _, err := os.Stat(filepath.Join(r, c.state.CgroupBase)); err == nil {
+				t.Errorf("cgroup %s left behind in %s", c.state.CgroupBase, r)
+			}
+		}
+	}
+	for _, d := range c.state.CgroupDirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s (made by the harness) left behind", d)
+		}
+	}
+	if n := len(cgroupProcs(filepath.Join(pidsHierarchy(), c.state.CgroupBase))); n > 0 {
+		t.Errorf("%d processes left behind", n)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

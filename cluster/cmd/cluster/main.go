@@ -1,0 +1,72 @@
+// Command cluster runs a real Kubernetes cluster on this machine, with
+// Outrigger initializing its nodes (docs/cluster.md).
+//
+//	cluster deps   install the Debian packages the cluster needs
+//	cluster up     start it; Ctrl-C (or SIGTERM) stops it and removes everything
+//	cluster down   remove what a killed run left behind
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/outrigger-ccm/outrigger/cluster"
+)
+
+func main() {
+	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
+	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "directory for the cluster's files (removed on exit)")
+	nodes := fs.Int("nodes", 2, "number of nodes")
+	outrigger := fs.String("outrigger", "bin/outrigger", "the outrigger binary")
+	images := fs.String("images", "", "directory of OCI image tarballs to import into every node (default: none)")
+	logs := fs.String("logs", "", "keep every process's log in this directory (default: inside -workdir, removed on exit)")
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down [flags]")
+		os.Exit(2)
+	}
+	_ = fs.Parse(os.Args[2:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "deps":
+		err = cluster.EnsurePackages(ctx, os.Stderr)
+	case "down":
+		var s *cluster.State
+		if s, err = cluster.LoadState(*work); err == nil {
+			if s == nil {
+				fmt.Fprintln(os.Stderr, "nothing to clean up: no state file", cluster.StatePath(*work))
+			}
+			err = cluster.Cleanup(s, os.Stderr)
+		}
+	case "up":
+		o := cluster.Options{WorkDir: *work, Nodes: *nodes, Outrigger: *outrigger, LogDir: *logs}
+		if *images != "" {
+			o.Images, _ = filepath.Glob(filepath.Join(*images, "*.tar"))
+		}
+		start := time.Now()
+		var c *cluster.Cluster
+		if c, err = cluster.Up(ctx, o); err == nil {
+			fmt.Fprintf(os.Stderr, "Cluster up in %s: nodes %v initialized by Outrigger.\n", time.Since(start).Round(time.Second), c.Nodes())
+			fmt.Fprintf(os.Stderr, "  kubectl --kubeconfig %s get nodes -o wide\n", c.Kubeconfig)
+			fmt.Fprintf(os.Stderr, "  ip netns exec %s curl http://<load balancer ingress IP>/\n", cluster.HarnessNetns())
+			fmt.Fprintln(os.Stderr, "Ctrl-C stops it and removes everything.")
+			<-ctx.Done()
+			fmt.Fprintln(os.Stderr, "Stopping the cluster")
+			err = c.Down()
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down [flags]")
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cluster:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// The cluster's addresses, all from 198.18.0.0/15 (the benchmarking range),
+// as every address the project uses. The Service range is
+// pkg/dev/controlplane.ServiceCIDR (198.19.0.0/16).
+const (
+	// BridgeCIDR is the node network: the bridge in the harness namespace
+	// holds .1 and node i holds .10+i.
+	BridgeCIDR = "198.18.0.0/24"
+	// BridgeIP is the harness end of the node network, where the API
+	// server forwarder listens.
+	BridgeIP = "198.18.0.1"
+	// APIServerPort is the forwarder's port on BridgeIP.
+	APIServerPort = 6443
+	// ClusterCIDR is kube-controller-manager's --cluster-cidr: each node
+	// gets a /24 of it as spec.podCIDR.
+	ClusterCIDR = "198.18.64.0/18"
+	// NodeCIDRMaskSize is the size of each node's pod range.
+	NodeCIDRMaskSize = 24
+	// VIPPool is the local provider's load balancer VIP pool; the harness
+	// namespace answers on all of it (a local route), so Outrigger can bind
+	// any VIP there.
+	VIPPool = "198.18.100.0/24"
+)
+
+// Names of what the harness creates; one prefix so leftovers are easy to
+// recognize.
+const (
+	prefix      = "orc-"
+	harnessNS   = prefix + "harness"
+	bridgeName  = "orcbr0"
+	cgroupLeaf  = "outrigger-cluster"
+	defaultWork = "/var/tmp/outrigger-cluster"
+)
+
+// node is one node's names and addresses.
+type node struct {
+	Index int
+	Name  string // Node name and network namespace name
+	IP    string
+	Veth  string // the harness end of its veth pair
+	Dir   string // its files: containerd, kubelet, CNI config
+}
+
+func newNode(work string, i int) node {
+	name := fmt.Sprintf("%snode%d", prefix, i)
+	return node{
+		Index: i,
+		Name:  name,
+		IP:    netip.MustParseAddr(fmt.Sprintf("198.18.0.%d", 10+i)).String(),
+		Veth:  fmt.Sprintf("orcv%d", i),
+		Dir:   fmt.Sprintf("%s/%s", work, name),
+	}
+}
+
+func (n node) netnsPath() string { return "/var/run/netns/" + n.Name }
+func (n node) mountNSPath(work string) string {
+	return work + "/ns/" + n.Name
+}
+func (n node) socket() string { return n.Dir + "/containerd.sock" }

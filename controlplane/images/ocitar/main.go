@@ -1,0 +1,157 @@
+// Command ocitar packs a static binary into a single-layer container image
+// and writes it as an OCI image layout tarball that `ctr images import`
+// reads, named by the io.containerd.image.name annotation. The real-cluster
+// harness (cluster/) builds every image it runs this way, from source: no
+// image is pulled.
+//
+//	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+func main() {
+	bin := flag.String("binary", "", "static binary to put at /<its base name>")
+	ref := flag.String("name", "", "image name, such as outrigger.local/pause:1")
+	out := flag.String("o", "", "output tarball")
+	flag.Parse()
+	if err := build(*bin, *ref, *out, flag.Args()); err != nil {
+		fmt.Fprintln(os.Stderr, "ocitar:", err)
+		os.Exit(1)
+	}
+}
+
+func build(bin, ref, out string, entrypoint []string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return fmt.Errorf("image name %q: %w", ref, err)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	base := filepath.Base(bin)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// Fixed times: the same binary gives the same image digest.
+	epoch := time.Unix(0, 0)
+	if err := tw.WriteHeader(&tar.Header{Name: base, Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
+	if err != nil {
+		return err
+	}
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	if len(entrypoint) == 0 {
+		entrypoint = []string{"/" + base}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.Entrypoint = entrypoint
+	cf.Config.Env = []string{"PATH=/"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "ocitar-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	if err := p.AppendImage(img,
+		layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		layout.WithAnnotations(map[string]string{
+			"io.containerd.image.name":          tag.String(),
+			"org.opencontainers.image.ref.name": tag.TagStr(),
+		})); err != nil {
+		return err
+	}
+	return tarDir(dir, out)
+}
+
+// tarDir writes the layout directory as the tarball `ctr images import`
+// takes.
+func tarDir(dir, out string) error {
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	err = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return nil
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(tw, src)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, out)
+}
