@@ -15,6 +15,7 @@ var autoSized = map[string]string{
 	"concurrent-service-syncs":        fmt.Sprint(autoServiceWorkers),
 	"kube-api-qps":                    fmt.Sprint(autoKubeAPIQPS),
 	"kube-api-burst":                  fmt.Sprint(autoKubeAPIBurst),
+	"kube-api-content-type":           "JSON",
 }
 
 // FlagsReference renders every flag, by --help section, as the Markdown
