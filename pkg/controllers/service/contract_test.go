@@ -177,8 +177,11 @@ func TestImplementedElsewhere(t *testing.T) {
 	if lb.Calls("EnsureLoadBalancerDeleted", "ext") == 0 {
 		t.Error("EnsureLoadBalancerDeleted not called")
 	}
-	ev := testenv.Events(t, "ext")
-	if len(ev[service.EventSyncFailed])+len(ev[service.EventUpdateFailed]) != 0 || len(ev[service.EventDeleted]) == 0 {
+	// Events are sent asynchronously: wait for the last one.
+	testenv.Eventually(t, 10*time.Second, "DeletedLoadBalancer recorded", func() (bool, error) {
+		return len(testenv.Events(t, "ext")[service.EventDeleted]) > 0, nil
+	})
+	if ev := testenv.Events(t, "ext"); len(ev[service.EventSyncFailed])+len(ev[service.EventUpdateFailed]) != 0 {
 		t.Errorf("events: %v", reasons(ev))
 	}
 }
