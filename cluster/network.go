@@ -78,50 +78,57 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 }
 
 // listenInNetns listens on addr inside the network namespace at nsPath; the
-// socket stays in that namespace whatever thread serves it. The OS thread
-// is given back only once it is back in this process's namespace.
+// socket stays in that namespace whatever thread serves it.
 func listenInNetns(nsPath, network, addr string) (net.Listener, error) {
+	return inNetns(nsPath, func() (net.Listener, error) { return net.Listen(network, addr) })
+}
+
+// inNetns runs create on an OS thread moved into the network namespace at
+// nsPath: sockets it creates belong to that namespace for good. The thread
+// is given back only once it is back in this process's namespace; if it
+// cannot return, it ends with its goroutine instead of running others in
+// the wrong namespace, and what create made is closed.
+func inNetns[T io.Closer](nsPath string, create func() (T, error)) (T, error) {
 	type result struct {
-		ln  net.Listener
+		v   T
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		var zero T
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: err}
+			ch <- result{zero, err}
 			return
 		}
 		defer orig.Close()
 		target, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: err}
+			ch <- result{zero, err}
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("entering %s: %w", nsPath, err)}
+			ch <- result{zero, fmt.Errorf("entering %s: %w", nsPath, err)}
 			return
 		}
-		ln, lerr := net.Listen(network, addr)
+		v, merr := create()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			// Leave the thread locked: it ends with this goroutine
-			// instead of running others in the wrong namespace.
-			if ln != nil {
-				ln.Close()
+			if merr == nil {
+				v.Close()
 			}
-			ch <- result{err: fmt.Errorf("leaving %s: %w", nsPath, err)}
+			ch <- result{zero, fmt.Errorf("leaving %s: %w", nsPath, err)}
 			return
 		}
 		runtime.UnlockOSThread()
-		ch <- result{ln, lerr}
+		ch <- result{v, merr}
 	}()
 	r := <-ch
-	return r.ln, r.err
+	return r.v, r.err
 }
 
 // startForwarder makes the API server, which listens on the host's
@@ -176,50 +183,14 @@ func splice(in net.Conn, target string) {
 	wg.Wait()
 }
 
-// dialInNetns dials addr from inside the network namespace at nsPath.
+// dialInNetns dials addr from inside the network namespace at nsPath. The
+// socket is made in the namespace; connecting may go on after the thread is
+// back.
 func dialInNetns(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(nsPath)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("entering %s: %w", nsPath, err)}
-			return
-		}
-		// The socket is made here, in the namespace; connecting may go on
-		// after the thread is back.
+	return inNetns(nsPath, func() (net.Conn, error) {
 		var d net.Dialer
-		conn, derr := d.DialContext(ctx, network, addr)
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			if conn != nil {
-				conn.Close()
-			}
-			ch <- result{err: fmt.Errorf("leaving %s: %w", nsPath, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{conn, derr}
-	}()
-	r := <-ch
-	return r.conn, r.err
+		return d.DialContext(ctx, network, addr)
+	})
 }
 
 // HarnessHTTPClient is an HTTP client whose connections start in the
