@@ -2,11 +2,13 @@ package manager_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
@@ -59,7 +61,11 @@ func TestBadInputExitsWithOneClearLine(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			cmd := exec.Command(bin, tc.args...)
+			// Bad input must stop the command at once; one that runs
+			// instead is killed, not left behind.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, tc.args...)
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			if err == nil {
