@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cloud-provider/app"
@@ -20,12 +21,7 @@ import (
 // flag Outrigger does not accept, or accepts with another type or default, so
 // an upstream manifest's arguments parse and mean the same.
 func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
-	opts, err := options.NewCloudControllerManagerOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := app.NewCloudControllerManagerCommand(opts, newCloud, app.DefaultInitFuncConstructors,
-		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	upstream := upstreamCommand(t)
 	ours := manager.NewCommand(providers.NewRegistry())
 
 	n := 0
@@ -54,12 +50,7 @@ func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 // TestFeatureGatesMatchUpstream checks --feature-gates knows every gate the
 // upstream CCM's does, so a manifest's gates parse.
 func TestFeatureGatesMatchUpstream(t *testing.T) {
-	opts, err := options.NewCloudControllerManagerOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := app.NewCloudControllerManagerCommand(opts, newCloud, app.DefaultInitFuncConstructors,
-		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	upstream := upstreamCommand(t)
 	ours := manager.NewCommand(providers.NewRegistry())
 	gates := func(usage string) map[string]bool {
 		out := map[string]bool{}
@@ -80,4 +71,16 @@ func TestFeatureGatesMatchUpstream(t *testing.T) {
 			t.Errorf("feature gate %s: not accepted", g)
 		}
 	}
+}
+
+// upstreamCommand is the upstream cloud-controller-manager's command, as
+// its main builds it.
+func upstreamCommand(t *testing.T) *cobra.Command {
+	t.Helper()
+	opts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app.NewCloudControllerManagerCommand(opts, newCloud, app.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
 }

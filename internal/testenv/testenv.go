@@ -22,7 +22,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
@@ -244,4 +248,36 @@ func FreePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// RunController runs, until the test ends, a manager on the package's API
+// server holding what setup adds (one controller, wired to a provider double
+// the sim cannot play), with serving off. modify may adjust the manager's
+// options first (a cache restricted to the test's namespace, say).
+func RunController(t testing.TB, setup func(crmanager.Manager) error, modify ...func(*crmanager.Options)) {
+	t.Helper()
+	opts := crmanager.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, m := range modify {
+		m(&opts)
+	}
+	mgr, err := ctrl.NewManager(Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setup(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("controller manager: %v", err)
+		}
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -68,36 +69,13 @@ func TestInstancesV1ProviderIsAdapted(t *testing.T) {
 	}
 }
 
-// nameOnlyCloud is a provider with only the v1 Instances interface that has
-// no instance IDs: InstanceID and everything by provider ID are
-// NotImplemented, everything by node name answers.
-type nameOnlyCloud struct{ *fake.Cloud }
-
-func (c nameOnlyCloud) Instances() (cloudprovider.Instances, bool) { return c, true }
-func (c nameOnlyCloud) Zones() (cloudprovider.Zones, bool)         { return c, true }
-func (nameOnlyCloud) InstanceID(context.Context, types.NodeName) (string, error) {
-	return "", cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) NodeAddressesByProviderID(context.Context, string) ([]corev1.NodeAddress, error) {
-	return nil, cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) InstanceTypeByProviderID(context.Context, string) (string, error) {
-	return "", cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) GetZoneByProviderID(context.Context, string) (cloudprovider.Zone, error) {
-	return cloudprovider.Zone{}, cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) InstanceShutdownByProviderID(context.Context, string) (bool, error) {
-	return false, cloudprovider.NotImplemented
-}
-
 func TestInstancesV1WithoutInstanceIDsGoesByName(t *testing.T) {
 	fc := &fake.Cloud{
 		Addresses:     []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.1"}},
 		InstanceTypes: map[types.NodeName]string{"a": "big"},
 		Zone:          cloudprovider.Zone{FailureDomain: "z1", Region: "r1"},
 	}
-	inst, ok := New(nameOnlyCloud{fc}, Options{}).Instances()
+	inst, ok := New(providertest.NameOnly{Cloud: fc}, Options{}).Instances()
 	if !ok {
 		t.Fatal("a provider with Instances (v1) was not adapted")
 	}

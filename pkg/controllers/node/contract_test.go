@@ -11,12 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
@@ -27,29 +25,12 @@ import (
 // until the test ends, for providers the sim cannot play.
 func startController(t *testing.T, provider cloudprovider.Interface) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(testenv.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	inst, ok := cloud.New(provider, cloud.Options{}).Instances()
 	if !ok {
 		t.Fatal("provider has no instances")
 	}
-	if err := node.Setup(mgr, node.Options{Instances: inst, RefreshPeriod: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+	testenv.RunController(t, func(mgr manager.Manager) error {
+		return node.Setup(mgr, node.Options{Instances: inst, RefreshPeriod: time.Hour})
 	})
 }
 
@@ -88,28 +69,9 @@ func TestEmptyProviderIDKeepsTheTaint(t *testing.T) {
 	}
 }
 
-// nameOnlyCloud has only the v1 Instances interface and no instance IDs:
-// InstanceID and every by-provider-ID call are NotImplemented.
-type nameOnlyCloud struct{ *fake.Cloud }
-
-func (c nameOnlyCloud) Instances() (cloudprovider.Instances, bool) { return c, true }
-func (c nameOnlyCloud) Zones() (cloudprovider.Zones, bool)         { return c, true }
-func (nameOnlyCloud) InstanceID(context.Context, types.NodeName) (string, error) {
-	return "", cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) NodeAddressesByProviderID(context.Context, string) ([]corev1.NodeAddress, error) {
-	return nil, cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) InstanceTypeByProviderID(context.Context, string) (string, error) {
-	return "", cloudprovider.NotImplemented
-}
-func (nameOnlyCloud) GetZoneByProviderID(context.Context, string) (cloudprovider.Zone, error) {
-	return cloudprovider.Zone{}, cloudprovider.NotImplemented
-}
-
 func TestInstancesV1WithoutInstanceIDInitializesByName(t *testing.T) {
 	name := testenv.Name("v1")
-	startController(t, nameOnlyCloud{&fake.Cloud{
+	startController(t, providertest.NameOnly{Cloud: &fake.Cloud{
 		Addresses:     addrs("InternalIP", "198.18.2.1"),
 		InstanceTypes: map[types.NodeName]string{types.NodeName(name): "v1.large"},
 		Zone:          cloudprovider.Zone{FailureDomain: "zone-v1", Region: "region-v1"},

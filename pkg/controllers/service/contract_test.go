@@ -15,11 +15,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
@@ -93,26 +91,10 @@ func (f *fakeLB) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *cor
 // deleted while it still runs.
 func startController(t *testing.T, lb cloudprovider.LoadBalancer, ns string) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(testenv.Config, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Service{}: {Namespaces: map[string]cache.Config{ns: {}}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := service.Setup(mgr, service.Options{LoadBalancer: lb, ClusterName: "test", NodeSyncWindow: 100 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("controller: %v", err)
-		}
+	testenv.RunController(t, func(mgr manager.Manager) error {
+		return service.Setup(mgr, service.Options{LoadBalancer: lb, ClusterName: "test", NodeSyncWindow: 100 * time.Millisecond})
+	}, func(o *manager.Options) {
+		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Service{}: {Namespaces: map[string]cache.Config{ns: {}}}}}
 	})
 }
 
