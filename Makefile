@@ -47,6 +47,7 @@ verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
+	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
 	@for m in . bench/upstream-ccm examples/aws; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
@@ -79,7 +80,7 @@ bench: controlplane build bin/upstream-ccm
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
 
-.PHONY: cluster cluster-binaries cluster-down cluster-test cluster-images
+.PHONY: cluster cluster-binaries cluster-down cluster-test cluster-images image
 
 ## cluster-binaries: build kubelet, kube-proxy, kube-controller-manager, kube-scheduler and
 ## agnhost from source, once, into $(ASSETS), next to kube-apiserver (see docs/cluster.md).
@@ -112,18 +113,32 @@ $(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/agnhost:$(K8S_VERSION) -o $@
 
+## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
+## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name
+## upstream manifests run), outrigger-local-lb beside it, user 65532.
+IMAGE ?= outrigger.local/outrigger:dev
+image:
+	@mkdir -p bin/image
+	CGO_ENABLED=0 go build -trimpath -tags product -o bin/image/outrigger ./cmd/outrigger
+	CGO_ENABLED=0 go build -trimpath -o bin/image/outrigger-local-lb ./cmd/outrigger-local-lb
+	cd controlplane && go run ./images/ocitar -name $(IMAGE) -o ../bin/outrigger-image.tar -user 65532:65532 \
+		-file ../bin/image/outrigger=/usr/local/bin/outrigger \
+		-file ../bin/image/outrigger-local-lb=/usr/local/bin/outrigger-local-lb \
+		-link /usr/local/bin/cloud-controller-manager=outrigger \
+		-- /usr/local/bin/outrigger
+
 ## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
 ## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.
 CLUSTER_FLAGS ?=
-cluster: cluster-binaries cluster-images build
-	go run ./cluster/cmd/cluster up -images $(ASSETS)/images $(CLUSTER_FLAGS)
+cluster: cluster-binaries cluster-images image
+	go run ./cluster/cmd/cluster up -images $(ASSETS)/images -outrigger-image bin/outrigger-image.tar $(CLUSTER_FLAGS)
 
 cluster-down:
 	go run ./cluster/cmd/cluster down
 
 ## cluster-test: the real-cluster test (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1).
-cluster-test: cluster-binaries cluster-images build
-	OUTRIGGER_CLUSTER=1 go test -count=1 -v -timeout 15m ./cluster/...
+cluster-test: cluster-binaries cluster-images image
+	OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/...
 
 clean:
 	rm -rf bin .outrigger

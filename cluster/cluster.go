@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,8 +34,11 @@ type Options struct {
 	WorkDir string
 	// Nodes is how many nodes to run; default 2.
 	Nodes int
-	// Outrigger is the outrigger binary; default bin/outrigger.
-	Outrigger string
+	// OutriggerImage is Outrigger's image tarball (make image); imported
+	// into every node and deployed with deploy/'s manifests.
+	OutriggerImage string
+	// OutriggerImageName is its name; default OutriggerImage.
+	OutriggerImageName string
 	// Assets holds the Kubernetes binaries; default
 	// controlplane.AssetsDir().
 	Assets string
@@ -66,7 +70,11 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs []*proc
-	fwd   net.Listener
+	fwd   []net.Listener
+	// apiPort is the API server's port, on the host's loopback and on
+	// BridgeIP (the forwarder).
+	apiPort string
+	release func()
 }
 
 type proc struct {
@@ -106,8 +114,11 @@ func (o *Options) defaults() {
 	if o.Nodes == 0 {
 		o.Nodes = 2
 	}
-	if o.Outrigger == "" {
-		o.Outrigger = "bin/outrigger"
+	if o.OutriggerImage == "" {
+		o.OutriggerImage = "bin/outrigger-image.tar"
+	}
+	if o.OutriggerImageName == "" {
+		o.OutriggerImageName = OutriggerImage
 	}
 	if o.Assets == "" {
 		o.Assets = controlplane.AssetsDir()
@@ -135,8 +146,8 @@ func Preflight(o Options) error {
 			return fmt.Errorf("%s is not built in %s: run 'make cluster-binaries'", b, o.Assets)
 		}
 	}
-	if _, err := os.Stat(o.Outrigger); err != nil {
-		return fmt.Errorf("outrigger binary %s: %w (run 'make build')", o.Outrigger, err)
+	if _, err := os.Stat(o.OutriggerImage); err != nil {
+		return fmt.Errorf("Outrigger's image %s: %w (run 'make image')", o.OutriggerImage, err)
 	}
 	return nil
 }
@@ -152,6 +163,15 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := EnsurePackages(ctx, o.Out); err != nil {
 		return nil, err
 	}
+	release, err := Lock(o.WorkDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if c == nil {
+			release()
+		}
+	}()
 	if old, err := LoadState(o.WorkDir); err != nil {
 		return nil, err
 	} else if old != nil {
@@ -163,7 +183,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if _, err := os.Stat(o.WorkDir); err == nil {
 		return nil, fmt.Errorf("%s exists and no state file says it is ours: remove it", o.WorkDir)
 	}
-	c = &Cluster{opts: o, state: &State{WorkDir: o.WorkDir}}
+	c = &Cluster{opts: o, state: &State{WorkDir: o.WorkDir}, release: release}
 	for i := 1; i <= o.Nodes; i++ {
 		c.nodes = append(c.nodes, newNode(o.WorkDir, i))
 	}
@@ -186,9 +206,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"network namespaces, bridge, veths", c.setupNetwork},
 		{"API server forwarder in the harness namespace", c.startForwarder},
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
-		{"Outrigger (local provider)", c.startOutrigger},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},
+		{"Outrigger from its image (deploy/*.yaml)", c.deployOutrigger},
 		{"nodes initialized by Outrigger", c.waitInitialized},
 	}
 	for _, s := range steps {
@@ -220,13 +240,25 @@ func (c *Cluster) Down() error {
 		case <-time.After(10 * time.Second):
 		}
 	}
-	if c.fwd != nil {
-		_ = c.fwd.Close()
+	// The pods next (they live under each node's cgroup root): their
+	// connections to the API server would hold up its graceful stop.
+	if c.state.CgroupBase != "" {
+		for _, n := range c.nodes {
+			if _, err := killCgroupTree(filepath.Join(c.state.CgroupBase, n.Name)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, l := range c.fwd {
+		_ = l.Close()
 	}
 	if c.cp != nil {
 		errs = append(errs, c.cp.Stop())
 	}
 	errs = append(errs, Cleanup(c.state, c.opts.Out))
+	if c.release != nil {
+		c.release()
+	}
 	return errors.Join(errs...)
 }
 
@@ -358,7 +390,25 @@ func mkCgroup(root, path string) (made []string, _ error) {
 }
 
 func (c *Cluster) startControlPlane(ctx context.Context) error {
-	cp, err := controlplane.Start(ctx)
+	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
+		return err
+	}
+	egress := filepath.Join(c.opts.WorkDir, "egress-selector.yaml")
+	if err := os.WriteFile(egress, []byte(egressConfig(c.egressSocket())), 0o644); err != nil {
+		return err
+	}
+	cp, err := controlplane.Start(ctx,
+		controlplane.WithServingNames(append([]string{BridgeIP}, KubernetesServiceNames...)...),
+		// The kubernetes Service's endpoint: the forwarder, which pods
+		// reach through their node.
+		controlplane.WithAPIServerArg("advertise-address", BridgeIP),
+		controlplane.WithAPIServerArg("egress-selector-config-file", egress),
+		// Pods get their ServiceAccount's token (envtest turns the
+		// admission plugin off).
+		controlplane.WithAPIServerArg("disable-admission-plugins", ""),
+		// Node names resolve nowhere; their InternalIP is on the bridge.
+		controlplane.WithAPIServerArg("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"),
+	)
 	if err != nil {
 		return err
 	}
@@ -371,10 +421,12 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		_ = c.state.addDir(d)
 	}
 	c.Config = cp.Config
-	c.Kubeconfig = filepath.Join(c.opts.WorkDir, "admin.kubeconfig")
-	if err := os.MkdirAll(c.opts.WorkDir, 0o755); err != nil {
+	u, err := url.Parse(cp.Config.Host)
+	if err != nil {
 		return err
 	}
+	c.apiPort = u.Port()
+	c.Kubeconfig = filepath.Join(c.opts.WorkDir, "admin.kubeconfig")
 	if err := cp.WriteAdminKubeconfig(c.Kubeconfig); err != nil {
 		return err
 	}
@@ -398,8 +450,7 @@ func (c *Cluster) userKubeconfig(file, user string, groups []string, forwarded b
 	rc := u.Config()
 	cluster := &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
 	if forwarded {
-		cluster.Server = fmt.Sprintf("https://%s:%d", BridgeIP, APIServerPort)
-		cluster.TLSServerName = "localhost"
+		cluster.Server = "https://" + net.JoinHostPort(BridgeIP, c.apiPort)
 	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["cluster"] = cluster

@@ -1,10 +1,13 @@
 package cluster
 
 import (
+	"net"
+	"os/exec"
+
 	"context"
 	"io"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,14 +68,14 @@ func hostSnapshot(t *testing.T) map[string]string {
 // stopping the cluster leaves the machine as it was.
 func TestRealCluster(t *testing.T) {
 	if os.Getenv("OUTRIGGER_CLUSTER") == "" {
-		t.Skip("the real-cluster test runs with OUTRIGGER_CLUSTER=1 (as root, after 'make cluster-binaries cluster-images build'; 'make cluster-test' does all that)")
+		t.Skip("the real-cluster test runs with OUTRIGGER_CLUSTER=1 (as root, after 'make cluster-binaries cluster-images image'; 'make cluster-test' does all that)")
 	}
 	root, _ := filepath.Abs("..")
 	assets := controlplane.AssetsDir()
 	o := Options{
-		Outrigger: filepath.Join(root, "bin", "outrigger"),
-		Images:    []string{filepath.Join(assets, "images", "pause.tar"), filepath.Join(assets, "images", "agnhost.tar")},
-		Out:       testWriter{t},
+		OutriggerImage: filepath.Join(root, "bin", "outrigger-image.tar"),
+		Images:         []string{filepath.Join(assets, "images", "pause.tar"), filepath.Join(assets, "images", "agnhost.tar")},
+		Out:            testWriter{t},
 	}
 	if err := Preflight(o); err != nil {
 		t.Skipf("cannot run a real cluster here: %v", err)
@@ -85,7 +88,13 @@ func TestRealCluster(t *testing.T) {
 	if err := EnsurePackages(context.Background(), testWriter{t}); err != nil {
 		t.Fatal(err)
 	}
-	// A killed earlier run is cleaned up by Up; take the snapshot after.
+	// A killed earlier run is cleaned up by Up; take the snapshot after,
+	// unless a cluster is running (it would be torn down under its user).
+	release, err := Lock(defaultWork)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
 	if old, err := LoadState(defaultWork); err != nil {
 		t.Fatal(err)
 	} else if err := Cleanup(old, testWriter{t}); err != nil {
@@ -220,6 +229,18 @@ func TestRealCluster(t *testing.T) {
 		t.Fatalf("through VIP %s saw %v, want both pods %v: %v", vip, seen, pods, err)
 	}
 
+	// The API server reaches the kubelets (logs, through the egress
+	// proxy), as kubectl logs and exec need.
+	for name := range pods {
+		if _, err := c.Client.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx); err != nil {
+			t.Errorf("logs of pod %s: %v", name, err)
+		}
+		break
+	}
+
+	checkOutriggerDeployed(ctx, t, c)
+	checkLocalTrafficKeepsClientIP(ctx, t, c)
+
 	downed = true
 	if err := c.Down(); err != nil {
 		t.Fatalf("Down: %v", err)
@@ -249,6 +270,148 @@ func TestRealCluster(t *testing.T) {
 	}
 	if n := len(cgroupProcs(filepath.Join(pidsHierarchy(), c.state.CgroupBase))); n > 0 {
 		t.Errorf("%d processes left behind", n)
+	}
+}
+
+// checkOutriggerDeployed asserts Outrigger runs as users run it: the
+// Deployment of deploy/ from its image, both replicas ready, one of them
+// holding the upstream lease name, under its ServiceAccount.
+func checkOutriggerDeployed(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	d, err := c.Client.AppsV1().Deployments("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Image; got != OutriggerImage {
+		t.Errorf("Deployment image %s, want %s", got, OutriggerImage)
+	}
+	if d.Status.ReadyReplicas != 2 {
+		t.Errorf("%d ready replicas, want 2", d.Status.ReadyReplicas)
+	}
+	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "cloud-controller-manager" {
+		t.Errorf("runs as ServiceAccount %q", sa)
+	}
+	pods, err := c.Client.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=outrigger"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the leader election lease: %v", err)
+	}
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+	leader := false
+	for _, p := range pods.Items {
+		leader = leader || strings.HasPrefix(holder, p.Name+"_")
+	}
+	if !leader {
+		t.Errorf("lease holder %q is none of the Outrigger pods", holder)
+	}
+}
+
+// checkLocalTrafficKeepsClientIP runs agnhost netexec on one node behind a
+// Service with externalTrafficPolicy: Local: only that node may hold the
+// VIP, /clientip shows the harness's own address (no SNAT on the way), and
+// deleting the Service withdraws the VIP.
+func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	target := c.Nodes()[1]
+	labels := map[string]string{"app": "clientip"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "clientip", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{"kubernetes.io/hostname": target},
+					Containers: []corev1.Container{{
+						Name: "agnhost", Image: "outrigger.local/agnhost:" + controlplane.KubernetesVersion,
+						ImagePullPolicy: corev1.PullNever,
+						Args:            []string{"netexec", "--http-port=8080"},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+							HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)},
+						}},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := c.Client.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "clientip", Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+			Selector:              labels,
+			Ports:                 []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var vip string
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.CoreV1().Services("default").Get(ctx, "clientip", metav1.GetOptions{})
+		if err == nil && len(got.Status.LoadBalancer.Ingress) > 0 {
+			vip = got.Status.LoadBalancer.Ingress[0].IP
+			if m := got.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeVIP {
+				t.Errorf("ingress ipMode %v, want VIP (kube-proxy on the node serves the VIP)", m)
+			}
+		}
+		return vip != "", nil
+	}); err != nil {
+		t.Fatalf("no load balancer for the Local Service: %v", err)
+	}
+	hc := HarnessHTTPClient()
+	var client string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := hc.Get("http://" + vip + "/clientip")
+		if err != nil {
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		client = string(body)
+		return resp.StatusCode == 200, nil
+	}); err != nil {
+		t.Fatalf("GET %s/clientip: %v", vip, err)
+	}
+	if host, _, err := net.SplitHostPort(client); err != nil || host != BridgeIP {
+		t.Errorf("/clientip = %q, want the harness's address %s kept (externalTrafficPolicy: Local)", client, BridgeIP)
+	}
+	held := func(node string) bool {
+		out, _ := exec.Command("ip", "-n", node, "-o", "addr", "show", "dev", "lo").CombinedOutput()
+		return strings.Contains(string(out), " "+vip+"/32")
+	}
+	for _, n := range c.Nodes() {
+		if want := n == target; held(n) != want {
+			t.Errorf("node %s holds VIP %s: %v, want %v (only the node with the endpoint)", n, vip, held(n), want)
+		}
+	}
+
+	if err := c.Client.CoreV1().Services("default").Delete(ctx, "clientip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Services("default").Get(ctx, "clientip", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && !held(target), nil
+	}); err != nil {
+		t.Fatalf("after deleting the Service, VIP %s is still held by %s (or the Service's finalizer stays): %v", vip, target, err)
+	}
+	// Packets the harness still sends to the node (its ARP entry) stop
+	// being answered once kube-proxy there drops the Service's rules.
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := hc.Get("http://" + vip + "/clientip")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil, nil
+	}); err != nil {
+		t.Errorf("VIP %s still answers a minute after its Service was deleted", vip)
 	}
 }
 

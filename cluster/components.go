@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,44 +58,6 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		_, err := c.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
-}
-
-// startOutrigger runs Outrigger with its local provider in the harness
-// namespace, where its load balancers' VIPs (VIPPool) are local and the
-// nodes are one hop away.
-func (c *Cluster) startOutrigger(ctx context.Context) error {
-	kc := filepath.Join(c.opts.WorkDir, "outrigger.kubeconfig")
-	if err := c.userKubeconfig(kc, "outrigger", []string{"system:masters"}, true); err != nil {
-		return err
-	}
-	cfg := filepath.Join(c.opts.WorkDir, "local.yaml")
-	if err := os.WriteFile(cfg, []byte("pool: "+VIPPool+"\n"), 0o644); err != nil {
-		return err
-	}
-	outrigger, err := filepath.Abs(c.opts.Outrigger)
-	if err != nil {
-		return err
-	}
-	p, err := c.start("outrigger", "nsenter", "--net=/var/run/netns/"+harnessNS, "--",
-		outrigger,
-		"--cloud-provider=local",
-		"--cloud-config="+cfg,
-		"--kubeconfig="+kc,
-		"--leader-elect=false",
-		"--secure-port=0",
-		"--v=2",
-	)
-	if err != nil {
-		return err
-	}
-	// Outrigger has nothing to show before nodes exist; a bad flag makes
-	// it exit at once.
-	select {
-	case <-p.done:
-		return c.exited(p)
-	case <-time.After(2 * time.Second):
-		return nil
-	}
 }
 
 // Kernel settings the kubelet insists on (it sets them unless
@@ -218,6 +181,10 @@ authentication:
     enabled: false
   webhook:
     enabled: false
+  x509:
+    # The API server's kubelet client certificate (logs, exec,
+    # port-forward) comes from this CA.
+    clientCAFile: %q
 authorization:
   mode: AlwaysAllow
 clusterDomain: cluster.local
@@ -229,7 +196,7 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP)
+`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP, c.cp.ServingCAFile)
 }
 
 func (c *Cluster) kubeProxyConfig(n node, kubeconfig string) string {
@@ -283,7 +250,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		for _, img := range c.opts.Images {
+		for _, img := range append(slices.Clone(c.opts.Images), c.opts.OutriggerImage) {
 			start := time.Now()
 			out, err := exec.CommandContext(ctx, "ctr", "--address", n.socket(), "-n", "k8s.io", "images", "import", "--no-unpack=false", img).CombinedOutput()
 			if err != nil {

@@ -13,10 +13,10 @@ const (
 	// holds .1 and node i holds .10+i.
 	BridgeCIDR = "198.18.0.0/24"
 	// BridgeIP is the harness end of the node network, where the API
-	// server forwarder listens.
+	// server forwarder listens (on the API server's own port), and the
+	// address the API server advertises as the kubernetes Service's
+	// endpoint.
 	BridgeIP = "198.18.0.1"
-	// APIServerPort is the forwarder's port on BridgeIP.
-	APIServerPort = 6443
 	// ClusterCIDR is kube-controller-manager's --cluster-cidr: each node
 	// gets a /24 of it as spec.podCIDR.
 	ClusterCIDR = "198.18.64.0/18"
@@ -27,6 +27,12 @@ const (
 	// any VIP there.
 	VIPPool = "198.18.100.0/24"
 )
+
+// KubernetesServiceNames are the names pods reach the API server by: the
+// kubernetes Service's ClusterIP (the first address of
+// pkg/dev/controlplane.ServiceCIDR) and DNS names; the API server's
+// serving certificate holds them.
+var KubernetesServiceNames = []string{"198.19.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 
 // Names of what the harness creates; one prefix so leftovers are easy to
 // recognize.

@@ -7,8 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -35,9 +35,10 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", BridgeIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
-		// Outrigger's local provider binds VIPs from the pool: the
-		// namespace answers on all of it, as Linux does on 127/8.
-		{"route", "add", "local", VIPPool, "dev", "lo"},
+		// The VIP pool is on the node network's link: the harness asks
+		// by ARP, and the node holding a VIP (outrigger-local-lb)
+		// answers.
+		{"route", "add", VIPPool, "dev", bridgeName},
 	} {
 		if err := h(args...); err != nil {
 			return err
@@ -132,36 +133,108 @@ func inNetns[T io.Closer](nsPath string, create func() (T, error)) (T, error) {
 }
 
 // startForwarder makes the API server, which listens on the host's
-// loopback, reachable from the namespaces at BridgeIP:APIServerPort: a TCP
-// forwarder listening inside the harness namespace. TLS passes through; the
-// kubeconfigs of the nodes name the server "localhost" as its certificate
-// does.
-func (c *Cluster) startForwarder(context.Context) error {
-	u, err := url.Parse(c.Config.Host)
+// loopback, reachable from the namespaces at BridgeIP on the same port: a
+// TCP forwarder listening inside the harness namespace. TLS passes through;
+// the serving certificate names BridgeIP and the kubernetes Service's
+// ClusterIP, which is where the API server advertises itself, so pods using
+// their in-cluster configuration reach it too (kube-proxy sends the
+// ClusterIP to BridgeIP). It also starts the egress proxy.
+func (c *Cluster) startForwarder(ctx context.Context) error {
+	ln, err := listenInNetns("/var/run/netns/"+harnessNS, "tcp", net.JoinHostPort(BridgeIP, c.apiPort))
 	if err != nil {
 		return err
 	}
-	target := u.Host
-	ln, err := listenInNetns("/var/run/netns/"+harnessNS, "tcp", fmt.Sprintf("%s:%d", BridgeIP, APIServerPort))
-	if err != nil {
-		return err
-	}
-	c.fwd = ln
+	c.fwd = append(c.fwd, ln)
+	target := net.JoinHostPort("127.0.0.1", c.apiPort)
 	go func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go splice(conn, target)
+			go splice(conn, func() (net.Conn, error) { return net.Dial("tcp", target) })
 		}
 	}()
+	return c.startEgressProxy(ctx)
+}
+
+// egressConfig is the API server's EgressSelectorConfiguration: its
+// connections to the cluster (kubelets for logs, exec and port-forward;
+// the nodes, pods and services proxies) go through an HTTP CONNECT proxy on
+// a unix socket, which the harness serves by dialing from the harness
+// namespace. So the API server stays on the host's loopback and still
+// reaches node IPs that exist only inside the namespaces.
+func egressConfig(socket string) string {
+	return fmt.Sprintf(`apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+- name: cluster
+  connection:
+    proxyProtocol: HTTPConnect
+    transport:
+      uds:
+        udsName: %s
+`, socket)
+}
+
+func (c *Cluster) egressSocket() string { return filepath.Join(c.opts.WorkDir, "egress.sock") }
+
+func (c *Cluster) startEgressProxy(context.Context) error {
+	_ = os.Remove(c.egressSocket())
+	ln, err := net.Listen("unix", c.egressSocket())
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	c.fwd = append(c.fwd, ln)
+	srv := &http.Server{Handler: http.HandlerFunc(connectHandler), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
 	return nil
 }
 
-func splice(in net.Conn, target string) {
+// connectHandler serves HTTP CONNECT by dialing the target from the harness
+// namespace.
+func connectHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodConnect {
+		http.Error(w, "only CONNECT is served", http.StatusMethodNotAllowed)
+		return
+	}
+	out, err := dialInNetns(r.Context(), "/var/run/netns/"+harnessNS, "tcp", r.Host)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		_ = out.Close()
+		http.Error(w, "cannot hijack", http.StatusInternalServerError)
+		return
+	}
+	in, buf, err := hj.Hijack()
+	if err != nil {
+		_ = out.Close()
+		return
+	}
+	if _, err := in.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		_ = in.Close()
+		_ = out.Close()
+		return
+	}
+	// Bytes the client sent after its request headers are already
+	// buffered.
+	if n := buf.Reader.Buffered(); n > 0 {
+		pending, _ := buf.Reader.Peek(n)
+		if _, err := out.Write(pending); err != nil {
+			_ = in.Close()
+			_ = out.Close()
+			return
+		}
+	}
+	go splice(in, func() (net.Conn, error) { return out, nil })
+}
+
+func splice(in net.Conn, dial func() (net.Conn, error)) {
 	defer in.Close()
-	out, err := net.Dial("tcp", target)
+	out, err := dial()
 	if err != nil {
 		return
 	}

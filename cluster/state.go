@@ -341,3 +341,26 @@ func removeCgroups(base string) (int, error) {
 	}
 	return n, errors.Join(errs...)
 }
+
+// ErrBusy is returned when another cluster runs over the same work
+// directory: its namespaces and state must not be touched.
+var ErrBusy = errors.New("another cluster is running on this machine")
+
+// Lock takes the machine-wide lock of a cluster over work (an flock, so a
+// killed run's lock goes with it, and its leftovers can be cleaned). It
+// fails with ErrBusy at once when a running cluster holds it.
+func Lock(work string) (release func(), err error) {
+	path := filepath.Clean(work) + ".lock"
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (it holds %s): stop it first", ErrBusy, path)
+		}
+		return nil, fmt.Errorf("cluster lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
+}

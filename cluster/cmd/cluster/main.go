@@ -23,7 +23,7 @@ func main() {
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "directory for the cluster's files (removed on exit)")
 	nodes := fs.Int("nodes", 2, "number of nodes")
-	outrigger := fs.String("outrigger", "bin/outrigger", "the outrigger binary")
+	outrigger := fs.String("outrigger-image", "bin/outrigger-image.tar", "Outrigger's image tarball (make image)")
 	images := fs.String("images", "", "directory of OCI image tarballs to import into every node (default: none)")
 	logs := fs.String("logs", "", "keep every process's log in this directory (default: inside -workdir, removed on exit)")
 	if len(os.Args) < 2 {
@@ -39,6 +39,11 @@ func main() {
 		err = cluster.EnsurePackages(ctx, os.Stderr)
 	case "down":
 		var s *cluster.State
+		var release func()
+		if release, err = cluster.Lock(*work); err != nil {
+			break
+		}
+		defer release()
 		if s, err = cluster.LoadState(*work); err == nil {
 			if s == nil {
 				fmt.Fprintln(os.Stderr, "nothing to clean up: no state file", cluster.StatePath(*work))
@@ -46,7 +51,7 @@ func main() {
 			err = cluster.Cleanup(s, os.Stderr)
 		}
 	case "up":
-		o := cluster.Options{WorkDir: *work, Nodes: *nodes, Outrigger: *outrigger, LogDir: *logs}
+		o := cluster.Options{WorkDir: *work, Nodes: *nodes, OutriggerImage: *outrigger, LogDir: *logs}
 		if *images != "" {
 			o.Images, _ = filepath.Glob(filepath.Join(*images, "*.tar"))
 		}

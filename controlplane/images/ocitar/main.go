@@ -1,10 +1,11 @@
-// Command ocitar packs a static binary into a single-layer container image
+// Command ocitar packs static binaries into a single-layer container image
 // and writes it as an OCI image layout tarball that `ctr images import`
 // reads, named by the io.containerd.image.name annotation. The real-cluster
 // harness (cluster/) builds every image it runs this way, from source: no
-// image is pulled.
+// image is pulled; Outrigger's own image (make image) too.
 //
 //	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
+//	ocitar -file SRC=/DEST [-file ...] [-link /DEST=TARGET ...] [-user UID:GID] -name REF -o FILE.tar -- ENTRYPOINT...
 package main
 
 import (
@@ -14,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -31,32 +34,81 @@ func main() {
 	bin := flag.String("binary", "", "static binary to put at /<its base name>")
 	ref := flag.String("name", "", "image name, such as outrigger.local/pause:1")
 	out := flag.String("o", "", "output tarball")
+	var files, links pairs
+	flag.Var(&files, "file", "SRC=/DEST: a file to put at /DEST, executable (repeatable)")
+	flag.Var(&links, "link", "/DEST=TARGET: a symbolic link (repeatable)")
+	user := flag.String("user", "", "the image's user, such as 65532:65532")
 	flag.Parse()
-	if err := build(*bin, *ref, *out, flag.Args()); err != nil {
+	if *bin != "" {
+		files = append(files, [2]string{*bin, "/" + filepath.Base(*bin)})
+	}
+	if err := build(files, links, *user, *ref, *out, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "ocitar:", err)
 		os.Exit(1)
 	}
 }
 
-func build(bin, ref, out string, entrypoint []string) error {
+// pairs is a repeatable A=B flag.
+type pairs [][2]string
+
+func (p *pairs) String() string { return fmt.Sprint(*p) }
+func (p *pairs) Set(v string) error {
+	a, b, ok := strings.Cut(v, "=")
+	if !ok || a == "" || b == "" {
+		return fmt.Errorf("%q: want A=B", v)
+	}
+	*p = append(*p, [2]string{a, b})
+	return nil
+}
+
+func build(files, links pairs, user, ref, out string, entrypoint []string) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("image name %q: %w", ref, err)
 	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return err
+	if len(files) == 0 {
+		return fmt.Errorf("no -binary or -file given")
 	}
-	base := filepath.Base(bin)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	// Fixed times: the same binary gives the same image digest.
+	// Fixed times: the same binaries give the same image digest.
 	epoch := time.Unix(0, 0)
-	if err := tw.WriteHeader(&tar.Header{Name: base, Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
-		return err
+	dirs := map[string]bool{}
+	mkdirs := func(p string) error {
+		var parents []string
+		for d := path.Dir(p); d != "/" && d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append([]string{d}, parents...)
+			dirs[d] = true
+		}
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, ModTime: epoch, Typeflag: tar.TypeDir}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	if _, err := tw.Write(data); err != nil {
-		return err
+	for _, f := range files {
+		data, err := os.ReadFile(f[0])
+		if err != nil {
+			return err
+		}
+		if err := mkdirs(f[1]); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(f[1], "/"), Mode: 0o755, Size: int64(len(data)), ModTime: epoch, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	for _, l := range links {
+		if err := mkdirs(l[0]); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(l[0], "/"), Linkname: l[1], Mode: 0o777, ModTime: epoch, Typeflag: tar.TypeSymlink}); err != nil {
+			return err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return err
@@ -73,7 +125,7 @@ func build(bin, ref, out string, entrypoint []string) error {
 	}
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	if len(entrypoint) == 0 {
-		entrypoint = []string{"/" + base}
+		entrypoint = []string{files[0][1]}
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -83,7 +135,8 @@ func build(bin, ref, out string, entrypoint []string) error {
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = entrypoint
-	cf.Config.Env = []string{"PATH=/"}
+	cf.Config.Env = []string{"PATH=/usr/local/bin:/"}
+	cf.Config.User = user
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}

@@ -116,17 +116,40 @@ type ControlPlane struct {
 	// AuditLog is the API server's audit log (JSON lines), when started
 	// WithAudit: every create, update, patch and delete, with its user.
 	AuditLog string
-	auditDir string
+	// ServingCAFile is the CA of the API server's serving certificate and
+	// of its client certificate towards kubelets (their client CA), when
+	// started WithServingNames.
+	ServingCAFile string
+	auditDir      string
+	certDir       string
 }
 
 // Option changes how the control plane starts.
 type Option func(*startOptions)
 
-type startOptions struct{ audit bool }
+type startOptions struct {
+	audit        bool
+	servingNames []string
+	args         [][2]string
+}
 
 // WithAudit makes the API server log every write with the user who made it,
 // so tests can tell which identity wrote what.
 func WithAudit() Option { return func(o *startOptions) { o.audit = true } }
+
+// WithServingNames adds DNS names and IP addresses to the API server's
+// serving certificate (which always names localhost and 127.0.0.1), for
+// clients that reach it by another address: pods through the kubernetes
+// Service, nodes in other network namespaces.
+func WithServingNames(names ...string) Option {
+	return func(o *startOptions) { o.servingNames = append(o.servingNames, names...) }
+}
+
+// WithAPIServerArg sets a kube-apiserver flag (name without dashes); an
+// empty value leaves out the flag, even one envtest sets by default.
+func WithAPIServerArg(name, value string) Option {
+	return func(o *startOptions) { o.args = append(o.args, [2]string{name, value}) }
+}
 
 // auditPolicy logs writes at Metadata level (who, what, when) and nothing
 // else, to keep the log small.
@@ -169,7 +192,32 @@ func Start(ctx context.Context, options ...Option) (*ControlPlane, error) {
 		cp.AuditLog = filepath.Join(cp.auditDir, "audit.log")
 		env.ControlPlane.GetAPIServer().Configure().Set("audit-policy-file", policy).Set("audit-log-path", cp.AuditLog)
 	}
+	api := env.ControlPlane.GetAPIServer()
+	for _, a := range so.args {
+		if a[1] == "" {
+			api.Configure().Disable(a[0])
+		} else {
+			api.Configure().Set(a[0], a[1])
+		}
+	}
+	if len(so.servingNames) > 0 {
+		// envtest keeps certificates it finds in CertDir and then leaves
+		// the directory to its owner.
+		var ca []byte
+		if cp.certDir, ca, err = servingCerts(so.servingNames); err != nil {
+			return nil, err
+		}
+		api.CertDir = cp.certDir
+		api.SecureServing.CA = ca
+		cp.ServingCAFile = filepath.Join(cp.certDir, "ca.crt")
+		api.Configure().
+			Set("kubelet-client-certificate", filepath.Join(cp.certDir, "kubelet-client.crt")).
+			Set("kubelet-client-key", filepath.Join(cp.certDir, "kubelet-client.key"))
+	}
 	if cp.Config, err = env.Start(); err != nil {
+		if cp.certDir != "" {
+			_ = os.RemoveAll(cp.certDir)
+		}
 		return nil, fmt.Errorf("starting etcd and kube-apiserver from %s: %w", dir, err)
 	}
 	return cp, nil
@@ -194,8 +242,10 @@ func (cp *ControlPlane) WriteAdminKubeconfig(path string) error {
 // Stop stops the API server and etcd and removes their data.
 func (cp *ControlPlane) Stop() error {
 	err := cp.Env.Stop()
-	if cp.auditDir != "" {
-		err = errors.Join(err, os.RemoveAll(cp.auditDir))
+	for _, d := range []string{cp.auditDir, cp.certDir} {
+		if d != "" {
+			err = errors.Join(err, os.RemoveAll(d))
+		}
 	}
 	return err
 }

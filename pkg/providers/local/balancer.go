@@ -84,9 +84,11 @@ func (bs *balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc
 		bs.vips[vip] = name
 	}
 	b.setConfig(cfg)
-	b.setBackends(nodes)
-	if err := b.syncListeners(cfg.ports); err != nil {
-		return nil, err
+	if bs.s.dataPlane == DataPlaneProxy {
+		b.setBackends(nodes)
+		if err := b.syncListeners(cfg.ports); err != nil {
+			return nil, err
+		}
 	}
 	klog.FromContext(ctx).V(2).Info("Local load balancer ensured", "name", name, "vip", vip, "ports", len(cfg.ports), "backends", len(nodes))
 	return b.status(), nil
@@ -145,7 +147,9 @@ func (bs *balancers) UpdateLoadBalancer(ctx context.Context, cluster string, svc
 	if !ok {
 		return fmt.Errorf("load balancer of %s/%s does not exist", svc.Namespace, svc.Name)
 	}
-	b.setBackends(nodes)
+	if bs.s.dataPlane == DataPlaneProxy {
+		b.setBackends(nodes)
+	}
 	return nil
 }
 

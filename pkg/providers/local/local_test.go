@@ -339,6 +339,39 @@ func TestVIPChoice(t *testing.T) {
 	}
 }
 
+// With dataPlane: nodes the provider allocates VIPs and serves nothing: the
+// nodes do (package announce), so no port may be bound here.
+func TestNodesDataPlaneServesNothing(t *testing.T) {
+	lbs := newProvider(t, "pool: 127.0.106.0/24\ndataPlane: nodes\n")
+	ctx := context.Background()
+	port := testenv.FreePort(t)
+	svc := service("announced", tcpPort(port, testenv.FreePort(t)))
+	st, err := lbs.EnsureLoadBalancer(ctx, "c", svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := st.Ingress[0].IP
+	if !netip.MustParsePrefix("127.0.106.0/24").Contains(netip.MustParseAddr(vip)) || *st.Ingress[0].IPMode != corev1.LoadBalancerIPModeVIP {
+		t.Fatalf("status %+v: want a VIP from the pool with ipMode VIP", st.Ingress[0])
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(vip, fmt.Sprint(port)), time.Second); err == nil {
+		c.Close()
+		t.Fatalf("%s:%d accepted a connection: the nodes data plane must not proxy", vip, port)
+	}
+	if err := lbs.UpdateLoadBalancer(ctx, "c", svc, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, _ := lbs.GetLoadBalancer(ctx, "c", svc); !exists {
+		t.Fatal("GetLoadBalancer: not found after EnsureLoadBalancer")
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "c", svc); err != nil {
+		t.Fatal(err)
+	}
+	if _, exists, _ := lbs.GetLoadBalancer(ctx, "c", svc); exists {
+		t.Fatal("GetLoadBalancer: found after EnsureLoadBalancerDeleted")
+	}
+}
+
 func TestPoolExhausted(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.105.0/30\nhealthCheck: {disabled: true}\n")
 	ctx := context.Background()
@@ -361,6 +394,7 @@ func TestConfigErrors(t *testing.T) {
 		{"healthCheck: {interval: soon}\n", "healthCheck.interval"},
 		{"healthCheck: {kubeProxyPort: 70000}\n", "not a port"},
 		{"poool: 127.0.0.0/24\n", "unknown field"},
+		{"dataPlane: kernel\n", "dataPlane"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

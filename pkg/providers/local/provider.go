@@ -1,9 +1,16 @@
 // Package local is the provider for a cluster whose machines are not in a
 // cloud (bare metal, a lab, this laptop): the host running Outrigger is the
-// cloud. Its load balancers are real TCP and UDP proxies inside the
-// Outrigger process, on VIPs from a pool of addresses of this machine (a
-// loopback range by default), forwarding to each backend node's
-// InternalIP:nodePort and leaving out nodes whose health check fails.
+// cloud. Its load balancers have one of two data planes (Config.DataPlane):
+//
+//   - proxy (default): real TCP and UDP proxies inside the Outrigger
+//     process, on VIPs from a pool of addresses of this machine (a loopback
+//     range by default), forwarding to each backend node's
+//     InternalIP:nodePort and leaving out nodes whose health check fails;
+//   - nodes: Outrigger only allocates the VIPs; the nodes serve them. The
+//     announcer (package announce, the outrigger-local-lb DaemonSet) puts
+//     each VIP on one eligible node, which answers ARP for it, and
+//     kube-proxy there handles the packets (ingress ipMode VIP), so the
+//     client's address is kept with externalTrafficPolicy: Local.
 //
 // Its instances are the nodes themselves: a machine it cannot see is taken
 // to exist (so the lifecycle controller never deletes a node), and a node's
@@ -42,7 +49,18 @@ type Config struct {
 	// UDPIdleTimeout ends a UDP flow after this long without packets.
 	// Default 60s.
 	UDPIdleTimeout string `json:"udpIdleTimeout,omitempty"`
+	// DataPlane is who serves the VIPs: "proxy" (default), proxies in
+	// this process; "nodes", the cluster's nodes, announced by the
+	// outrigger-local-lb DaemonSet (the pool must then be on the nodes'
+	// network).
+	DataPlane string `json:"dataPlane,omitempty"`
 }
+
+// Data planes.
+const (
+	DataPlaneProxy = "proxy"
+	DataPlaneNodes = "nodes"
+)
 
 // HealthCheckConfig configures the probes of backend nodes: an HTTP GET of
 // /healthz on kube-proxy's health port, or on the Service's
@@ -70,6 +88,14 @@ type settings struct {
 	healthDisabled     bool
 	dialTimeout        time.Duration
 	udpIdle            time.Duration
+	dataPlane          string
+}
+
+// Pool reads the VIP pool from a cloud-config, as the provider does; the
+// announcer serves the same pool.
+func Pool(config io.Reader) (netip.Prefix, error) {
+	s, err := parseConfig(config)
+	return s.pool, err
 }
 
 func parseConfig(r io.Reader) (settings, error) {
@@ -81,6 +107,7 @@ func parseConfig(r io.Reader) (settings, error) {
 		unhealthyThreshold: 2,
 		dialTimeout:        2 * time.Second,
 		udpIdle:            60 * time.Second,
+		dataPlane:          DataPlaneProxy,
 	}
 	var cfg Config
 	if r != nil {
@@ -134,6 +161,13 @@ func parseConfig(r io.Reader) (settings, error) {
 		s.unhealthyThreshold = n
 	}
 	s.healthDisabled = cfg.HealthCheck.Disabled
+	switch cfg.DataPlane {
+	case "":
+	case DataPlaneProxy, DataPlaneNodes:
+		s.dataPlane = cfg.DataPlane
+	default:
+		errs = append(errs, fmt.Errorf("cloud-config dataPlane %q must be %q or %q", cfg.DataPlane, DataPlaneProxy, DataPlaneNodes))
+	}
 	return s, errors.Join(errs...)
 }
 

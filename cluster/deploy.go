@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/outrigger-ccm/outrigger/deploy"
+)
+
+// OutriggerImage is the name `make image` gives Outrigger's image.
+const OutriggerImage = "outrigger.local/outrigger:dev"
+
+// imagePlaceholder is the image the manifests in deploy/ name, for users to
+// replace.
+const imagePlaceholder = "REGISTRY/outrigger:VERSION"
+
+// CloudConfig is the local provider's cloud-config in the cluster: VIPs from
+// VIPPool, served from the nodes by outrigger-local-lb.
+const CloudConfig = "pool: " + VIPPool + "\ndataPlane: nodes\n"
+
+// deployOutrigger deploys Outrigger as a user does: the manifests of
+// deploy/ (ServiceAccount and least-privilege RBAC, the two-replica
+// Deployment with leader election and its PodDisruptionBudget, and the
+// local provider's outrigger-local-lb DaemonSet), with only the image, the
+// provider and the cloud-config Secret filled in. It waits for both
+// replicas and the DaemonSet to be ready.
+func (c *Cluster) deployOutrigger(ctx context.Context) error {
+	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return err
+	}
+	objs := []client.Object{&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "outrigger-cloud-config", Namespace: "kube-system"},
+		StringData: map[string]string{"cloud.yaml": CloudConfig},
+	}}
+	for _, file := range []string{"rbac.yaml", "deployment.yaml", "local-lb.yaml"} {
+		data, err := deploy.Manifests.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		decoded, err := decodeManifests(data)
+		if err != nil {
+			return fmt.Errorf("deploy/%s: %w", file, err)
+		}
+		objs = append(objs, decoded...)
+	}
+	for _, o := range objs {
+		var spec *corev1.PodSpec
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			spec = &o.Spec.Template.Spec
+		case *appsv1.DaemonSet:
+			spec = &o.Spec.Template.Spec
+		}
+		if spec != nil {
+			for i := range spec.Containers {
+				ct := &spec.Containers[i]
+				if ct.Image == imagePlaceholder {
+					ct.Image = c.opts.OutriggerImageName
+					ct.ImagePullPolicy = corev1.PullNever
+				}
+				for j, a := range ct.Args {
+					if a == "--cloud-provider=YOUR-PROVIDER" {
+						ct.Args[j] = "--cloud-provider=local"
+						ct.Args = append(ct.Args, "--v=2")
+					}
+				}
+			}
+		}
+		if err := cl.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return c.waitUntil(ctx, 2*time.Minute, "Outrigger's Deployment and outrigger-local-lb to be ready", func(ctx context.Context) (bool, error) {
+		var d appsv1.Deployment
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cloud-controller-manager"}, &d); err != nil {
+			return false, nil
+		}
+		var ds appsv1.DaemonSet
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "outrigger-local-lb"}, &ds); err != nil {
+			return false, nil
+		}
+		return d.Status.ReadyReplicas == *d.Spec.Replicas && ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, c.anyExited()
+	})
+}
+
+// decodeManifests decodes a multi-document YAML file into typed objects.
+func decodeManifests(data []byte) ([]client.Object, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []client.Object
+	for {
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(strings.TrimSpace(string(raw.Raw))) == 0 || string(raw.Raw) == "null" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		co, ok := obj.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("%T is not an object", obj)
+		}
+		out = append(out, co)
+	}
+}
