@@ -5,11 +5,10 @@ module github.com/outrigger-ccm/outrigger/charts/test
 
 go 1.26.0
 
-require github.com/outrigger-ccm/outrigger v0.0.0
-
 require (
-	k8s.io/cli-runtime v0.37.0 // indirect
-	k8s.io/client-go v0.37.2 // indirect
+	github.com/outrigger-ccm/outrigger v0.0.0
+	k8s.io/cli-runtime v0.37.0
+	k8s.io/client-go v0.37.2
 )
 
 require (
