@@ -16,11 +16,13 @@ dev: controlplane build
 	./bin/outrigger dev --nodes $(NODES)
 
 ## test: every test: unit, integration (real kube-apiserver + etcd), upstream flag
-## compatibility, the provider examples (an unchanged cloud-provider-aws among them).
+## compatibility, the provider examples (an unchanged cloud-provider-aws among them),
+## the Helm chart (rendered, and applied to a real API server), and as root the real cluster.
 test: controlplane verify
 	go test -race -count=1 -timeout 20m ./...
 	cd bench/upstream-ccm && go test -count=1 ./...
 	cd examples/aws && go test -count=1 ./...
+	cd charts/test && go test -count=1 ./...
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test; else echo "make test: skipping the real-cluster test (cluster-test): it needs root for network namespaces"; fi
 
 ## build: the outrigger binary.
@@ -49,7 +51,8 @@ verify:
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
-	@for m in . bench/upstream-ccm examples/aws; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
+	cd charts/test && go vet ./...
+	@for m in . bench/upstream-ccm examples/aws charts/test; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
 
 ## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).

@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -317,13 +318,48 @@ podDisruptionBudget: {enabled: false}
 			}
 		},
 	}, {
-		// The reserved key is accepted and renders nothing until the lead
-		// adds its DaemonSet.
-		name:   "localLoadBalancer reserved",
-		values: "cloudProvider: local\nlocalLoadBalancer: {enabled: true, image: outrigger.local/outrigger:0.1.0}\n",
+		// deploy/local-lb.yaml's objects, with the chart's Secret.
+		name:   "localLoadBalancer",
+		values: "cloudProvider: local\ncloudConfig: {content: \"dataPlane: nodes\"}\nlocalLoadBalancer: {enabled: true}\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
-			if ds := byKind(objs, "DaemonSet"); len(ds) != 0 {
-				t.Errorf("rendered %v", keys(ds))
+			want := deployObjects(t, "local-lb.yaml")
+			for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"} {
+				got := byKind(objs, kind)
+				for k := range byKind(want, kind) {
+					if got[k] == nil {
+						t.Errorf("%s missing: chart has %v", k, keys(got))
+					}
+				}
+			}
+			for k, w := range byKind(want, "ClusterRole") {
+				if g := byKind(objs, "ClusterRole")[k]; g == nil || !equality.Semantic.DeepEqual(g.Object["rules"], w.Object["rules"]) {
+					t.Errorf("ClusterRole %s rules differ from deploy/local-lb.yaml", k)
+				}
+			}
+			var got, ref appsv1.DaemonSet
+			for _, pair := range []struct {
+				from map[string]*unstructured.Unstructured
+				into *appsv1.DaemonSet
+			}{{byKind(objs, "DaemonSet"), &got}, {byKind(want, "DaemonSet"), &ref}} {
+				for _, u := range pair.from {
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, pair.into); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			gs, rs := got.Spec.Template.Spec, ref.Spec.Template.Spec
+			if !gs.HostNetwork || len(gs.Containers) != 1 {
+				t.Fatalf("DaemonSet pod spec %+v: want hostNetwork and one container", gs)
+			}
+			gc, rc := gs.Containers[0], rs.Containers[0]
+			if !slices.Equal(gc.Command, rc.Command) || !slices.Equal(gc.Args, rc.Args) || !equality.Semantic.DeepEqual(gc.SecurityContext, rc.SecurityContext) || !equality.Semantic.DeepEqual(gc.Env, rc.Env) {
+				t.Errorf("container %+v\nwant deploy/local-lb.yaml's %+v", gc, rc)
+			}
+			if gc.Image != "outrigger.local/outrigger:0.1.0" {
+				t.Errorf("image %s, want Outrigger's own", gc.Image)
+			}
+			if v := gs.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "cloud-controller-manager-cloud-config" {
+				t.Errorf("volumes %+v, want the chart's cloud-config Secret", v)
 			}
 		},
 	}}
@@ -367,6 +403,8 @@ func TestRenderRejects(t *testing.T) {
 		{name: "extraArgs neither map nor list", values: "cloudProvider: sim\nextraArgs: --v=2\n", want: []string{"extraArgs"}},
 		{name: "extraArgs map of lists", values: "cloudProvider: sim\nextraArgs: {v: [2]}\n", want: []string{"extraArgs"}},
 		{name: "bad pull policy", sets: []string{"cloudProvider=sim", "image.pullPolicy=Sometimes"}, want: []string{"pullPolicy"}},
+		{name: "local load balancer with another provider", values: "cloudProvider: sim\nlocalLoadBalancer: {enabled: true}\n", want: []string{"needs cloudProvider=local"}},
+		{name: "local load balancer without a cloud-config", values: "cloudProvider: local\nlocalLoadBalancer: {enabled: true}\n", want: []string{"VIP pool"}},
 		{name: "both cloud config sources", values: "cloudProvider: sim\ncloudConfig: {content: x, existingSecret: mine}\n", want: []string{"content or existingSecret, not both"}},
 	}
 	for _, tt := range tests {
