@@ -75,6 +75,10 @@ type Cluster struct {
 	// BridgeIP (the forwarder).
 	apiPort string
 	release func()
+	// agents are each node's kubelet and kube-proxy, restarted with its
+	// instance; instances the local cloud's state of each node's machine.
+	agents    map[string][]agent
+	instances map[string]string
 }
 
 type proc struct {
@@ -183,7 +187,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if _, err := os.Stat(o.WorkDir); err == nil {
 		return nil, fmt.Errorf("%s exists and no state file says it is ours: remove it", o.WorkDir)
 	}
-	c = &Cluster{opts: o, state: &State{WorkDir: o.WorkDir}, release: release}
+	c = &Cluster{opts: o, state: &State{WorkDir: o.WorkDir}, release: release, agents: map[string][]agent{}, instances: map[string]string{}}
 	for i := 1; i <= o.Nodes; i++ {
 		c.nodes = append(c.nodes, newNode(o.WorkDir, i))
 	}
@@ -205,6 +209,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"control plane (etcd, kube-apiserver)", c.startControlPlane},
 		{"network namespaces, bridge, veths", c.setupNetwork},
 		{"API server forwarder in the harness namespace", c.startForwarder},
+		{"the local cloud's instance API", c.startInstanceAPI},
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},

@@ -240,6 +240,7 @@ func TestRealCluster(t *testing.T) {
 
 	checkOutriggerDeployed(ctx, t, c)
 	checkLocalTrafficKeepsClientIP(ctx, t, c)
+	checkNodeLifecycle(ctx, t, c)
 
 	downed = true
 	if err := c.Down(); err != nil {
@@ -412,6 +413,55 @@ func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluste
 		return err != nil, nil
 	}); err != nil {
 		t.Errorf("VIP %s still answers a minute after its Service was deleted", vip)
+	}
+}
+
+// checkNodeLifecycle powers a node's machine off (kubelet stopped, pods
+// killed) and expects Outrigger's lifecycle controller to taint the node
+// shut down once it is NotReady; deletes the machine and expects the Node
+// deleted; starts it again and expects the kubelet's new Node initialized.
+func checkNodeLifecycle(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	name := c.Nodes()[1]
+	const shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
+	hasTaint := func(n *corev1.Node, key string) bool {
+		for _, tn := range n.Spec.Taints {
+			if tn.Key == key {
+				return true
+			}
+		}
+		return false
+	}
+	if err := InstanceAction(ctx, c.opts.WorkDir, "stop", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && hasTaint(n, shutdownTaint), nil
+	}); err != nil {
+		t.Fatalf("stopped machine: node %s never got the %s taint: %v", name, shutdownTaint, err)
+	}
+	if err := InstanceAction(ctx, c.opts.WorkDir, "delete", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("deleted machine: node %s not deleted: %v", name, err)
+	}
+	other, err := c.Client.CoreV1().Nodes().Get(ctx, c.Nodes()[0], metav1.GetOptions{})
+	if err != nil || other.DeletionTimestamp != nil {
+		t.Fatalf("the running node %s must stay: %v", c.Nodes()[0], err)
+	}
+	if err := InstanceAction(ctx, c.opts.WorkDir, "start", name); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && n.Spec.ProviderID == "local://"+name && !hasUninitializedTaint(n) && !hasTaint(n, shutdownTaint), nil
+	}); err != nil {
+		t.Fatalf("restarted machine: node %s not registered and initialized again: %v", name, err)
 	}
 }
 

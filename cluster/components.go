@@ -34,6 +34,10 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
+		// A stopped node turns NotReady in seconds, not 50 s (kubelets
+		// renew their lease every 2.5 s), so lifecycle tests are quick.
+		"--node-monitor-grace-period=16s",
+		"--node-monitor-period=2s",
 		"--v=2",
 	)
 	if err != nil {
@@ -190,6 +194,7 @@ authorization:
 clusterDomain: cluster.local
 resolvConf: ""
 registerNode: true
+nodeLeaseDurationSeconds: 10
 evictionHard:
   memory.available: "1Mi"
   nodefs.available: "1%%"
@@ -266,7 +271,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		if err := os.WriteFile(kcfg, []byte(c.kubeletConfig(n)), 0o644); err != nil {
 			return err
 		}
-		if _, err := c.start(n.Name+"-kubelet", c.inNode(n, c.bin("kubelet"),
+		agents := []agent{{n.Name + "-kubelet", c.inNode(n, c.bin("kubelet"),
 			"--config="+kcfg,
 			"--kubeconfig="+kubeletKC,
 			"--root-dir=/var/lib/kubelet",
@@ -274,9 +279,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"--node-ip="+n.IP,
 			"--cloud-provider=external",
 			"--v=2",
-		)...); err != nil {
-			return err
-		}
+		)}}
 		proxyKC := filepath.Join(n.Dir, "kube-proxy.kubeconfig")
 		if err := c.userKubeconfig(proxyKC, "system:kube-proxy", []string{"system:masters"}, true); err != nil {
 			return err
@@ -285,7 +288,11 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		if err := os.WriteFile(pcfg, []byte(c.kubeProxyConfig(n, proxyKC)), 0o644); err != nil {
 			return err
 		}
-		if _, err := c.start(n.Name+"-kube-proxy", c.inNode(n, c.bin("kube-proxy"), "--config="+pcfg, "--v=2")...); err != nil {
+		agents = append(agents, agent{n.Name + "-kube-proxy", c.inNode(n, c.bin("kube-proxy"), "--config="+pcfg, "--v=2")})
+		c.mu.Lock()
+		c.agents[n.Name] = agents
+		c.mu.Unlock()
+		if err := c.StartInstance(ctx, n.Name); err != nil {
 			return err
 		}
 	}

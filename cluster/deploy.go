@@ -28,8 +28,9 @@ const OutriggerImage = "outrigger.local/outrigger:dev"
 const imagePlaceholder = "REGISTRY/outrigger:VERSION"
 
 // CloudConfig is the local provider's cloud-config in the cluster: VIPs from
-// VIPPool, served from the nodes by outrigger-local-lb.
-const CloudConfig = "pool: " + VIPPool + "\ndataPlane: nodes\n"
+// VIPPool, served from the nodes by outrigger-local-lb; machine states from
+// the harness's instance API.
+var CloudConfig = fmt.Sprintf("pool: %s\ndataPlane: nodes\ninstances:\n  url: http://%s:%d\n", VIPPool, BridgeIP, InstancesPort)
 
 // deployOutrigger deploys Outrigger as a user does: the manifests of
 // deploy/ (ServiceAccount and least-privilege RBAC, the two-replica

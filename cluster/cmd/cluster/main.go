@@ -4,6 +4,8 @@
 //	cluster deps   install the Debian packages the cluster needs
 //	cluster up     start it; Ctrl-C (or SIGTERM) stops it and removes everything
 //	cluster down   remove what a killed run left behind
+//	cluster instance stop|start|delete NODE
+//	               act on a node's machine in the local cloud of a running cluster
 package main
 
 import (
@@ -27,7 +29,7 @@ func main() {
 	images := fs.String("images", "", "directory of OCI image tarballs to import into every node (default: none)")
 	logs := fs.String("logs", "", "keep every process's log in this directory (default: inside -workdir, removed on exit)")
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down [flags]")
+		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down|instance [flags]")
 		os.Exit(2)
 	}
 	_ = fs.Parse(os.Args[2:])
@@ -61,13 +63,20 @@ func main() {
 			fmt.Fprintf(os.Stderr, "Cluster up in %s: nodes %v initialized by Outrigger.\n", time.Since(start).Round(time.Second), c.Nodes())
 			fmt.Fprintf(os.Stderr, "  kubectl --kubeconfig %s get nodes -o wide\n", c.Kubeconfig)
 			fmt.Fprintf(os.Stderr, "  ip netns exec %s curl http://<load balancer ingress IP>/\n", cluster.HarnessNetns())
+			fmt.Fprintf(os.Stderr, "  go run ./cluster/cmd/cluster instance stop|start|delete %s\n", c.Nodes()[len(c.Nodes())-1])
 			fmt.Fprintln(os.Stderr, "Ctrl-C stops it and removes everything.")
 			<-ctx.Done()
 			fmt.Fprintln(os.Stderr, "Stopping the cluster")
 			err = c.Down()
 		}
+	case "instance":
+		if fs.NArg() != 2 {
+			fmt.Fprintln(os.Stderr, "usage: cluster instance [-workdir DIR] stop|start|delete NODE")
+			os.Exit(2)
+		}
+		err = cluster.InstanceAction(ctx, *work, fs.Arg(0), fs.Arg(1))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down [flags]")
+		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down|instance [flags]")
 		os.Exit(2)
 	}
 	if err != nil {

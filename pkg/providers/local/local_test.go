@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -395,6 +396,8 @@ func TestConfigErrors(t *testing.T) {
 		{"healthCheck: {kubeProxyPort: 70000}\n", "not a port"},
 		{"poool: 127.0.0.0/24\n", "unknown field"},
 		{"dataPlane: kernel\n", "dataPlane"},
+		{"instances: {url: \"ftp://x\"}\n", "instances.url"},
+		{"instances: {timeout: never}\n", "instances.timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -451,5 +454,55 @@ func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
 	// kube-proxy's own health (all healthy) was not what decided.
 	if !a.healthy.Load() {
 		t.Fatal("test setup: node-a's kube-proxy should be healthy")
+	}
+}
+
+// The lifecycle answers come from the instance API when one is configured;
+// an API that fails is an error (the lifecycle controller then does
+// nothing), never "gone".
+func TestInstanceAPI(t *testing.T) {
+	states := map[string]string{"up": `{"state":"running"}`, "off": `{"state":"stopped"}`, "garbled": `{"state":`}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/instances/")
+		if name == "broken" {
+			http.Error(w, "boom", http.StatusInternalServerError)
+			return
+		}
+		body, ok := states[name]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	cp, err := New(strings.NewReader("instances: {url: " + srv.URL + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cp.(*Provider)
+	tests := []struct {
+		node             string
+		exists, shutdown bool
+		wantErr          bool
+	}{
+		{node: "up", exists: true},
+		{node: "off", exists: true, shutdown: true},
+		{node: "gone"},
+		{node: "broken", wantErr: true},
+		{node: "garbled", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.node, func(t *testing.T) {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: tt.node}}
+			exists, err := p.InstanceExists(context.Background(), n)
+			if (err != nil) != tt.wantErr || (err == nil && exists != tt.exists) {
+				t.Errorf("InstanceExists = %v, %v; want %v (error: %v)", exists, err, tt.exists, tt.wantErr)
+			}
+			shutdown, err := p.InstanceShutdown(context.Background(), n)
+			if (err != nil) != tt.wantErr || (err == nil && shutdown != tt.shutdown) {
+				t.Errorf("InstanceShutdown = %v, %v; want %v (error: %v)", shutdown, err, tt.shutdown, tt.wantErr)
+			}
+		})
 	}
 }

@@ -12,18 +12,23 @@
 //     kube-proxy there handles the packets (ingress ipMode VIP), so the
 //     client's address is kept with externalTrafficPolicy: Local.
 //
-// Its instances are the nodes themselves: a machine it cannot see is taken
-// to exist (so the lifecycle controller never deletes a node), and a node's
-// addresses are the ones its kubelet reported.
+// Its instances are the nodes themselves, and a node's addresses are the
+// ones its kubelet reported. Machine states come from an instance API when
+// the cloud-config names one (instances.url, as the real-cluster harness
+// serves); without it a machine it cannot see is taken to exist and run, so
+// the lifecycle controller never deletes or taints a node.
 package local
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,6 +59,18 @@ type Config struct {
 	// outrigger-local-lb DaemonSet (the pool must then be on the nodes'
 	// network).
 	DataPlane string `json:"dataPlane,omitempty"`
+	// Instances, when set, is where the machines' states are: without it
+	// every node's machine is taken to exist and run.
+	Instances InstancesConfig `json:"instances,omitempty"`
+}
+
+// InstancesConfig points at an instance API: GET URL/instances/NODE
+// answers {"state": "running"|"stopped"} for a machine that exists and 404
+// for one that does not (the real-cluster harness serves it).
+type InstancesConfig struct {
+	URL string `json:"url,omitempty"`
+	// Timeout of one request. Default 5s.
+	Timeout string `json:"timeout,omitempty"`
 }
 
 // Data planes.
@@ -89,6 +106,8 @@ type settings struct {
 	dialTimeout        time.Duration
 	udpIdle            time.Duration
 	dataPlane          string
+	instancesURL       string
+	instancesTimeout   time.Duration
 }
 
 // Pool reads the VIP pool from a cloud-config, as the provider does; the
@@ -108,6 +127,7 @@ func parseConfig(r io.Reader) (settings, error) {
 		dialTimeout:        2 * time.Second,
 		udpIdle:            60 * time.Second,
 		dataPlane:          DataPlaneProxy,
+		instancesTimeout:   5 * time.Second,
 	}
 	var cfg Config
 	if r != nil {
@@ -148,6 +168,14 @@ func parseConfig(r io.Reader) (settings, error) {
 	duration("healthCheck.timeout", cfg.HealthCheck.Timeout, &s.timeout)
 	duration("dialTimeout", cfg.DialTimeout, &s.dialTimeout)
 	duration("udpIdleTimeout", cfg.UDPIdleTimeout, &s.udpIdle)
+	duration("instances.timeout", cfg.Instances.Timeout, &s.instancesTimeout)
+	if u := cfg.Instances.URL; u != "" {
+		parsed, err := url.Parse(u)
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+			errs = append(errs, fmt.Errorf("cloud-config instances.url %q must be an http(s) URL", u))
+		}
+		s.instancesURL = strings.TrimSuffix(u, "/")
+	}
 	if p := cfg.HealthCheck.KubeProxyPort; p != 0 {
 		if p < 1 || p > 65535 {
 			errs = append(errs, fmt.Errorf("cloud-config healthCheck.kubeProxyPort %d is not a port", p))
@@ -174,7 +202,8 @@ func parseConfig(r io.Reader) (settings, error) {
 // Provider implements cloudprovider.Interface with LoadBalancer and
 // InstancesV2.
 type Provider struct {
-	lbs *balancers
+	lbs       *balancers
+	instances *instanceClient // nil: every machine exists and runs
 }
 
 var (
@@ -188,7 +217,11 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{lbs: newBalancers(s)}, nil
+	p := &Provider{lbs: newBalancers(s)}
+	if s.instancesURL != "" {
+		p.instances = &instanceClient{base: s.instancesURL, http: &http.Client{Timeout: s.instancesTimeout}}
+	}
+	return p, nil
 }
 
 // Initialize implements cloudprovider.Interface. Load balancers stop when
@@ -225,12 +258,59 @@ func (p *Provider) ProviderName() string { return ProviderName }
 // HasClusterID implements cloudprovider.Interface.
 func (p *Provider) HasClusterID() bool { return true }
 
-// InstanceExists is always true: this provider cannot see machines, and a
-// node must never be deleted because of what it cannot see.
-func (p *Provider) InstanceExists(context.Context, *corev1.Node) (bool, error) { return true, nil }
+// InstanceExists asks the instance API when one is configured. Without
+// one it is always true: this provider cannot see machines, and a node must
+// never be deleted because of what it cannot see.
+func (p *Provider) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	if p.instances == nil {
+		return true, nil
+	}
+	state, err := p.instances.state(ctx, node.Name)
+	return state != "", err
+}
 
-// InstanceShutdown is always false, for the same reason.
-func (p *Provider) InstanceShutdown(context.Context, *corev1.Node) (bool, error) { return false, nil }
+// InstanceShutdown is whether the instance API says the machine is
+// stopped; always false without one.
+func (p *Provider) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	if p.instances == nil {
+		return false, nil
+	}
+	state, err := p.instances.state(ctx, node.Name)
+	return state == "stopped", err
+}
+
+// instanceClient reads machine states from an instance API.
+type instanceClient struct {
+	base string
+	http *http.Client
+}
+
+// state is the machine's state, "" when it does not exist.
+func (c *instanceClient) state(ctx context.Context, name string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/instances/"+url.PathEscape(name), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("instance API: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return "", nil
+	case http.StatusOK:
+		var got struct {
+			State string `json:"state"`
+		}
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&got); err != nil || got.State == "" {
+			return "", fmt.Errorf("instance API: malformed answer for %s: %v", name, err)
+		}
+		return got.State, nil
+	default:
+		return "", fmt.Errorf("instance API: %s for %s", resp.Status, name)
+	}
+}
 
 // ProvidedNodeIPAnnotation is where a kubelet started with
 // --cloud-provider=external and --node-ip records the address it was given.
