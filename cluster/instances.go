@@ -49,7 +49,9 @@ func (c *Cluster) startInstanceAPI(context.Context) error {
 		return fmt.Errorf("instance API: %w", err)
 	}
 	c.fwd = append(c.fwd, ln)
-	go func() { _ = (&http.Server{Handler: c.instanceHandler(false), ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
+	go func() {
+		_ = (&http.Server{Handler: c.instanceHandler(false), ReadHeaderTimeout: 10 * time.Second}).Serve(ln)
+	}()
 	_ = os.Remove(c.controlSocket())
 	ctl, err := net.Listen("unix", c.controlSocket())
 	if err != nil {
@@ -60,7 +62,9 @@ func (c *Cluster) startInstanceAPI(context.Context) error {
 		return err
 	}
 	c.fwd = append(c.fwd, ctl)
-	go func() { _ = (&http.Server{Handler: c.instanceHandler(true), ReadHeaderTimeout: 10 * time.Second}).Serve(ctl) }()
+	go func() {
+		_ = (&http.Server{Handler: c.instanceHandler(true), ReadHeaderTimeout: 10 * time.Second}).Serve(ctl)
+	}()
 	return nil
 }
 
