@@ -241,6 +241,7 @@ func TestRealCluster(t *testing.T) {
 	checkOutriggerDeployed(ctx, t, c)
 	checkLocalTrafficKeepsClientIP(ctx, t, c)
 	checkNodeLifecycle(ctx, t, c)
+	checkLeaderHandOver(ctx, t, c)
 
 	downed = true
 	if err := c.Down(); err != nil {
@@ -462,6 +463,55 @@ func checkNodeLifecycle(ctx context.Context, t *testing.T, c *Cluster) {
 		return err == nil && n.Spec.ProviderID == "local://"+name && !hasUninitializedTaint(n) && !hasTaint(n, shutdownTaint), nil
 	}); err != nil {
 		t.Fatalf("restarted machine: node %s not registered and initialized again: %v", name, err)
+	}
+}
+
+// checkLeaderHandOver deletes the leading Outrigger pod (SIGTERM, as a
+// rollout or a drain does) and expects another pod to take the Lease, and
+// the new leader to act: a new LoadBalancer Service gets its VIP.
+func checkLeaderHandOver(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	leases := c.Client.CoordinationV1().Leases("kube-system")
+	holder := func() string {
+		l, err := leases.Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		h, _, _ := strings.Cut(ptr.Deref(l.Spec.HolderIdentity, ""), "_")
+		return h
+	}
+	leader := holder()
+	if leader == "" {
+		t.Fatal("no Outrigger replica holds the lease")
+	}
+	start := time.Now()
+	if err := c.Client.CoreV1().Pods("kube-system").Delete(ctx, leader, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		next = holder()
+		return next != "" && next != leader, nil
+	}); err != nil {
+		t.Fatalf("after deleting the leader %s, no other replica took the lease: %v", leader, err)
+	}
+	t.Logf("leader %s deleted; %s leads after %s", leader, next, time.Since(start).Round(100*time.Millisecond))
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "after-handover", Namespace: "default"},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "hostnames"},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9376)}},
+		},
+	}
+	if _, err := c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
+		return err == nil && len(got.Status.LoadBalancer.Ingress) > 0, nil
+	}); err != nil {
+		t.Fatalf("the new leader gave a new Service no load balancer: %v", err)
 	}
 }
 
