@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -121,11 +122,8 @@ func InstanceAction(ctx context.Context, work, action, name string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var b strings.Builder
-		_, _ = fmt.Fprint(&b, resp.Status)
-		buf := make([]byte, 512)
-		n, _ := resp.Body.Read(buf)
-		return fmt.Errorf("%s %s: %s: %s", action, name, b.String(), strings.TrimSpace(string(buf[:n])))
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s %s: %s: %s", action, name, resp.Status, strings.TrimSpace(string(body)))
 	}
 	return nil
 }
