@@ -4,7 +4,11 @@
 // harness (cluster/) builds every image it runs this way, from source: no
 // image is pulled.
 //
-//	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
+//	ocitar -binary PATH -name REF -o FILE.tar [-cmd ARG]... [-- ENTRYPOINT ARGS...]
+//
+// -cmd sets the image's default arguments (its CMD), which a container's
+// args replace: upstream's agnhost image runs "pause" when a pod gives no
+// args, and the e2e suite's exec pods rely on that.
 package main
 
 import (
@@ -31,14 +35,19 @@ func main() {
 	bin := flag.String("binary", "", "static binary to put at /<its base name>")
 	ref := flag.String("name", "", "image name, such as outrigger.local/pause:1")
 	out := flag.String("o", "", "output tarball")
+	var cmd []string
+	flag.Func("cmd", "an argument of the image's default command (CMD); repeat for more", func(s string) error {
+		cmd = append(cmd, s)
+		return nil
+	})
 	flag.Parse()
-	if err := build(*bin, *ref, *out, flag.Args()); err != nil {
+	if err := build(*bin, *ref, *out, flag.Args(), cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "ocitar:", err)
 		os.Exit(1)
 	}
 }
 
-func build(bin, ref, out string, entrypoint []string) error {
+func build(bin, ref, out string, entrypoint, cmd []string) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("image name %q: %w", ref, err)
@@ -83,6 +92,7 @@ func build(bin, ref, out string, entrypoint []string) error {
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = entrypoint
+	cf.Config.Cmd = cmd
 	cf.Config.Env = []string{"PATH=/"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
