@@ -12,14 +12,18 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Image names the suite asks for, under RepoList. The tags are those of
@@ -140,35 +144,65 @@ func Command(ctx context.Context, o Options) *exec.Cmd {
 	return cmd
 }
 
-// WaitNoCluster waits while the state file of another run's cluster
-// exists: only one cluster fits on the machine (fixed namespace names), and
-// cluster.Up would clean that one up as leftovers. It polls every poll, up
-// to timeout.
-func WaitNoCluster(parent context.Context, stateFile string, poll, timeout time.Duration, out io.Writer) error {
+// WaitNoCluster waits until no other cluster runs on the machine, then
+// takes the cluster lock and returns its release. Only one cluster fits
+// (fixed namespace names), and a cluster.Up that finds another run's state
+// file cleans that cluster away as leftovers, killing whatever runs in it.
+// Another cluster runs while the lock file (work + ".lock", the flock the
+// cluster package's own Lock takes) is held, or while the state file
+// exists (a cluster that does not lock). It polls every poll, up to
+// timeout. The lock is released by the returned func.
+func WaitNoCluster(parent context.Context, work string, poll, timeout time.Duration, out io.Writer) (release func(), err error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	work = filepath.Clean(work)
+	stateFile, lockFile := work+".state.json", work+".lock"
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	said := false
 	for {
-		_, err := os.Stat(stateFile)
-		if os.IsNotExist(err) {
-			return nil
-		}
+		release, busy, err := tryLock(lockFile)
 		if err != nil {
-			return fmt.Errorf("checking for another cluster: %w", err)
+			return nil, err
+		}
+		if !busy {
+			_, err := os.Stat(stateFile)
+			if os.IsNotExist(err) {
+				return release, nil
+			}
+			release()
+			if err != nil {
+				return nil, fmt.Errorf("checking for another cluster: %w", err)
+			}
 		}
 		if !said {
-			fmt.Fprintf(out, "Another cluster is running (%s exists); waiting up to %s for it to stop\n", stateFile, timeout)
+			fmt.Fprintf(out, "Another cluster is running (%s is locked or %s exists); waiting up to %s for it to stop\n", lockFile, stateFile, timeout)
 			said = true
 		}
 		select {
 		case <-ctx.Done():
 			if err := parent.Err(); err != nil {
-				return fmt.Errorf("waiting for another cluster to stop: %w", err)
+				return nil, fmt.Errorf("waiting for another cluster to stop: %w", err)
 			}
-			return fmt.Errorf("another cluster is still running after %s (%s exists): not starting one over it", timeout, stateFile)
+			return nil, fmt.Errorf("another cluster is still running after %s (%s is locked or %s exists): not starting one over it", timeout, lockFile, stateFile)
 		case <-t.C:
 		}
 	}
+}
+
+// tryLock takes an exclusive flock on path without blocking; busy when
+// another open file holds it. A killed holder's lock goes with it.
+func tryLock(path string) (release func(), busy bool, err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false, fmt.Errorf("cluster lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("cluster lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, false, nil
 }

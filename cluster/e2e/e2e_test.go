@@ -175,37 +175,105 @@ func (r removeOnWrite) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// releaseOnWrite releases another holder's lock when the waiter first says
+// it is waiting.
+type releaseOnWrite struct{ release func() }
+
+func (r releaseOnWrite) Write(p []byte) (int, error) {
+	r.release()
+	return len(p), nil
+}
+
 func TestWaitNoCluster(t *testing.T) {
-	dir := t.TempDir()
-	state := filepath.Join(dir, "outrigger-cluster.state.json")
 	ctx := context.Background()
-
-	if err := WaitNoCluster(ctx, state, time.Millisecond, time.Minute, io.Discard); err != nil {
-		t.Errorf("no state file: %v", err)
+	for _, tc := range []struct {
+		name string
+		// setup makes the other run's traces and returns what the waiter's
+		// output does (io.Discard: the traces stay).
+		setup   func(t *testing.T, work string) io.Writer
+		timeout time.Duration
+		wantErr string
+	}{{
+		name:  "nothing running",
+		setup: func(*testing.T, string) io.Writer { return io.Discard },
+	}, {
+		name: "state file stays",
+		setup: func(t *testing.T, work string) io.Writer {
+			writeFile(t, work+".state.json")
+			return io.Discard
+		},
+		wantErr: ".state.json exists): not starting",
+	}, {
+		name: "state file removed while waiting",
+		setup: func(t *testing.T, work string) io.Writer {
+			writeFile(t, work+".state.json")
+			return removeOnWrite{t, work + ".state.json"}
+		},
+	}, {
+		name: "lock held",
+		setup: func(t *testing.T, work string) io.Writer {
+			release, busy, err := tryLock(work + ".lock")
+			if err != nil || busy {
+				t.Fatalf("taking the lock: busy %v, %v", busy, err)
+			}
+			t.Cleanup(release)
+			return io.Discard
+		},
+		wantErr: "not starting one over it",
+	}, {
+		name: "lock released while waiting",
+		setup: func(t *testing.T, work string) io.Writer {
+			release, busy, err := tryLock(work + ".lock")
+			if err != nil || busy {
+				t.Fatalf("taking the lock: busy %v, %v", busy, err)
+			}
+			return releaseOnWrite{release}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := filepath.Join(t.TempDir(), "outrigger-cluster")
+			out := tc.setup(t, work)
+			release, err := WaitNoCluster(ctx, work, time.Millisecond, 50*time.Millisecond, out)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+				}
+				// The other run's state file is left alone.
+				if _, err := os.Stat(work + ".state.json"); tc.name == "state file stays" && err != nil {
+					t.Errorf("state file: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Held: another waiter cannot start a cluster now.
+			if _, busy, _ := tryLock(work + ".lock"); !busy {
+				t.Error("lock not held after WaitNoCluster")
+			}
+			release()
+			r2, busy, err := tryLock(work + ".lock")
+			if err != nil || busy {
+				t.Errorf("lock still held after release: busy %v, %v", busy, err)
+			} else {
+				r2()
+			}
+		})
 	}
 
-	if err := os.WriteFile(state, []byte("{}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err := WaitNoCluster(ctx, state, time.Millisecond, 20*time.Millisecond, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), state) {
-		t.Errorf("state file stays: error %v, want one naming %s", err, state)
-	}
-	if _, err := os.Stat(state); err != nil {
-		t.Errorf("the other run's state file must be left alone: %v", err)
-	}
-
-	if err := WaitNoCluster(ctx, state, time.Millisecond, time.Minute, removeOnWrite{t, state}); err != nil {
-		t.Errorf("state file removed while waiting: %v", err)
-	}
-
-	if err := os.WriteFile(state, []byte("{}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	work := filepath.Join(t.TempDir(), "outrigger-cluster")
+	writeFile(t, work+".state.json")
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := WaitNoCluster(canceled, state, time.Millisecond, time.Minute, io.Discard); err == nil || !strings.Contains(err.Error(), "canceled") {
+	if _, err := WaitNoCluster(canceled, work, time.Millisecond, time.Minute, io.Discard); err == nil || !strings.Contains(err.Error(), "canceled") {
 		t.Errorf("canceled: error %v, want context canceled", err)
+	}
+}
+
+func writeFile(t *testing.T, p string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -90,9 +90,13 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := e2e.WaitNoCluster(ctx, cluster.StatePath(*work), 10*time.Second, *waitFree, os.Stderr); err != nil {
+	// Held until the cluster is down: the cluster package's own Up will
+	// take this lock itself once it has one; then this goes.
+	release, err := e2e.WaitNoCluster(ctx, *work, 10*time.Second, *waitFree, os.Stderr)
+	if err != nil {
 		return err
 	}
+	defer release()
 	var imgs []string
 	for _, dir := range []string{*images, *e2eImages} {
 		m, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
