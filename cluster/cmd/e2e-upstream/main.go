@@ -50,7 +50,7 @@ func run() error {
 	assets := controlplane.AssetsDir()
 	fs := flag.NewFlagSet("e2e-upstream", flag.ExitOnError)
 	e2eTest := fs.String("e2e-test", filepath.Join(assets, "e2e.test"), "upstream's e2e.test binary")
-	reportDir := fs.String("report-dir", "_artifacts/e2e-upstream", "directory for the JUnit report (junit_01.xml), summary.md, the suite's output and every cluster process's log")
+	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the JUnit report (junit_01.xml), summary.md, the suite's output and every cluster process's log")
 	focus := fs.String("focus", e2e.DefaultFocus, "--ginkgo.focus")
 	skip := fs.String("skip", e2e.SkipRegexp(e2e.DefaultExclusions), "--ginkgo.skip")
 	provider := fs.String("provider", e2e.DefaultProvider, "the e2e framework's --provider")
