@@ -106,6 +106,11 @@ func (c *Cluster) NodeIP(name string) string {
 	return ""
 }
 
+// APIServerAddress is where the API server is reached from the network
+// namespaces (BridgeIP and its port): the address its serving certificate
+// names and the kubernetes Service's endpoint.
+func (c *Cluster) APIServerAddress() string { return net.JoinHostPort(BridgeIP, c.apiPort) }
+
 // HarnessNetns is the network namespace the harness's clients (and
 // Outrigger) live in: from there node IPs and VIPs are reachable.
 func HarnessNetns() string { return harnessNS }

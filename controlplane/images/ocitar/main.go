@@ -6,6 +6,10 @@
 //
 //	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
 //	ocitar -file SRC=/DEST [-file ...] [-link /DEST=TARGET ...] [-user UID:GID] -name REF -o FILE.tar -- ENTRYPOINT...
+//
+// -cmd ARG (repeatable) sets the image's default arguments (its CMD), which
+// a container's args replace: upstream's agnhost image runs "pause" when a
+// pod gives no args, and the e2e suite's exec pods rely on that.
 package main
 
 import (
@@ -38,11 +42,16 @@ func main() {
 	flag.Var(&files, "file", "SRC=/DEST: a file to put at /DEST, executable (repeatable)")
 	flag.Var(&links, "link", "/DEST=TARGET: a symbolic link (repeatable)")
 	user := flag.String("user", "", "the image's user, such as 65532:65532")
+	var cmd []string
+	flag.Func("cmd", "an argument of the image's default command (CMD); repeat for more", func(s string) error {
+		cmd = append(cmd, s)
+		return nil
+	})
 	flag.Parse()
 	if *bin != "" {
 		files = append(files, [2]string{*bin, "/" + filepath.Base(*bin)})
 	}
-	if err := build(files, links, *user, *ref, *out, flag.Args()); err != nil {
+	if err := build(files, links, *user, *ref, *out, flag.Args(), cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "ocitar:", err)
 		os.Exit(1)
 	}
@@ -61,7 +70,7 @@ func (p *pairs) Set(v string) error {
 	return nil
 }
 
-func build(files, links pairs, user, ref, out string, entrypoint []string) error {
+func build(files, links pairs, user, ref, out string, entrypoint, cmd []string) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("image name %q: %w", ref, err)
@@ -135,6 +144,7 @@ func build(files, links pairs, user, ref, out string, entrypoint []string) error
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = entrypoint
+	cf.Config.Cmd = cmd
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/"}
 	cf.Config.User = user
 	if img, err = mutate.ConfigFile(img, cf); err != nil {

@@ -1,0 +1,236 @@
+// Command e2e-upstream runs upstream Kubernetes' e2e tests for load
+// balancers and the cloud-provider SIG against a real cluster whose
+// cloud-controller-manager is Outrigger (docs/e2e.md): it starts the
+// cluster (package cluster), runs e2e.test inside the harness network
+// namespace, writes the JUnit report and a summary table to -report-dir,
+// and stops the cluster.
+//
+// It needs root, and `make cluster-binaries cluster-images e2e-binaries
+// e2e-images build` first; `make e2e-upstream` does all of it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"time"
+
+	"github.com/outrigger-ccm/outrigger/cluster"
+	"github.com/outrigger-ccm/outrigger/cluster/e2e"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+)
+
+// forwardCmd is the mode in which this program runs inside the harness
+// namespace: it forwards e2e.APIServerLoopback there to the cluster's API
+// server forwarder while it runs e2e.test.
+const forwardCmd = "__forward-and-run"
+
+func main() {
+	run := run
+	if len(os.Args) > 1 && os.Args[1] == forwardCmd {
+		run = forwardAndRun
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-upstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	assets := controlplane.AssetsDir()
+	fs := flag.NewFlagSet("e2e-upstream", flag.ExitOnError)
+	e2eTest := fs.String("e2e-test", filepath.Join(assets, "e2e.test"), "upstream's e2e.test binary")
+	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the JUnit report (junit_01.xml), summary.md, the suite's output and every cluster process's log")
+	focus := fs.String("focus", e2e.DefaultFocus, "--ginkgo.focus")
+	skip := fs.String("skip", e2e.SkipRegexp(e2e.DefaultExclusions), "--ginkgo.skip")
+	provider := fs.String("provider", e2e.DefaultProvider, "the e2e framework's --provider")
+	timeout := fs.Duration("timeout", 90*time.Minute, "bound on the whole suite")
+	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
+	nodes := fs.Int("nodes", 2, "number of nodes")
+	outrigger := fs.String("outrigger-image", "bin/outrigger-image.tar", "Outrigger's image tarball (make image)")
+	images := fs.String("images", filepath.Join(assets, "images"), "the cluster's OCI image tarballs (make cluster-images)")
+	e2eImages := fs.String("e2e-images", filepath.Join(assets, "e2e-images"), "the images the suite's pods run, under the names of e2e.RepoList (make e2e-images)")
+	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "the cluster's work directory")
+	_ = fs.Parse(os.Args[1:])
+	extra := fs.Args() // passed on to e2e.test
+
+	for _, f := range []struct{ path, make string }{
+		{*e2eTest, "e2e-binaries"},
+		{filepath.Join(assets, "kubectl"), "controlplane"},
+		{filepath.Join(*e2eImages, "agnhost.tar"), "e2e-images"},
+		{filepath.Join(*e2eImages, "pause.tar"), "e2e-images"},
+	} {
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s is missing: run 'make %s'", f.path, f.make)
+		}
+	}
+	focusRE, err := regexp.Compile(*focus)
+	if err != nil {
+		return fmt.Errorf("-focus: %w", err)
+	}
+	if err := os.MkdirAll(*reportDir, 0o755); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(*reportDir)
+	if err != nil {
+		return err
+	}
+	*reportDir = abs
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// Wait for a running cluster to stop; then cluster.Up takes the lock
+	// itself (an flock per open file: this one must go first).
+	release, err := e2e.WaitNoCluster(ctx, *work, 10*time.Second, *waitFree, os.Stderr)
+	if err != nil {
+		return err
+	}
+	release()
+	var imgs []string
+	for _, dir := range []string{*images, *e2eImages} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+		imgs = append(imgs, m...)
+	}
+	start := time.Now()
+	c, err := cluster.Up(ctx, cluster.Options{
+		WorkDir:        *work,
+		Nodes:          *nodes,
+		OutriggerImage: *outrigger,
+		Images:         imgs,
+		LogDir:         filepath.Join(*reportDir, "logs"),
+	})
+	if err != nil {
+		return fmt.Errorf("starting the cluster: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "Cluster up in %s\n", time.Since(start).Round(time.Second))
+	runErr := runSuite(ctx, c, *reportDir, e2e.Options{
+		E2ETest:  *e2eTest,
+		Kubectl:  filepath.Join(assets, "kubectl"),
+		Netns:    cluster.HarnessNetns(),
+		Focus:    *focus,
+		Skip:     *skip,
+		Provider: *provider,
+		Timeout:  *timeout,
+		Args:     extra,
+	})
+	fmt.Fprintln(os.Stderr, "Stopping the cluster")
+	downErr := c.Down()
+
+	summary, sumErr := summarize(*reportDir, focusRE)
+	if sumErr == nil {
+		fmt.Print(summary)
+	}
+	return errors.Join(runErr, downErr, sumErr)
+}
+
+// runSuite runs e2e.test in the harness namespace with the suite's output
+// in reportDir/e2e.log (and on stdout).
+func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.Options) error {
+	tmp, err := os.MkdirTemp("", "e2e-upstream-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	o.Kubeconfig = filepath.Join(tmp, "harness.kubeconfig")
+	if err := e2e.RewriteKubeconfig(c.Kubeconfig, o.Kubeconfig, e2e.APIServerLoopback); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	o.Wrapper = []string{self, forwardCmd, c.APIServerAddress()}
+	o.RepoListFile = filepath.Join(tmp, "repo-list.yaml")
+	if err := os.WriteFile(o.RepoListFile, []byte(e2e.RepoList), 0o644); err != nil {
+		return err
+	}
+	o.ReportDir = reportDir
+	logf, err := os.Create(filepath.Join(reportDir, "e2e.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	o.Out = io.MultiWriter(logf, os.Stdout)
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout+5*time.Minute)
+	defer cancel()
+	cmd := e2e.Command(ctx, o)
+	fmt.Fprintf(os.Stderr, "Running %s\n", cmd)
+	start := time.Now()
+	err = cmd.Run()
+	fmt.Fprintf(os.Stderr, "e2e.test ran %s\n", time.Since(start).Round(time.Second))
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return fmt.Errorf("e2e.test: %w (failed tests are in the summary)", err)
+	}
+	return err
+}
+
+// forwardAndRun is: forwardCmd TARGET COMMAND ARGS... It listens on
+// e2e.APIServerLoopback, forwards to TARGET, runs COMMAND, and exits with
+// its status. An interrupt or SIGTERM is passed on to COMMAND once (ginkgo
+// then reports what was running and writes its report).
+func forwardAndRun() error {
+	if len(os.Args) < 4 {
+		return fmt.Errorf("usage: %s %s TARGET COMMAND [ARGS...]", os.Args[0], forwardCmd)
+	}
+	target, argv := os.Args[2], os.Args[3:]
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ln, err := net.Listen("tcp", e2e.APIServerLoopback)
+	if err != nil {
+		return fmt.Errorf("listening for the API server forwarder: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		e2e.Forward(ctx, ln, target)
+		close(done)
+	}()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return err
+	}
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	err = cmd.Wait()
+	cancel()
+	<-done
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		os.Exit(exit.ExitCode())
+	}
+	return err
+}
+
+// summarize writes reportDir/summary.md from the JUnit report.
+func summarize(reportDir string, focus *regexp.Regexp) (string, error) {
+	f, err := os.Open(filepath.Join(reportDir, "junit_01.xml"))
+	if err != nil {
+		return "", fmt.Errorf("no JUnit report: %w", err)
+	}
+	defer f.Close()
+	res, err := e2e.Summarize(f, focus, e2e.DefaultExclusions)
+	if err != nil {
+		return "", err
+	}
+	md := e2e.Markdown(res)
+	if err := os.WriteFile(filepath.Join(reportDir, "summary.md"), []byte(md), 0o644); err != nil {
+		return "", err
+	}
+	return md, nil
+}

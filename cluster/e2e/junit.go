@@ -1,0 +1,161 @@
+package e2e
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// The JUnit XML the e2e framework writes (junit_01.xml, by ginkgo's
+// reporter): only what the summary reads.
+type junitSuites struct {
+	Suites []struct {
+		Cases []junitCase `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+type junitCase struct {
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
+	Failure *junitFailure `xml:"failure"`
+	Error   *junitFailure `xml:"error"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// Result is one test's outcome.
+type Result struct {
+	// Name is the test's full name, without ginkgo's "[It] " prefix.
+	Name string
+	// Status is passed, failed or skipped; a timed-out, interrupted,
+	// aborted or panicked test is failed, with that in Reason.
+	Status string
+	Reason string
+	Time   time.Duration
+}
+
+// Summarize reads a JUnit report and returns the tests that match focus,
+// and any suite-level node (BeforeSuite and the like) that did not pass:
+// a failure there fails every test. The report lists every test of the
+// suite, most of them skipped for not matching the focus; a focused test
+// skipped without a message of its own was left out by --ginkgo.skip, and
+// its reason is its exclusion's.
+func Summarize(r io.Reader, focus *regexp.Regexp, excluded []Exclusion) ([]Result, error) {
+	var doc junitSuites
+	if err := xml.NewDecoder(r).Decode(&doc); err != nil {
+		return nil, fmt.Errorf("parsing the JUnit report: %w", err)
+	}
+	var res []Result
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			name, isIt := strings.CutPrefix(c.Name, "[It] ")
+			if isIt && !focus.MatchString(name) {
+				continue
+			}
+			if !isIt && (c.Status == "passed" || c.Status == "skipped") {
+				continue
+			}
+			out := Result{Name: name, Status: c.Status, Time: time.Duration(c.Time * float64(time.Second))}
+			switch {
+			case c.Status == "passed":
+			case c.Skipped != nil:
+				out.Status = "skipped"
+				msg, own := strings.CutPrefix(c.Skipped.Message, "skipped - ")
+				if own {
+					out.Reason = oneLine(msg)
+					break
+				}
+				out.Reason = "left out by --ginkgo.skip"
+				for _, e := range excluded {
+					if regexp.MustCompile(e.Pattern).MatchString(name) {
+						out.Reason = e.Reason
+						break
+					}
+				}
+			default:
+				out.Status = "failed"
+				f := c.Failure
+				if f == nil {
+					f = c.Error
+				}
+				if f != nil {
+					out.Reason = failureReason(f)
+				}
+			}
+			res = append(res, out)
+		}
+	}
+	return res, nil
+}
+
+// where finds ginkgo's "In [It] at: /path/file.go:123" line.
+var where = regexp.MustCompile(`In \[[A-Za-z]+\] at: (\S+):(\d+)`)
+
+// failureReason is the failure's message on one line, with the file:line
+// of the e2e source it failed at.
+func failureReason(f *junitFailure) string {
+	text := f.Message
+	if text == "" {
+		text = f.Text
+	}
+	msg := text
+	if i := strings.Index(msg, "\nIn ["); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimPrefix(strings.TrimSpace(msg), "[FAILED] ")
+	msg = strings.TrimPrefix(msg, "[TIMEDOUT] ")
+	msg = oneLine(msg)
+	if f.Type != "" && f.Type != "failed" {
+		msg = f.Type + ": " + msg
+	}
+	if m := where.FindStringSubmatch(f.Text); m != nil {
+		msg += " (" + e2eSourcePath(m[1]) + ":" + m[2] + ")"
+	}
+	return msg
+}
+
+// e2eSourcePath shortens a path in the module cache to its part under
+// k8s.io/kubernetes, e.g. test/e2e/network/loadbalancer.go.
+func e2eSourcePath(p string) string {
+	if i := strings.Index(p, "/test/e2e/"); i >= 0 {
+		return p[i+1:]
+	}
+	return filepath.Base(p)
+}
+
+// oneLine squashes whitespace and cuts long text: a table cell.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	const max = 400
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return s
+}
+
+// Markdown renders results as the table docs/e2e.md holds, with totals.
+func Markdown(results []Result) string {
+	var b strings.Builder
+	counts := map[string]int{}
+	b.WriteString("| result | test | time | reason |\n| --- | --- | --- | --- |\n")
+	for _, r := range results {
+		counts[r.Status]++
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Status, cell(r.Name), r.Time.Round(time.Second), cell(r.Reason))
+	}
+	fmt.Fprintf(&b, "\n%d passed, %d failed, %d skipped.\n", counts["passed"], counts["failed"], counts["skipped"])
+	return b.String()
+}
+
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"archive/tar"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// imageConfig unpacks the tarball build wrote and returns its one image's
+// config.
+func imageConfig(t *testing.T, tarball string) *v1.ConfigFile {
+	t.Helper()
+	f, err := os.Open(tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dir := t.TempDir()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, h.Name)
+		if h.Typeflag == tar.TypeDir {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Manifests) != 1 {
+		t.Fatalf("index has %d manifests, want 1", len(m.Manifests))
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cf
+}
+
+func TestBuildEntrypointAndCmd(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agnhost")
+	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		entrypoint []string
+		cmd        []string
+		wantEntry  []string
+	}{
+		// A pod that gives no args runs the image's CMD: the e2e suite's
+		// exec pods are agnhost pods without args that must keep running.
+		{name: "cmd", cmd: []string{"pause"}, wantEntry: []string{"/agnhost"}},
+		{name: "no cmd", wantEntry: []string{"/agnhost"}},
+		{name: "entrypoint given", entrypoint: []string{"/agnhost", "serve-hostname"}, wantEntry: []string{"/agnhost", "serve-hostname"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "img.tar")
+			if err := build(pairs{{bin, "/agnhost"}}, nil, "", "outrigger.local/e2e-test-images/agnhost:2.63.0", out, tc.entrypoint, tc.cmd); err != nil {
+				t.Fatal(err)
+			}
+			cf := imageConfig(t, out)
+			if !slices.Equal(cf.Config.Entrypoint, tc.wantEntry) {
+				t.Errorf("Entrypoint = %q, want %q", cf.Config.Entrypoint, tc.wantEntry)
+			}
+			if !slices.Equal(cf.Config.Cmd, tc.cmd) {
+				t.Errorf("Cmd = %q, want %q", cf.Config.Cmd, tc.cmd)
+			}
+		})
+	}
+}
