@@ -143,5 +143,37 @@ cluster-down:
 cluster-test: cluster-binaries cluster-images image
 	OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/...
 
+.PHONY: e2e-upstream e2e-binaries e2e-images
+
+## e2e-upstream: upstream's own e2e tests (e2e.test of k8s.io/kubernetes $(K8S_VERSION)), the
+## LoadBalancer and sig-cloud-provider suites, against the real cluster (root; docs/e2e.md).
+## E2E_FLAGS go to cluster/cmd/e2e-upstream, e.g. E2E_FLAGS='-focus "session affinity"'.
+E2E_FLAGS ?=
+e2e-upstream: cluster-binaries cluster-images e2e-binaries e2e-images image
+	go run ./cluster/cmd/e2e-upstream -images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images \
+		-outrigger-image bin/outrigger-image.tar $(E2E_FLAGS)
+
+## e2e-binaries: $(ASSETS)/e2e.test, upstream's e2e suite, built from source.
+e2e-binaries: $(ASSETS)/e2e.test
+$(ASSETS)/e2e.test:
+	@mkdir -p $(ASSETS)
+	cd controlplane && go test -c $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/e2e && mv $@.tmp $@
+
+## e2e-images: the images the suite asks for, under its own names (test/utils/image of
+## $(K8S_VERSION)): agnhost with the shell tools its tests exec (busybox, OpenBSD nc and curl
+## from this machine's Debian packages, with their libraries), and pause.
+E2E_DEBS := busybox-static netcat-openbsd curl
+e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
+$(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
+	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(E2E_DEBS); }
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
+		-file $<=/agnhost -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
+		-host-binary /usr/bin/curl=/usr/bin/curl -cmd pause -- /agnhost
+$(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:3.10.2 -o $@
+
 clean:
 	rm -rf bin .outrigger

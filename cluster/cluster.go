@@ -412,6 +412,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		// The kubernetes Service's endpoint: the forwarder, which pods
 		// reach through their node.
 		controlplane.WithAPIServerArg("advertise-address", BridgeIP),
+		controlplane.WithAPIServerArg("service-cluster-ip-range", ServiceCIDR),
 		controlplane.WithAPIServerArg("egress-selector-config-file", egress),
 		// Pods get their ServiceAccount's token (envtest turns the
 		// admission plugin off).

@@ -313,7 +313,8 @@ func checkOutriggerDeployed(ctx context.Context, t *testing.T, c *Cluster) {
 
 // checkLocalTrafficKeepsClientIP runs agnhost netexec on one node behind a
 // Service with externalTrafficPolicy: Local: only that node may hold the
-// VIP, /clientip shows the harness's own address (no SNAT on the way), and
+// VIP, /clientip shows the client's address, ExternalClientIP (no SNAT on
+// the way), and
 // deleting the Service withdraws the VIP.
 func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
@@ -382,8 +383,8 @@ func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluste
 	}); err != nil {
 		t.Fatalf("GET %s/clientip: %v", vip, err)
 	}
-	if host, _, err := net.SplitHostPort(client); err != nil || host != BridgeIP {
-		t.Errorf("/clientip = %q, want the harness's address %s kept (externalTrafficPolicy: Local)", client, BridgeIP)
+	if host, _, err := net.SplitHostPort(client); err != nil || host != ExternalClientIP {
+		t.Errorf("/clientip = %q, want the client's address %s kept (externalTrafficPolicy: Local)", client, ExternalClientIP)
 	}
 	held := func(node string) bool {
 		out, _ := exec.Command("ip", "-n", node, "-o", "addr", "show", "dev", "lo").CombinedOutput()

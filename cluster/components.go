@@ -12,8 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 )
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.Assets, name) }
@@ -30,7 +28,7 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+ClusterCIDR,
 		fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize),
-		"--service-cluster-ip-range="+controlplane.ServiceCIDR,
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",

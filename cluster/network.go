@@ -37,14 +37,19 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		{"link", "set", bridgeName, "up"},
 		// The VIP pool is on the node network's link: the harness asks
 		// by ARP, and the node holding a VIP (outrigger-local-lb)
-		// answers.
-		{"route", "add", VIPPool, "dev", bridgeName},
+		// answers. Traffic to a VIP comes from ExternalClientIP, a
+		// client outside the cluster's networks.
+		{"addr", "add", ExternalClientIP + "/32", "dev", "lo"},
+		{"route", "add", VIPPool, "dev", bridgeName, "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
 			return err
 		}
 	}
-	if err := run(ctx, "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+	// ARP asks from the bridge's own address (arp_announce 2), not from
+	// ExternalClientIP, which is not on the node network.
+	if err := run(ctx, "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.ip_forward=1",
+		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf."+bridgeName+".arp_announce=2"); err != nil {
 		return err
 	}
 	for _, n := range c.nodes {
