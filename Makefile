@@ -167,7 +167,7 @@ E2E_DEBS := busybox-static netcat-openbsd curl
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
 $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
 	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(E2E_DEBS); }
+		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
 		-file $<=/agnhost -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
