@@ -53,7 +53,7 @@ verify:
 	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
 	cd charts/test && go vet ./...
-	@for m in . bench/upstream-ccm examples/aws charts/test; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
+	@for m in . bench/upstream-ccm examples/aws charts/test controlplane/coredns; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
 
 ## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).
@@ -102,8 +102,8 @@ $(ASSETS)/agnhost:
 	cd controlplane && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
 
 ## cluster-images: the images the cluster runs, built from source into OCI tarballs (no pulls):
-## a Go pause and agnhost, packed by controlplane/images/ocitar (go-containerregistry).
-CLUSTER_IMAGES := $(ASSETS)/images/pause.tar $(ASSETS)/images/agnhost.tar
+## a Go pause, agnhost and CoreDNS, packed by controlplane/images/ocitar (go-containerregistry).
+CLUSTER_IMAGES := $(ASSETS)/images/pause.tar $(ASSETS)/images/agnhost.tar $(ASSETS)/images/coredns.tar
 cluster-images: $(CLUSTER_IMAGES)
 
 $(ASSETS)/pause: controlplane/images/pause/main.go
@@ -112,6 +112,14 @@ $(ASSETS)/pause: controlplane/images/pause/main.go
 $(ASSETS)/images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:1 -o $@
+
+# CoreDNS, the cluster's DNS, from its own module (controlplane/coredns: only the plugins used).
+$(ASSETS)/coredns: controlplane/coredns/main.go controlplane/coredns/go.mod
+	cd controlplane/coredns && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -o $@.tmp . && mv $@.tmp $@
+
+$(ASSETS)/images/coredns.tar: $(ASSETS)/coredns controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/coredns:v1.14.7 -o $@
 
 $(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
@@ -161,8 +169,9 @@ $(ASSETS)/e2e.test:
 	cd controlplane && go test -c $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/e2e && mv $@.tmp $@
 
 ## e2e-images: the images the suite asks for, under its own names (test/utils/image of
-## $(K8S_VERSION)): agnhost with the shell tools its tests exec (busybox, OpenBSD nc and curl
-## from this machine's Debian packages, with their libraries), and pause.
+## $(K8S_VERSION)): agnhost with the shell tools its tests exec (dash as /bin/sh, busybox,
+## OpenBSD nc and curl from this machine's Debian packages, with their libraries), and pause.
+## Not busybox's sh: it runs its own applets before PATH (its nc lacks -v).
 E2E_DEBS := busybox-static netcat-openbsd curl
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
 $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
@@ -170,7 +179,7 @@ $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/m
 		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
-		-file $<=/agnhost -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
+		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
 		-host-binary /usr/bin/curl=/usr/bin/curl -cmd pause -- /agnhost
 $(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)

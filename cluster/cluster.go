@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,6 +145,11 @@ func (o *Options) defaults() {
 // the control plane's; `make cluster-binaries` builds them.
 var ClusterBinaries = []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}
 
+// ClusterImages are the image tarballs Up needs among Options.Images; `make
+// cluster-images` builds them: the pods' pause container, agnhost for
+// workloads, CoreDNS.
+var ClusterImages = []string{"pause.tar", "agnhost.tar", "coredns.tar"}
+
 // Preflight says why Up cannot run here, or nil.
 func Preflight(o Options) error {
 	o.defaults()
@@ -157,6 +163,11 @@ func Preflight(o Options) error {
 	}
 	if _, err := os.Stat(o.OutriggerImage); err != nil {
 		return fmt.Errorf("Outrigger's image %s: %w (run 'make image')", o.OutriggerImage, err)
+	}
+	for _, name := range ClusterImages {
+		if !slices.ContainsFunc(o.Images, func(p string) bool { return filepath.Base(p) == name }) {
+			return fmt.Errorf("no %s among the images to import (%v): run 'make cluster-images' and pass its directory's tarballs", name, o.Images)
+		}
 	}
 	return nil
 }
@@ -220,6 +231,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},
 		{"Outrigger from its image (deploy/*.yaml)", c.deployOutrigger},
 		{"nodes initialized by Outrigger", c.waitInitialized},
+		{"cluster DNS (CoreDNS)", c.deployDNS},
 	}
 	for _, s := range steps {
 		start := time.Now()

@@ -190,6 +190,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 clusterDomain: cluster.local
+clusterDNS: [%s]
 resolvConf: ""
 registerNode: true
 nodeLeaseDurationSeconds: 10
@@ -199,7 +200,7 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP, c.cp.ServingCAFile)
+`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP, c.cp.ServingCAFile, ClusterDNSIP)
 }
 
 func (c *Cluster) kubeProxyConfig(n node, kubeconfig string) string {

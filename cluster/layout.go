@@ -29,6 +29,9 @@ const (
 	// is half of the dev control plane's (pkg/dev/controlplane.ServiceCIDR)
 	// so that ExternalClientIP can be outside it.
 	ServiceCIDR = "198.19.0.0/17"
+	// ClusterDNSIP is the kube-dns Service's address (the tenth of
+	// ServiceCIDR, as kubeadm's), every pod's nameserver.
+	ClusterDNSIP = "198.19.0.10"
 	// ExternalClientIP stands for a client on the internet: the harness
 	// namespace sends what it sends to a VIP from this address (the VIP
 	// pool's route names it as source). It is outside the nodes' /16 and
