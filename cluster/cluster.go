@@ -80,6 +80,9 @@ type Cluster struct {
 	// instance; instances the local cloud's state of each node's machine.
 	agents    map[string][]agent
 	instances map[string]string
+	// router forwards VIP traffic to the nodes (router.go).
+	router     *router
+	stopRouter func()
 }
 
 type proc struct {
@@ -226,6 +229,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"network namespaces, bridge, veths", c.setupNetwork},
 		{"API server forwarder in the harness namespace", c.startForwarder},
 		{"the local cloud's instance API", c.startInstanceAPI},
+		{"the local cloud's router for VIPs (ECMP to healthy nodes)", c.startRouter},
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},
@@ -270,6 +274,9 @@ func (c *Cluster) Down() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if c.stopRouter != nil {
+		c.stopRouter()
 	}
 	for _, l := range c.fwd {
 		_ = l.Close()

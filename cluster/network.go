@@ -35,12 +35,10 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", BridgeIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
-		// The VIP pool is on the node network's link: the harness asks
-		// by ARP, and the node holding a VIP (outrigger-local-lb)
-		// answers. Traffic to a VIP comes from ExternalClientIP, a
-		// client outside the cluster's networks.
+		// Traffic to a VIP comes from ExternalClientIP, a client
+		// outside the cluster's networks; the router (router.go) routes
+		// each VIP to its healthy nodes with that source.
 		{"addr", "add", ExternalClientIP + "/32", "dev", "lo"},
-		{"route", "add", VIPPool, "dev", bridgeName, "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
 			return err
