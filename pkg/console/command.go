@@ -122,7 +122,7 @@ func Listen(ctx context.Context, address string) (net.Listener, error) {
 func Serve(ctx context.Context, srv *Server, l net.Listener) error {
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() { _ = srv.Run(ctx) }()
+	go func() { _ = srv.Start(ctx) }()
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -516,6 +516,31 @@ func offset(base, a netip.Addr, shift int) int64 {
 	return int64(d)
 }
 
+// ClusterRanges are the ranges of a --cluster-cidr (one or two CIDRs,
+// comma-separated), each cut into node pod CIDRs of the mask for its
+// family.
+func ClusterRanges(clusterCIDR string, maskV4, maskV6 int) ([]Range, error) {
+	var out []Range
+	for _, part := range strings.Split(clusterCIDR, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("cluster CIDR %q: %w", part, err)
+		}
+		r := Range{Name: "pods-ipv4", Prefix: p.Masked(), NodeMask: maskV4}
+		if p.Addr().Is6() {
+			r.Name, r.NodeMask = "pods-ipv6", maskV6
+		}
+		if r.NodeMask <= p.Bits() || r.NodeMask > p.Addr().BitLen() {
+			return nil, fmt.Errorf("cluster CIDR %s: node mask /%d does not fit", p, r.NodeMask)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // ParseRanges reads "name=cidr[/mask]" lists as the command line gives
 // them; see Range.
 func ParseRanges(specs []string) ([]Range, error) {

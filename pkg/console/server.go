@@ -93,7 +93,7 @@ type listers struct {
 	hasSynced []cache.InformerSynced
 }
 
-// New returns a console; Run samples the metrics and must run for the
+// New returns a console; Start samples the metrics and must run for the
 // charts to move.
 func New(opts Options) *Server {
 	if opts.Interval <= 0 {
@@ -109,9 +109,10 @@ func New(opts Options) *Server {
 	return &Server{opts: opts, sampler: newSampler(g, opts.History), ready: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
-// Run samples the call metrics every Interval until ctx ends; the
-// informers started by requests stop then too.
-func (s *Server) Run(ctx context.Context) error {
+// Start samples the call metrics every Interval until ctx ends; the
+// informers started by requests stop then too. It is a controller-runtime
+// Runnable, so a manager can run it.
+func (s *Server) Start(ctx context.Context) error {
 	s.ctxMu.Lock()
 	s.ctx = ctx
 	s.ctxMu.Unlock()

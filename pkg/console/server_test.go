@@ -37,7 +37,7 @@ func newTestServer(t *testing.T, opts Options, objects ...runtime.Object) (*http
 	s := New(opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = s.Run(ctx) }()
+	go func() { _ = s.Start(ctx) }()
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv, client
