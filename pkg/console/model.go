@@ -384,8 +384,8 @@ func backendsOf(svc *corev1.Service, nodes []*corev1.Node, ready map[string]bool
 	var bad, good []Backend
 	for _, n := range nodes {
 		b := Backend{Node: n.Name, Healthy: true}
-		if ip := internalIP(n); ip != "" && nodePort != 0 {
-			b.Target = netip.AddrPortFrom(netip.MustParseAddr(ip), uint16(nodePort)).String()
+		if ip, err := netip.ParseAddr(internalIP(n)); err == nil && nodePort != 0 {
+			b.Target = netip.AddrPortFrom(ip, uint16(nodePort)).String()
 		}
 		switch {
 		case !nodeReady(n):
