@@ -153,7 +153,7 @@ type Range struct {
 const (
 	// maxBackendsListed bounds each Service's backend list: at 5,000
 	// nodes, listing all for 1,000 Services would be five million rows.
-	maxBackendsListed = 20
+	maxBackendsListed = 10
 	// maxEventsPerObject is how many Events a Service shows.
 	maxEventsPerObject = 5
 	// maxTimeline bounds the timeline.
@@ -222,12 +222,7 @@ func build(in inputs) Snapshot {
 	}
 
 	// Backend candidates are the same for every Service: computed once.
-	var backends []*corev1.Node
-	for _, n := range nodes {
-		if service.IsBackend(n) {
-			backends = append(backends, n)
-		}
-	}
+	backends, readyBackends := backendNodes(nodes)
 
 	for _, svc := range in.services {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
@@ -237,7 +232,7 @@ func build(in inputs) Snapshot {
 		lb := lbView(svc, in.class)
 		lb.Events = byObject["Service/"+key]
 		lb.Endpoints = endpoints[key]
-		lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyNodes[key])
+		lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyBackends, readyNodes[key])
 		if lb.State == "Pending" && lb.Reason == "" {
 			lb.Reason, lb.Message = pendingWhy(lb.Events)
 		}
@@ -371,39 +366,84 @@ func pendingWhy(events []Entry) (string, string) {
 	return "NotSyncedYet", "Waiting for the service controller: no LoadBalancerReady condition and no Warning Event yet"
 }
 
-// backendsOf lists the Service's backend nodes, unhealthy ones first. With
-// externalTrafficPolicy Local a node takes traffic only with a ready
-// endpoint of the Service on it (the load balancer's health check fails
-// elsewhere); with Cluster, every Ready node does.
-func backendsOf(svc *corev1.Service, nodes []*corev1.Node, ready map[string]bool) ([]Backend, int, int) {
+// backendNode is what the backend lists need of a node, worked out once
+// per snapshot rather than once per Service (5,000 nodes times 1,000
+// Services is a lot of condition scans).
+type backendNode struct {
+	name  string
+	ip    netip.Addr
+	ready bool
+}
+
+func backendNodes(nodes []*corev1.Node) ([]backendNode, int) {
+	var out []backendNode
+	ready := 0
+	for _, n := range nodes {
+		if !service.IsBackend(n) {
+			continue
+		}
+		b := backendNode{name: n.Name, ready: nodeReady(n)}
+		b.ip, _ = netip.ParseAddr(internalIP(n))
+		if b.ready {
+			ready++
+		}
+		out = append(out, b)
+	}
+	return out, ready
+}
+
+// backendsOf lists the Service's backend nodes, unhealthy ones first, at
+// most maxBackendsListed, and counts them all. With externalTrafficPolicy
+// Local a node takes traffic only with a ready endpoint of the Service on
+// it (the load balancer's health check fails elsewhere); with Cluster,
+// every Ready node does.
+func backendsOf(svc *corev1.Service, nodes []backendNode, readyCount int, endpoints map[string]bool) ([]Backend, int, int) {
 	local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	var nodePort int32
 	if len(svc.Spec.Ports) > 0 {
 		nodePort = svc.Spec.Ports[0].NodePort
 	}
-	var bad, good []Backend
-	for _, n := range nodes {
-		b := Backend{Node: n.Name, Healthy: true}
-		if ip, err := netip.ParseAddr(internalIP(n)); err == nil && nodePort != 0 {
-			b.Target = netip.AddrPortFrom(ip, uint16(nodePort)).String()
+	view := func(n backendNode) Backend {
+		b := Backend{Node: n.name, Healthy: true}
+		if n.ip.IsValid() && nodePort != 0 {
+			b.Target = netip.AddrPortFrom(n.ip, uint16(nodePort)).String()
 		}
 		switch {
-		case !nodeReady(n):
+		case !n.ready:
 			b.Healthy, b.Why = false, "node is not Ready"
-		case local && !ready[n.Name]:
+		case local && !endpoints[n.name]:
 			b.Healthy, b.Why = false, "no ready endpoint on this node (externalTrafficPolicy Local)"
 		}
-		if b.Healthy {
-			good = append(good, b)
-		} else {
-			bad = append(bad, b)
+		return b
+	}
+	healthy := readyCount
+	if local {
+		healthy = 0
+		for _, n := range nodes {
+			if n.ready && endpoints[n.name] {
+				healthy++
+			}
+		}
+	}
+	// Stop as soon as the list is settled: every unhealthy node found (or
+	// enough of them), and enough healthy ones.
+	unhealthy := len(nodes) - healthy
+	var bad, good []Backend
+	for _, n := range nodes {
+		if len(bad) == min(unhealthy, maxBackendsListed) && len(good) >= maxBackendsListed-len(bad) {
+			break
+		}
+		if !n.ready || (local && !endpoints[n.name]) {
+			bad = append(bad, view(n))
+		} else if len(good) < maxBackendsListed {
+			good = append(good, view(n))
 		}
 	}
 	list := append(bad, good...)
 	if len(list) > maxBackendsListed {
 		list = list[:maxBackendsListed]
 	}
-	return list, len(nodes), len(good)
+	return list, len(nodes), healthy
 }
 
 func eventTime(e *corev1.Event) time.Time {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -289,3 +290,25 @@ func TestTimeline(t *testing.T) {
 }
 
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// BenchmarkBuild builds the snapshot of 1,000 Services on 5,000 nodes, the
+// scale docs/console.md records.
+func BenchmarkBuild(b *testing.B) {
+	var nodes []*corev1.Node
+	for i := range 5000 {
+		nodes = append(nodes, testNode(fmt.Sprintf("node-%d", i), netip.AddrFrom4([4]byte{127, 2, byte(i >> 8), byte(i)}).String(), i%50 != 0))
+	}
+	var services []*corev1.Service
+	for i := range 1000 {
+		svc := lbService(fmt.Sprintf("svc-%d", i), withVIP(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}).String()))
+		if i%2 == 0 {
+			svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		}
+		services = append(services, svc)
+	}
+	ranges, _ := ParseRanges([]string{"vips=198.18.0.0/20"})
+	in := inputs{services: services, nodes: nodes, ranges: ranges}
+	for b.Loop() {
+		build(in)
+	}
+}

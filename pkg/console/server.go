@@ -286,23 +286,26 @@ func (s *Server) Snapshot() Snapshot {
 	return snap
 }
 
-// snapshotJSON returns the snapshot's JSON, rebuilt only when something
-// changed since, and at most once per Interval: 1,000 Services and 5,000
-// nodes are a few megabytes that every open page shares.
-func (s *Server) snapshotJSON() []byte {
+// snapshotJSON returns the snapshot's JSON and the change count it is
+// current to, rebuilt only when something changed since, and at most once
+// per Interval: 1,000 Services and 5,000 nodes are a few megabytes that
+// every open page shares.
+func (s *Server) snapshotJSON() ([]byte, uint64) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	v := s.version.Load()
 	if s.snap != nil && (v == s.snapVersion || time.Since(s.snapAt) < s.opts.Interval) {
-		return s.snap
+		return s.snap, s.snapVersion
 	}
 	data, err := json.Marshal(s.Snapshot())
 	if err != nil {
 		s.opts.Log.Error(err, "Encoding the console snapshot")
-		return s.snap
+		return s.snap, s.snapVersion
 	}
+	// v was read before building: a change during the build is sent
+	// again next time, never lost.
 	s.snap, s.snapVersion, s.snapAt = data, v, time.Now()
-	return data
+	return data, v
 }
 
 // Handler serves the page, its assets and its data, all under relative
@@ -317,7 +320,8 @@ func (s *Server) Handler() http.Handler {
 	}))
 	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(s.snapshotJSON())
+		data, _ := s.snapshotJSON()
+		_, _ = w.Write(data)
 	})
 	mux.HandleFunc("GET /api/calls", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -346,7 +350,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	ctx := r.Context()
-	var sent uint64
+	sent := ^uint64(0) // the change count the page has; none yet
 	send := func(event string, data []byte) error {
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
 			return err
@@ -357,12 +361,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
-		if v := s.version.Load(); v != sent || sent == 0 {
-			snap := s.snapshotJSON()
-			if err := send("snapshot", snap); err != nil {
-				return
+		if s.version.Load() != sent {
+			snap, v := s.snapshotJSON()
+			if v != sent {
+				if err := send("snapshot", snap); err != nil {
+					return
+				}
+				sent = v
 			}
-			sent = max(v, 1)
 		}
 		calls, _ := json.Marshal(s.sampler.series())
 		if err := send("calls", calls); err != nil {
