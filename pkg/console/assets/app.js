@@ -241,7 +241,7 @@
     fig.dataset.nonzero = String(nonzero);
     const now = latest.filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v.toFixed(v < 10 ? 2 : 0)}`).join(", ");
     svg.setAttribute("aria-label", `${fig.querySelector("figcaption").textContent}. Latest: ${now || "no data"}`);
-    fig.querySelector(".now").textContent = now ? `Now: ${now} ${unit}` : "No calls yet.";
+    fig.querySelector(".now").textContent = now ? `Now: ${now} ${unit}` : (series.length ? "None in the last interval." : "No data yet.");
     fig.querySelector(".legend").replaceChildren(...series.map((s, i) => {
       const sw = el("span", { "aria-hidden": "true" }); sw.style.background = COLORS[i % COLORS.length];
       return el("li", {}, sw, s.name);

@@ -320,3 +320,24 @@ const contrastCheck = `(() => {
 	}
 	return [...new Set(out)];
 })()`
+
+// TestScreenshotRunningConsole screenshots a console already running (the
+// one `outrigger dev` prints) for docs/console.md: set
+// OUTRIGGER_CONSOLE_URL, and OUTRIGGER_CONSOLE_SCREENSHOTS for where.
+func TestScreenshotRunningConsole(t *testing.T) {
+	url := os.Getenv("OUTRIGGER_CONSOLE_URL")
+	if url == "" {
+		t.Skip("set OUTRIGGER_CONSOLE_URL to screenshot a running console")
+	}
+	ctx := browser(t)
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the stream", `document.querySelector("#status").className === "live"`)
+	waitFor(t, ctx, "the charts", `!!document.querySelector("#chart-rate polyline")`)
+	// Open the first Service that is not ready, to show why.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const d = document.querySelector('tr[data-state="Pending"] details') || document.querySelector("tr details"); if (d) d.open = true; })()`)); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, screenshotDir(t), "dev-console.png")
+}
