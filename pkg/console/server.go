@@ -27,6 +27,9 @@ import (
 //go:embed assets
 var assets embed.FS
 
+// syncWait bounds how long a request waits for the informers' first sync.
+const syncWait = 30 * time.Second
+
 // Options configure a console.
 type Options struct {
 	// Client reads Services, Nodes, EndpointSlices and Events.
@@ -67,8 +70,9 @@ type Server struct {
 	sampler *sampler
 
 	startOnce sync.Once
-	ctxMu     sync.Mutex
-	ctx       context.Context // Run's, which the informers stop with
+	// life ends when Start's context does; the informers stop with it.
+	life      context.Context
+	endLife   context.CancelFunc
 	ready     chan struct{}
 	warnings  []string
 	listers   listers
@@ -106,16 +110,16 @@ func New(opts Options) *Server {
 	if opts.Gatherer != nil {
 		g = opts.Gatherer
 	}
-	return &Server{opts: opts, sampler: newSampler(g, opts.History), ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+	life, end := context.WithCancel(context.Background())
+	return &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
+		ready: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
 // Start samples the call metrics every Interval until ctx ends; the
 // informers started by requests stop then too. It is a controller-runtime
 // Runnable, so a manager can run it.
 func (s *Server) Start(ctx context.Context) error {
-	s.ctxMu.Lock()
-	s.ctx = ctx
-	s.ctxMu.Unlock()
+	defer s.endLife()
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	s.sample(time.Now())
@@ -159,12 +163,7 @@ func (s *Server) poke() {
 // may not is named in the page's warnings instead of retried for ever.
 func (s *Server) start() {
 	s.startOnce.Do(func() {
-		s.ctxMu.Lock()
-		ctx := s.ctx
-		s.ctxMu.Unlock()
-		if ctx == nil {
-			ctx = context.Background()
-		}
+		ctx := s.life
 		c := s.opts.Client
 		strip := func(obj any) (any, error) {
 			if m, ok := obj.(metav1.Object); ok {
@@ -261,7 +260,12 @@ func (s *Server) start() {
 // use it.
 func (s *Server) Snapshot() Snapshot {
 	s.start()
-	<-s.ready
+	// A resource listed but never synced (a watch refused, say) must not
+	// hang every page: after a while, show what there is.
+	select {
+	case <-s.ready:
+	case <-time.After(syncWait):
+	}
 	ranges := s.opts.Ranges
 	if s.opts.RangeSource != nil {
 		ranges = append(append([]Range(nil), ranges...), s.opts.RangeSource.ConsoleRanges()...)
@@ -280,6 +284,11 @@ func (s *Server) Snapshot() Snapshot {
 		calls:    calls,
 	})
 	snap.Warnings = s.warnings
+	select {
+	case <-s.ready:
+	default:
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("Still loading: the informers have not synced after %s", syncWait))
+	}
 	if s.opts.Actions != nil {
 		snap.Actions = s.opts.Actions.List()
 	}

@@ -189,6 +189,8 @@
       const r = await fetch("api/actions", { method: "POST", headers: { "Content-Type": "application/json", "X-Outrigger-Console": "1" }, body: JSON.stringify({ name, target }) });
       const text = await r.text();
       status.textContent = r.ok ? JSON.parse(text).result : `Action ${name} failed: ${text}`;
+      // Keep the result readable until the next action or reconnect.
+      status.dataset.action = "1";
     } catch (e) {
       status.textContent = `Action ${name} failed: ${e}`;
     }
@@ -281,11 +283,16 @@
       snap = JSON.parse(e.data);
       renderAll();
       document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
-      status.textContent = `Live: ${(snap.loadBalancers || []).length} load balancers, ${(snap.nodes || []).length} nodes, updated ${fmtTime(snap.generated)}`;
+      // The status line is a live region: it changes only when its
+      // meaning does, not at every update, so screen readers are not
+      // interrupted every second; the time goes beside it.
+      const line = `Live: ${(snap.loadBalancers || []).length} load balancers, ${(snap.nodes || []).length} nodes`;
+      if (status.textContent !== line && !status.dataset.action) status.textContent = line;
       status.className = "live";
+      $("#updated").textContent = `updated ${fmtTime(snap.generated)}`;
     });
     es.addEventListener("calls", (e) => { calls = JSON.parse(e.data); renderCalls(); });
-    es.onerror = () => { status.textContent = "Disconnected; reconnecting…"; status.className = ""; };
+    es.onerror = () => { delete status.dataset.action; status.textContent = "Disconnected; reconnecting…"; status.className = ""; };
   }
   connect();
 })();

@@ -234,6 +234,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		if len(low) > 0 {
 			t.Errorf("text below 4.5:1 contrast: %v", low)
 		}
+		// The check itself finds light grey on white.
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`(() => { const p = document.createElement("p"); p.id = "faint"; p.style.color = "#bbbbbb"; p.textContent = "faint"; document.querySelector("main").prepend(p); })()`)); err != nil {
+			t.Fatal(err)
+		}
+		if low := eval[[]string](t, ctx, contrastCheck); len(low) != 1 || !strings.HasPrefix(low[0], "P.") {
+			t.Errorf("the contrast check does not catch #bbb on white: %v", low)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#faint").remove()`)); err != nil {
+			t.Fatal(err)
+		}
 		// The keyboard reaches everything: on a fresh page the first Tab
 		// lands on the skip link, the next ones on the section links.
 		if err := chromedp.Do(ctx, chromedp.Reload()); err != nil {
