@@ -71,11 +71,11 @@ type Server struct {
 
 	startOnce sync.Once
 	// life ends when Start's context does; the informers stop with it.
-	life      context.Context
-	endLife   context.CancelFunc
-	ready     chan struct{}
-	warnings  []string
-	listers   listers
+	life     context.Context
+	endLife  context.CancelFunc
+	ready    chan struct{}
+	warnings []string
+	listers  listers
 
 	version atomic.Uint64 // bumped by every informer event
 	changed chan struct{} // poked, without blocking, by the same
