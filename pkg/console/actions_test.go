@@ -75,4 +75,3 @@ func TestClusterRanges(t *testing.T) {
 		}
 	}
 }
-
