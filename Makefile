@@ -9,7 +9,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify verify-proto proto bench clean
+.PHONY: dev test build controlplane verify verify-proto proto bench clean fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
@@ -21,10 +21,22 @@ dev: controlplane build
 ## the Helm chart (rendered, and applied to a real API server), and as root the real cluster.
 test: controlplane verify
 	go test -race -count=1 -timeout 20m -tags integration ./...
+	$(MAKE) fuzz
 	cd bench/upstream-ccm && go test -count=1 ./...
 	cd examples/aws && go test -count=1 ./...
 	cd charts/test && go test -count=1 ./...
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test; else echo "make test: skipping the real-cluster test (cluster-test): it needs root for network namespaces"; fi
+
+## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
+## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- 'pkg/*_test.go' 'internal/*_test.go'); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: ./$$(dirname $$f) $$t for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 ## build: the outrigger binary.
 build:
