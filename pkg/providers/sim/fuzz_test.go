@@ -49,7 +49,7 @@ func FuzzServiceAnnotations(f *testing.F) {
 	f.Fuzz(func(t *testing.T, idle, rangesAnnotation, rangesSpec, loadBalancerIP string) {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: map[string]string{
-				AnnotationIdleTimeout: idle,
+				AnnotationIdleTimeout:                        idle,
 				corev1.AnnotationLoadBalancerSourceRangesKey: rangesAnnotation,
 			}},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerIP: loadBalancerIP,
