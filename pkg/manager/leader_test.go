@@ -23,7 +23,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestGracefulHandOver runs two replicas on one sim cloud with upstream's
-// leader election timings (15s lease, 2s retry). The leader is stopped as
+// leader election timings (15s lease, 2s retry), and with a 1s retry. The leader is stopped as
 // SIGTERM stops it (its context ends) in the middle of provisioning load
 // balancers. It must release the Lease, so the standby takes over at its
 // next retry instead of after the 15s lease expires, and the cloud's call
@@ -31,13 +31,26 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // standby never called the cloud before the hand-over and no call of the new
 // leader overlapping one of the old leader's.
 func TestGracefulHandOver(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{name: "upstream timings"},
+		// The standby retries every 1 to 2.2s instead of 2 to 4.4s.
+		{name: "1s retry period", flags: []string{"--leader-elect-retry-period=1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { gracefulHandOver(t, tc.flags...) })
+	}
+}
+
+func gracefulHandOver(t *testing.T, extraFlags ...string) {
 	cloud := testenv.StartCloud(t)
 	// Every call takes a while, so the leader has calls in flight when it
 	// is told to stop.
 	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: 50 * time.Millisecond}})
 	ctx := context.Background()
 	lease := testenv.Name("outrigger-le")
-	flags := []string{"--leader-elect=true", "--leader-elect-resource-name=" + lease}
+	flags := append([]string{"--leader-elect=true", "--leader-elect-resource-name=" + lease}, extraFlags...)
 
 	old := testenv.StartOutrigger(t, cloud, flags...)
 	var oldID string
