@@ -4,8 +4,6 @@ package manager_test
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"testing"
 	"time"
 
@@ -148,7 +146,11 @@ func gracefulHandOver(t *testing.T, extraFlags ...string) {
 	testenv.Eventually(t, 60*time.Second, "every load balancer provisioned, the last ones by the new leader", func() (bool, error) {
 		return provisioned() == len(services), nil
 	})
-	checkOneWriterAtATime(t, cloud.CallLog(), old.Caller, standby.Caller, stopAt)
+	summary, problems := oneWriterAtATime(cloud.CallLog(), old.Caller, standby.Caller, stopAt)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	t.Log("call log: " + summary)
 
 	for _, name := range services {
 		if err := testenv.Client.CoreV1().Services("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
@@ -158,60 +160,6 @@ func gracefulHandOver(t *testing.T, extraFlags ...string) {
 	testenv.Eventually(t, 60*time.Second, "services and their load balancers deleted", func() (bool, error) {
 		return len(cloud.LoadBalancers()) == 0, nil
 	})
-}
-
-// checkOneWriterAtATime checks the cloud's call log of a hand-over from
-// replica old to replica next, told to happen at stopAt.
-func checkOneWriterAtATime(t *testing.T, log []simcloud.LoggedCall, old, next string, stopAt time.Time) {
-	t.Helper()
-	var oldWrites, nextWrites int
-	byObject := map[string][]simcloud.LoggedCall{}
-	for _, c := range log {
-		switch c.Caller {
-		case old, next:
-		default:
-			t.Errorf("a call from %q, neither replica", c.Caller)
-			continue
-		}
-		if c.Caller == next && c.Start.Before(stopAt) {
-			t.Errorf("the standby called the cloud before the hand-over: %s %s at %s", c.Op, c.Object, c.Start)
-		}
-		if !c.Mutating {
-			continue
-		}
-		if c.Caller == old {
-			oldWrites++
-		} else {
-			nextWrites++
-		}
-		byObject[c.Object] = append(byObject[c.Object], c)
-	}
-	if oldWrites == 0 || nextWrites == 0 {
-		t.Fatalf("mutating calls: %d from the old leader, %d from the new: the test did not exercise a hand-over mid-work", oldWrites, nextWrites)
-	}
-	var overlaps []string
-	shared := 0
-	for object, calls := range byObject {
-		sort.Slice(calls, func(i, j int) bool { return calls[i].Start.Before(calls[j].Start) })
-		callers := map[string]bool{}
-		for i, a := range calls {
-			callers[a.Caller] = true
-			for _, b := range calls[i+1:] {
-				if a.Caller != b.Caller && b.Start.Before(a.End) {
-					overlaps = append(overlaps, fmt.Sprintf("%s: %s by %s [%s, %s] and %s by %s [%s, %s]", object,
-						a.Op, a.Caller, a.Start.Format(time.StampMicro), a.End.Format(time.StampMicro),
-						b.Op, b.Caller, b.Start.Format(time.StampMicro), b.End.Format(time.StampMicro)))
-				}
-			}
-		}
-		if len(callers) == 2 {
-			shared++
-		}
-	}
-	if len(overlaps) > 0 {
-		t.Errorf("two replicas changed the same object at once:\n%s", overlaps)
-	}
-	t.Logf("call log: %d mutating calls from the old leader, %d from the new, %d objects written by both, none overlapping", oldWrites, nextWrites, shared)
 }
 
 // holder is the Lease's holder, "" when it has none or does not exist.
