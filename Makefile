@@ -9,22 +9,35 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify verify-proto proto bench clean
+.PHONY: dev test build controlplane verify verify-proto proto bench clean fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
 	./bin/outrigger dev --nodes $(NODES)
 
-## test: every test: unit, integration (real kube-apiserver + etcd), upstream flag
+## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
+## `integration`; a plain `go test ./...` runs only the unit tests), upstream flag
 ## compatibility, the provider examples (an unchanged cloud-provider-aws among them),
 ## the Helm chart (rendered, and applied to a real API server), and as root the real cluster.
 test: controlplane verify
-	go test -race -count=1 -timeout 20m ./...
+	go test -race -count=1 -timeout 20m -tags integration ./...
+	$(MAKE) fuzz
 	cd bench/upstream-ccm && go test -count=1 ./...
 	cd examples/aws && go test -count=1 ./...
 	cd charts/test && go test -count=1 ./...
 	cd controlplane && go test -count=1 ./images/...
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test; else echo "make test: skipping the real-cluster test (cluster-test): it needs root for network namespaces"; fi
+
+## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
+## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- 'pkg/*_test.go' 'internal/*_test.go'); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: ./$$(dirname $$f) $$t for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 ## build: the outrigger binary.
 build:
@@ -49,6 +62,7 @@ $(ASSETS)/etcd:
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
+	go vet -tags integration ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...

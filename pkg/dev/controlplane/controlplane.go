@@ -114,7 +114,8 @@ type ControlPlane struct {
 	Env    *envtest.Environment
 	Config *rest.Config
 	// AuditLog is the API server's audit log (JSON lines), when started
-	// WithAudit: every create, update, patch and delete, with its user.
+	// WithAudit: every create, update, patch and delete, with its user, and
+	// every request of a ServiceAccount in kube-system.
 	AuditLog string
 	// ServingCAFile is the CA of the API server's serving certificate and
 	// of its client certificate towards kubelets (their client CA), when
@@ -151,7 +152,9 @@ func WithAPIServerArg(name, value string) Option {
 	return func(o *startOptions) { o.args = append(o.args, [2]string{name, value}) }
 }
 
-// auditPolicy logs writes at Metadata level (who, what, when) and nothing
+// auditPolicy logs writes at Metadata level (who, what, when), and every
+// request of kube-system's ServiceAccounts (the identities deploy/ grants
+// rights to: the RBAC test checks each granted verb is used), and nothing
 // else, to keep the log small.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -159,6 +162,8 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete]
+- level: Metadata
+  userGroups: ["system:serviceaccounts:kube-system"]
 - level: None
 `
 
