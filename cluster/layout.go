@@ -54,6 +54,7 @@ const (
 	prefix      = "orc-"
 	harnessNS   = prefix + "harness"
 	bridgeName  = "orcbr0"
+	sinkName    = "orcsink"
 	cgroupLeaf  = "outrigger-cluster"
 	defaultWork = "/var/tmp/outrigger-cluster"
 )

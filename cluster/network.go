@@ -39,6 +39,13 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		// outside the cluster's networks; the router (router.go) routes
 		// each VIP to its healthy nodes with that source.
 		{"addr", "add", ExternalClientIP + "/32", "dev", "lo"},
+		// A VIP the router has no healthy node for (or that no Service
+		// holds) swallows packets, as a cloud's network does: the
+		// sender times out rather than getting an error. Upstream's e2e
+		// tests take only a timeout as "not reachable".
+		{"link", "add", sinkName, "type", "dummy"},
+		{"link", "set", sinkName, "up"},
+		{"route", "add", VIPPool, "dev", sinkName, "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
 			return err
@@ -69,6 +76,11 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			{"addr", "add", n.IP + "/24", "dev", "eth0"},
 			{"link", "set", "eth0", "up"},
 			{"route", "add", "default", "via", BridgeIP},
+			// A packet for a VIP that kube-proxy did not take (a
+			// port the Service does not have) is dropped here, not
+			// sent back to the router, which would send it here
+			// again until its TTL ran out.
+			{"route", "add", "blackhole", VIPPool},
 		} {
 			if err := nn(args...); err != nil {
 				return err

@@ -67,8 +67,8 @@ func (c *Cluster) startRouter(context.Context) error {
 		return err
 	}
 	r := &router{
-		client:   c.Client,
-		nodes:    c.nodes,
+		client:      c.Client,
+		nodes:       c.nodes,
 		interval:    time.Second,
 		healthzPort: KubeProxyHealthzPort,
 		probe: &http.Client{
