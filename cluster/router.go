@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net"
 	"net/http"
@@ -166,10 +167,25 @@ func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.A
 					hops = append(hops, n.IP)
 				}
 			}
-			out[vip] = hops
+			out[vip] = affine(&svc, vip, hops)
 		}
 	}
 	return out
+}
+
+// affine keeps a Service with sessionAffinity: ClientIP on one node per
+// client, as a cloud load balancer with client-IP affinity does: kube-proxy
+// keeps affinity per node, so a client spread over nodes by its flows'
+// ports would reach different endpoints. The harness is the only client, so
+// that is one node per VIP, picked by a hash of the VIP among the healthy
+// ones (the spread over endpoints is then kube-proxy's).
+func affine(svc *corev1.Service, vip netip.Addr, hops []string) []string {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || len(hops) < 2 {
+		return hops
+	}
+	h := fnv.New32a()
+	h.Write(vip.AsSlice())
+	return []string{hops[h.Sum32()%uint32(len(hops))]}
 }
 
 // healthCheckURL is what a cloud load balancer checks on a node for svc.

@@ -51,12 +51,15 @@ func TestRouter(t *testing.T) {
 	hcPort := serveHealth(t, n1, 0, http.StatusOK)
 	serveHealth(t, n2, hcPort, http.StatusServiceUnavailable)
 
+	affinity := lbService("affinity", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.100.3")
+	affinity.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 	client := fake.NewClientset(
 		lbService("cluster", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.100.1"),
 		lbService("local", corev1.ServiceExternalTrafficPolicyLocal, int32(hcPort), "198.18.100.2"),
 		lbService("pending", corev1.ServiceExternalTrafficPolicyCluster, 0),
 		lbService("not-ours", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.200.1"),
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "clusterip", Namespace: "default"}},
+		affinity,
 	)
 	programmed := map[netip.Addr][]string{}
 	r := &router{
@@ -85,7 +88,11 @@ func TestRouter(t *testing.T) {
 			t.Errorf("VIP %s: programmed %v, recorded %v, want %v", vip, programmed[vip], r.routes[vip], hops)
 		}
 	}
-	if len(programmed) != len(want) {
+	// Client-IP affinity: one node (kube-proxy keeps affinity per node).
+	if hops := programmed[netip.MustParseAddr("198.18.100.3")]; len(hops) != 1 || (hops[0] != n1 && hops[0] != n2) {
+		t.Errorf("the ClientIP-affinity VIP is routed to %v, want one healthy node", hops)
+	}
+	if len(programmed) != len(want)+1 {
 		t.Errorf("programmed %v, want only %v", programmed, want)
 	}
 
