@@ -51,10 +51,12 @@ var KubernetesServiceNames = []string{"198.19.0.1", "kubernetes", "kubernetes.de
 // Names of what the harness creates; one prefix so leftovers are easy to
 // recognize.
 const (
-	prefix      = "orc-"
-	harnessNS   = prefix + "harness"
-	bridgeName  = "orcbr0"
-	sinkName    = "orcsink"
+	prefix     = "orc-"
+	harnessNS  = prefix + "harness"
+	bridgeName = "orcbr0"
+	sinkName   = "orcsink"
+	// sinkGateway is the sink's made-up next hop (no interface holds it).
+	sinkGateway = "198.18.255.254"
 	cgroupLeaf  = "outrigger-cluster"
 	defaultWork = "/var/tmp/outrigger-cluster"
 )

@@ -43,9 +43,14 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		// holds) swallows packets, as a cloud's network does: the
 		// sender times out rather than getting an error. Upstream's e2e
 		// tests take only a timeout as "not reachable".
-		{"link", "add", sinkName, "type", "dummy"},
+		// (The sink is a veth pair with no one behind it, reached through
+		// a permanent neighbour entry: no ARP, no error; a dummy
+		// interface would do, where the kernel has the module.)
+		{"link", "add", sinkName, "type", "veth", "peer", "name", sinkName + "p"},
 		{"link", "set", sinkName, "up"},
-		{"route", "add", VIPPool, "dev", sinkName, "src", ExternalClientIP},
+		{"link", "set", sinkName + "p", "up"},
+		{"neigh", "add", sinkGateway, "lladdr", "02:00:00:00:00:01", "dev", sinkName, "nud", "permanent"},
+		{"route", "add", VIPPool, "via", sinkGateway, "dev", sinkName, "onlink", "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
 			return err
