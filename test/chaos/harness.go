@@ -73,6 +73,7 @@ type harness struct {
 	nextSvc  int
 	created  map[string]time.Time // Service name -> creation, until it gets an ingress
 	lastLift time.Time
+	closing  chan struct{} // closed by tearDown: replicas are not restarted any more
 }
 
 type replica struct {
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, errors.New("chaos: Config.Outrigger (the outrigger binary) is required")
 	}
 	sched := NewSchedule(cfg.Seed, cfg.Duration)
-	h := &harness{cfg: cfg, created: map[string]time.Time{}, report: newReport(cfg, sched)}
+	h := &harness{cfg: cfg, created: map[string]time.Time{}, report: newReport(cfg, sched), closing: make(chan struct{})}
 	fmt.Fprintf(cfg.Log, "chaos: seed %d, %v, schedule %s: %d workload steps, %d faults\n",
 		cfg.Seed, cfg.Duration, sched.Digest(), len(sched.Workload), len(sched.Faults))
 	var err error
@@ -202,6 +203,9 @@ func (h *harness) replicaArgs() []string {
 	}
 }
 
+// startReplica starts replica i. A replica that exits on its own (Outrigger
+// exits when it loses its leader lease, as upstream's CCM does) is started
+// again a second later, as the kubelet restarts a container.
 func (h *harness) startReplica(i int) error {
 	log, err := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("outrigger-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -214,16 +218,60 @@ func (h *harness) startReplica(i int) error {
 		return fmt.Errorf("starting Outrigger replica %d: %w", i, err)
 	}
 	r := &replica{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); log.Close(); close(r.done) }()
 	h.mu.Lock()
-	h.replicas[i] = r
+	taken := h.replicas[i] != nil
+	select {
+	case <-h.closing:
+		taken = true // tearing down: not this one
+	default:
+	}
+	if !taken {
+		h.replicas[i] = r
+	}
 	h.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		log.Close()
+		close(r.done)
+		if taken {
+			return
+		}
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-h.closing:
+			return
+		case <-t.C:
+		}
+		// Only if nobody stopped it on purpose (the slot still holds it).
+		h.mu.Lock()
+		restart := h.replicas[i] == r
+		if restart {
+			h.replicas[i] = nil
+		}
+		h.mu.Unlock()
+		if !restart {
+			return
+		}
+		h.report.replicaExit()
+		h.logf("Outrigger replica %d exited on its own (%v); restarted", i, err)
+		if err := h.startReplica(i); err != nil {
+			h.logf("%v", err)
+		}
+	}()
+	if taken {
+		// Another start won the slot (a restart racing a fault's lift).
+		_ = cmd.Process.Kill()
+	}
 	return nil
 }
 
+// stopReplica signals replica i and waits for it to exit; it is not
+// restarted.
 func (h *harness) stopReplica(i int, sig syscall.Signal) {
 	h.mu.Lock()
 	r := h.replicas[i]
+	h.replicas[i] = nil
 	h.mu.Unlock()
 	if r == nil {
 		return
@@ -235,12 +283,10 @@ func (h *harness) stopReplica(i int, sig syscall.Signal) {
 		_ = r.cmd.Process.Kill()
 		<-r.done
 	}
-	h.mu.Lock()
-	h.replicas[i] = nil
-	h.mu.Unlock()
 }
 
 func (h *harness) tearDown() {
+	close(h.closing)
 	for i := range h.replicas {
 		h.stopReplica(i, syscall.SIGTERM)
 	}

@@ -23,7 +23,7 @@ import (
 func TestInvariantsCatchBreakage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	h := &harness{cfg: Config{Nodes: 2, Services: 1, Log: io.Discard}, dir: t.TempDir(), created: map[string]time.Time{}}
+	h := &harness{cfg: Config{Nodes: 2, Services: 1, Log: io.Discard}, dir: t.TempDir(), created: map[string]time.Time{}, closing: make(chan struct{})}
 	h.report = newReport(h.cfg, Schedule{})
 	if err := h.setUp(ctx); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,9 @@ type Report struct {
 	Workload       map[string]int `json:"workload"`
 	WorkloadErrors map[string]int `json:"workloadErrors"`
 	Faults         map[string]int `json:"faults"`
+	// ReplicaExits counts Outrigger replicas that exited on their own
+	// (a lost leader lease), each restarted as the kubelet would.
+	ReplicaExits int `json:"replicaExits"`
 	// ViolationsByInvariant has every invariant, 0 or not.
 	ViolationsByInvariant map[string]int `json:"violationsByInvariant"`
 	Violations            []Violation    `json:"violations"`
@@ -92,6 +95,12 @@ func (r *Report) fault(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Faults[kind]++
+}
+
+func (r *Report) replicaExit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ReplicaExits++
 }
 
 func (r *Report) faultTotal() int {
@@ -164,6 +173,7 @@ func (r *Report) Table(w io.Writer) {
 	for _, k := range FaultKinds {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
 	}
+	fmt.Fprintf(tw, "outrigger exits (lease lost), restarted\t%d\n", r.ReplicaExits)
 	fmt.Fprintf(tw, "invariant violations\t%d\n", len(r.Violations))
 	for _, k := range Invariants {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, r.ViolationsByInvariant[k])
