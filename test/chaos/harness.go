@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -56,8 +57,10 @@ const namespace = "chaos"
 const foreignClass = "example.com/not-outrigger"
 
 type harness struct {
-	cfg     Config
-	start   time.Time
+	cfg Config
+	// start is when the schedule starts (until then, when setting up
+	// began): offsets in the log and the report count from it.
+	start   atomic.Int64
 	cp      *controlplane.ControlPlane
 	cloud   *simcloud.Cloud
 	client  kubernetes.Interface
@@ -65,6 +68,7 @@ type harness struct {
 	simYAML string
 	kubecfg string
 
+	logMu    sync.Mutex
 	mu       sync.Mutex
 	report   *Report
 	replicas []*replica
@@ -118,6 +122,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		klog.LogToStderr(false)
 		klog.SetOutput(f)
 	}
+	// The run's own log also goes to the work directory, with the
+	// replicas' logs.
+	if f, err := os.Create(filepath.Join(h.dir, "chaos.log")); err == nil {
+		defer f.Close()
+		h.cfg.Log = io.MultiWriter(cfg.Log, f)
+	}
 	if err := h.setUp(ctx); err != nil {
 		h.tearDown()
 		return nil, err
@@ -135,13 +145,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return h.report, err
 }
 
+// logf writes one line to Config.Log; the workload, the faults and the
+// replica supervisors log concurrently.
 func (h *harness) logf(format string, args ...any) {
-	fmt.Fprintf(h.cfg.Log, "%7.1fs ", time.Since(h.start).Seconds())
-	fmt.Fprintf(h.cfg.Log, format+"\n", args...)
+	line := fmt.Sprintf("%7.1fs ", h.since().Seconds()) + fmt.Sprintf(format, args...) + "\n"
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	_, _ = io.WriteString(h.cfg.Log, line)
 }
 
 func (h *harness) setUp(ctx context.Context) error {
-	h.start = time.Now()
+	h.start.Store(time.Now().UnixNano())
 	h.cloud = simcloud.New("")
 	// Instances' addresses on loopback: nothing here routes them, but no
 	// address the run makes up lies in a private range.
@@ -310,7 +324,7 @@ func (h *harness) run(ctx context.Context, sched Schedule) error {
 	}
 	bg.Go(func() { h.checkContinuously(runCtx) })
 
-	h.start = time.Now()
+	h.start.Store(time.Now().UnixNano())
 	var faultErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { h.runWorkload(runCtx, sched.Workload) })
@@ -327,13 +341,15 @@ func (h *harness) run(ctx context.Context, sched Schedule) error {
 	cancel()
 	bg.Wait()
 	watch.Wait()
-	h.report.finish(time.Since(h.start))
+	h.report.finish(h.since())
 	return ctx.Err()
 }
 
+func (h *harness) since() time.Duration { return time.Duration(time.Now().UnixNano() - h.start.Load()) }
+
 // at waits until offset d of the run.
 func (h *harness) at(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(time.Until(h.start.Add(d)))
+	t := time.NewTimer(d - h.since())
 	defer t.Stop()
 	select {
 	case <-t.C:

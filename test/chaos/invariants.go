@@ -99,7 +99,7 @@ func (h *harness) watch(ctx context.Context) (*sync.WaitGroup, error) {
 }
 
 func (h *harness) violate(invariant, object, detail string) {
-	h.report.violate(Violation{Invariant: invariant, Object: object, Detail: detail, At: time.Since(h.start).Seconds()})
+	h.report.violate(Violation{Invariant: invariant, Object: object, Detail: detail, At: h.since().Seconds()})
 }
 
 // checkContinuously looks for duplicate load balancers every second: one
