@@ -91,8 +91,37 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 }
 
 // PauseEtcd stops etcd (SIGSTOP): it holds its connections but answers
-// nothing, as a disk stall or a long GC pause would.
-func (cp *ControlPlane) PauseEtcd() error { return signalChild("etcd", syscall.SIGSTOP) }
+// nothing, as a disk stall or a long GC pause would. It returns once the
+// kernel reports etcd stopped.
+func (cp *ControlPlane) PauseEtcd() error {
+	if err := signalChild("etcd", syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pid, err := childPID("etcd")
+	if err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return processState(pid) == "T", nil
+	})
+}
+
+// processState is the state letter of /proc/pid/stat (R, S, T...).
+func processState(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	if f := strings.Fields(s[i+1:]); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
 
 // ResumeEtcd continues a paused etcd (SIGCONT).
 func (cp *ControlPlane) ResumeEtcd() error { return signalChild("etcd", syscall.SIGCONT) }
