@@ -78,7 +78,7 @@ func (h *harness) watch(ctx context.Context) (*sync.WaitGroup, error) {
 		return nil, err
 	}
 	services := f.Core().V1().Services().Informer()
-	if _, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+	ingress := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 			return
@@ -90,7 +90,11 @@ func (h *harness) watch(ctx context.Context) (*sync.WaitGroup, error) {
 		if ok {
 			h.report.ingress(time.Since(t))
 		}
-	}}); err != nil {
+	}
+	if _, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    ingress,
+		UpdateFunc: func(_, obj any) { ingress(obj) },
+	}); err != nil {
 		return nil, err
 	}
 	var wg sync.WaitGroup
