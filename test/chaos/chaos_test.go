@@ -5,6 +5,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,7 +51,7 @@ func TestShortChaosRun(t *testing.T) {
 	}
 	if t.Failed() {
 		for i := range cfg.Replicas {
-			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, "outrigger-"+string(rune('0'+i))+".log")); err == nil {
+			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, fmt.Sprintf("outrigger-%d.log", i))); err == nil {
 				t.Logf("outrigger-%d.log (last 4000 bytes):\n%s", i, b[max(0, len(b)-4000):])
 			}
 		}
