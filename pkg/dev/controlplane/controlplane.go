@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -123,6 +124,12 @@ type ControlPlane struct {
 	ServingCAFile string
 	auditDir      string
 	certDir       string
+
+	// An API server restarted after KillAPIServer (see faults.go).
+	faultsMu      sync.Mutex
+	apiServerArgs []string
+	apiServer     *exec.Cmd
+	apiServerDone chan struct{}
 }
 
 // Option changes how the control plane starts.
@@ -246,7 +253,10 @@ func (cp *ControlPlane) WriteAdminKubeconfig(path string) error {
 
 // Stop stops the API server and etcd and removes their data.
 func (cp *ControlPlane) Stop() error {
-	err := cp.Env.Stop()
+	// A paused etcd would never stop; an API server restarted by
+	// StartAPIServer is not envtest's to stop.
+	err := errors.Join(cp.stopRestarted(), resumeEtcdIfRunning())
+	err = errors.Join(err, cp.Env.Stop())
 	for _, d := range []string{cp.auditDir, cp.certDir} {
 		if d != "" {
 			err = errors.Join(err, os.RemoveAll(d))

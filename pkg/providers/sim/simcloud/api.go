@@ -73,6 +73,12 @@ type Settings struct {
 	ErrorRate float64 `json:"errorRate"`
 	// Hang makes every call block until the client gives up.
 	Hang bool `json:"hang"`
+	// HangFor makes every call block this long (or until the client gives
+	// up) before it is answered: a cloud API stalling for half a minute.
+	HangFor Duration `json:"hangFor,omitzero"`
+	// RetryAfter is the hint sent with 429 answers (Retry-After, whole
+	// seconds, at least 1). Default 1s.
+	RetryAfter Duration `json:"retryAfter,omitzero"`
 	// MaxInstances is the instance quota; 0 means unlimited.
 	MaxInstances int `json:"maxInstances"`
 	// MaxRoutes is the route table's size; 0 means unlimited.

@@ -410,8 +410,17 @@ func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail fun
 		<-r.Context().Done()
 		return true
 	}
+	if s.HangFor.Duration > 0 {
+		t := time.NewTimer(s.HangFor.Duration)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return true
+		}
+	}
 	if !allowed {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((s.RetryAfter.Duration+time.Second-1)/time.Second))))
 		fail(http.StatusTooManyRequests, "Throttled", "request rate exceeded")
 		return true
 	}
@@ -508,8 +517,8 @@ func (c *Cloud) putSettings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 || s.MaxLoadBalancers < 0 {
-		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances, maxRoutes and maxLoadBalancers must not be negative"})
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 || s.MaxLoadBalancers < 0 || s.HangFor.Duration < 0 || s.RetryAfter.Duration < 0 {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances, maxRoutes, maxLoadBalancers, hangFor and retryAfter must not be negative"})
 		return
 	}
 	c.SetSettings(s)
