@@ -94,6 +94,14 @@ bench: controlplane build bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
 
+## chaos: a seeded, bounded chaos run (docs/reliability.md#chaos): Outrigger replicas and the
+## API server SIGKILLed, etcd paused, the sim cloud failing, invariants checked (10 minutes by
+## default). CHAOS_FLAGS="-seed N -duration 30m" to change it. A 2-minute run is in make test.
+.PHONY: chaos
+CHAOS_FLAGS ?=
+chaos: controlplane build
+	go run ./test/chaos/cmd/chaos -outrigger bin/outrigger $(CHAOS_FLAGS)
+
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
