@@ -19,6 +19,8 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 func service(name string) *corev1.Service {
@@ -248,7 +250,7 @@ func TestRetryHintDelaysOnlyThatObject(t *testing.T) {
 
 	for range 5 {
 		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hot"), nil)
-		if after, ok := Throttled(err); !ok || after != hint {
+		if after, ok := provider.RetryAfter(err); !ok || after != hint {
 			t.Fatalf("throttled call: err = %v, want its hint %s kept", err, hint)
 		}
 	}
@@ -281,7 +283,7 @@ func TestLookupAnswersOtherNodesDespiteAHint(t *testing.T) {
 	nodes := []*corev1.Node{node("a"), node("b"), node("c"), node("d")}
 	for _, need := range []Need{NeedMetadata, NeedLiveness} {
 		out := inst.Lookup(ctx, nodes, need, 1)
-		if _, ok := Throttled(out[0].Err); !ok || !out[0].Exists {
+		if _, ok := provider.RetryAfter(out[0].Err); !ok || !out[0].Exists {
 			t.Errorf("need %d: throttled node got %+v, want its throttle and never gone", need, out[0])
 		}
 		for i, st := range out[1:] {
@@ -476,7 +478,7 @@ func TestThrottledRouteDoesNotDelayOthers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := routes.CreateRoute(ctx, "c", "", &cloudprovider.Route{TargetNode: "a", DestinationCIDR: "198.18.1.0/24"})
-	if _, ok := Throttled(err); !ok {
+	if _, ok := provider.RetryAfter(err); !ok {
 		t.Fatalf("err = %v, want the throttle", err)
 	}
 	for i := 2; i < 6; i++ {

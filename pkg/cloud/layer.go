@@ -12,6 +12,8 @@ import (
 	"golang.org/x/time/rate"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Options configure the call layer. The zero value of a field takes the
@@ -100,17 +102,6 @@ var ErrTimeout = errors.New("cloud call timed out")
 // EnsureLoadBalancer, say) could make a second cloud resource; the caller
 // retries the object with its backoff instead.
 var ErrCallInFlight = errors.New("an earlier cloud call for this object is still running")
-
-// Throttled reports whether err says the cloud throttled the caller: any
-// error in the chain with a RetryAfter() time.Duration method, as
-// k8s.io/cloud-provider/api.RetryError has.
-func Throttled(err error) (retryAfter time.Duration, ok bool) {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		return ra.RetryAfter(), true
-	}
-	return 0, false
-}
 
 // call names one cloud call: its method and the object it is about. An
 // empty key is a call about no one object (a batch lookup, a route list),
@@ -214,7 +205,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 
 	if r.err != nil {
 		errorsTotal.WithLabelValues(c.method).Inc()
-		if retryAfter, ok := Throttled(r.err); ok {
+		if retryAfter, ok := provider.RetryAfter(r.err); ok {
 			throttlesTotal.WithLabelValues(c.method).Inc()
 			key := c.key
 			if key == "" {

@@ -14,6 +14,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 func node(name string) *corev1.Node {
@@ -119,14 +121,14 @@ type batchProvider struct {
 }
 
 func (b *batchProvider) InstancesV2() (cloudprovider.InstancesV2, bool) { return b, true }
-func (b *batchProvider) InstancesStatus(_ context.Context, nodes []*corev1.Node) ([]InstanceStatus, error) {
+func (b *batchProvider) InstancesStatus(_ context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
 	b.batches.Add(1)
 	if b.fail {
 		return nil, errors.New("outage")
 	}
-	out := make([]InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i := range nodes {
-		out[i] = InstanceStatus{Exists: i%2 == 0}
+		out[i] = provider.InstanceStatus{Exists: i%2 == 0}
 	}
 	return out, nil
 }
@@ -148,7 +150,7 @@ func TestLookupBatches(t *testing.T) {
 	if b.calls.Load() != 0 {
 		t.Errorf("%d per-node calls alongside batch calls", b.calls.Load())
 	}
-	if out[MaxBatch].Exists != true || out[MaxBatch+1].Exists != false {
+	if out[provider.MaxBatch].Exists != true || out[provider.MaxBatch+1].Exists != false {
 		t.Error("statuses not mapped back to their nodes")
 	}
 

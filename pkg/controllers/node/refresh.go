@@ -16,7 +16,7 @@ import (
 
 // refresher keeps initialized nodes' addresses in step with the cloud. Each
 // period it asks about every node at once, which the cloud-call layer turns
-// into batch calls of up to cloud.MaxBatch nodes when the provider offers
+// into batch calls of up to provider.MaxBatch nodes when the provider offers
 // them, and patches only the nodes whose addresses changed.
 type refresher struct {
 	client client.Client
