@@ -231,16 +231,19 @@ func (h *hintedCloud) InstancesV2() (cloudprovider.InstancesV2, bool)   { return
 
 func answerAll(context.Context, *corev1.Node) error { return nil }
 
-// A retry hint is about the object that got it: other Services and
-// instance lookups are not delayed, and no family slows down for one object.
+// A retry hint is about the object that got it: that object's calls are
+// held back until the hint has passed (the cloud is not asked again
+// meanwhile), other Services and instance lookups are not delayed, and no
+// family slows down for one object.
 func TestRetryHintDelaysOnlyThatObject(t *testing.T) {
 	const hint = time.Minute
-	h := &hintedCloud{lb: newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
 		if svc.Name == "hot" {
 			return cloudproviderapi.NewRetryError("slow down", hint)
 		}
 		return nil
-	}), inst: &scriptedByNode{answer: answerAll}}
+	})
+	h := &hintedCloud{lb: d, inst: &scriptedByNode{answer: answerAll}}
 	l := New(h, Options{QPS: 100, Burst: 10})
 	lb, _ := l.LoadBalancer()
 	inst, _ := l.Instances()
@@ -250,10 +253,15 @@ func TestRetryHintDelaysOnlyThatObject(t *testing.T) {
 
 	for range 5 {
 		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hot"), nil)
-		if after, ok := provider.RetryAfter(err); !ok || after != hint {
-			t.Fatalf("throttled call: err = %v, want its hint %s kept", err, hint)
+		if after, ok := provider.RetryAfter(err); !ok || after <= 0 || after > hint {
+			t.Fatalf("throttled call: err = %v, want a retry hint of at most %s", err, hint)
 		}
 	}
+	d.mu.Lock()
+	if got := d.calls["hot"]; got != 1 {
+		t.Errorf("the throttled Service's calls reached the cloud %d times within its hint, want 1", got)
+	}
+	d.mu.Unlock()
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("cold"), nil); err != nil {
 		t.Errorf("another Service after a throttle: %v", err)
 	}
@@ -380,7 +388,8 @@ func TestThrottledFamilyRecovers(t *testing.T) {
 		if i > 500 {
 			t.Fatalf("load balancer family still at %v after %d successes", lbFam.rate(), i)
 		}
-		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("s", i%6)), nil); err != nil {
+		// Other Services: the six throttled ones are held for their hint.
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("r", i%6)), nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,6 +34,8 @@ const minRate = 0.5
 type family struct {
 	name    Family
 	limiter *rate.Limiter
+	// conc adapts how many calls the family has in flight.
+	conc    *concurrency
 	ceiling rate.Limit
 	burst   int
 
@@ -53,7 +55,8 @@ type throttle struct {
 }
 
 func newFamily(name Family, ceiling rate.Limit, burst int) *family {
-	f := &family{name: name, limiter: rate.NewLimiter(ceiling, burst), ceiling: ceiling, burst: burst}
+	f := &family{name: name, limiter: rate.NewLimiter(ceiling, burst), ceiling: ceiling, burst: burst,
+		conc: newConcurrency(familyConcurrencyLimit.WithLabelValues(string(name)))}
 	f.report()
 	return f
 }

@@ -19,7 +19,9 @@ import (
 // Options configure the call layer. The zero value of a field takes the
 // default documented on it.
 type Options struct {
-	// QPS is the sustained rate of calls to the cloud; 0 means unlimited.
+	// QPS is a hard ceiling on the rate of calls to the cloud, across
+	// families; 0 (the default) means none: each method family's limits
+	// adapt to what the cloud accepts.
 	QPS float64
 	// Burst is how many calls may go at once above QPS. Default: max(1, QPS).
 	Burst int
@@ -62,6 +64,9 @@ type Layer struct {
 	families map[Family]*family
 	slots    slots
 	now      func() time.Time
+	// holds keeps each throttled object's calls back until its retry hint
+	// has passed.
+	holds holds
 	// unkeyed numbers the calls that are about no one object, so that each
 	// counts as its own object when throttles are counted.
 	unkeyed atomic.Uint64
@@ -80,6 +85,7 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		limiter:  rate.NewLimiter(limit, opts.Burst),
 		families: map[Family]*family{},
 		slots:    slots{held: map[string]*slot{}},
+		holds:    holds{until: map[string]time.Time{}},
 		now:      time.Now,
 	}
 	for _, f := range families {
@@ -112,15 +118,22 @@ type call struct {
 	key    string
 }
 
-// do runs one cloud call through the object's slot, the method family's
-// adaptive limiter, the --cloud-qps limiter and the timeout, and records its
-// metrics. The call runs in its own goroutine so that a provider that
-// ignores its context still releases the caller at the deadline; the
-// object's slot stays held until the provider really returns.
+// do runs one cloud call through the object's hold and slot, the method
+// family's adaptive concurrency and rate limits, the --cloud-qps ceiling and
+// the timeout, and records its metrics. The call runs in its own goroutine
+// so that a provider that ignores its context still releases the caller at
+// the deadline; the object's slot and the family's concurrency stay held
+// until the provider really returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	fam := l.families[c.family]
 	start := l.now()
+	if c.key != "" {
+		if wait, held := l.holds.held(c.key, start); held {
+			heldTotal.WithLabelValues(c.method).Inc()
+			return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, &heldError{wait: wait})
+		}
+	}
 	var sl *slot
 	if c.key != "" {
 		var err error
@@ -137,12 +150,20 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.slots.release(c.key, sl)
 		}
 	}
-	if err := fam.limiter.Wait(ctx); err != nil {
+	if err := fam.conc.acquire(ctx); err != nil {
 		release()
+		return zero, fmt.Errorf("waiting for the %s concurrency limit before %s: %w", fam.name, c.method, err)
+	}
+	abort := func() {
+		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
+		release()
+	}
+	if err := fam.limiter.Wait(ctx); err != nil {
+		abort()
 		return zero, fmt.Errorf("waiting for the %s rate limiter before %s: %w", fam.name, c.method, err)
 	}
 	if err := l.limiter.Wait(ctx); err != nil {
-		release()
+		abort()
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
 	}
 	sent := l.now()
@@ -162,6 +183,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		mu               sync.Mutex
 		returned, gaveUp bool
 	)
+	log := klog.FromContext(ctx).V(2)
 	go func() {
 		defer cancel()
 		v, err := fn(callCtx)
@@ -169,6 +191,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		returned = true
 		wasAbandoned := gaveUp
 		mu.Unlock()
+		// The family learns from every answer, even one its caller no
+		// longer waits for: a slow answer is the news.
+		l.learn(log, fam, c, sent, err)
 		// The slot is freed only now: until the provider returns, the
 		// cloud may still be acting on this object.
 		release()
@@ -202,24 +227,47 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 	}
 	callDuration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
-
 	if r.err != nil {
 		errorsTotal.WithLabelValues(c.method).Inc()
-		if retryAfter, ok := provider.RetryAfter(r.err); ok {
-			throttlesTotal.WithLabelValues(c.method).Inc()
-			key := c.key
-			if key == "" {
-				key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
-			}
-			slowed, next := fam.throttled(l.now(), sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
-			log := klog.FromContext(ctx).V(2)
-			if slowed {
-				log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
-			}
-			log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
-		}
 		return zero, r.err
 	}
-	fam.succeeded(l.now())
 	return r.v, nil
+}
+
+// learn adapts the family to one answer: an accepted call raises its limits
+// a little; a throttle holds the object back for its hint and, when several
+// objects were throttled, slows the family; a timeout or a slow answer
+// lowers its concurrency.
+func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err error) {
+	now := l.now()
+	latency := now.Sub(sent)
+	if err == nil {
+		fam.succeeded(now)
+		fam.conc.done(now, sent, latency, outcomeOK)
+		return
+	}
+	retryAfter, throttled := provider.RetryAfter(err)
+	if !throttled {
+		outcome := outcomeOther
+		if errors.Is(err, context.DeadlineExceeded) && latency >= l.opts.Timeout {
+			outcome = outcomeCongested
+		}
+		fam.conc.done(now, sent, latency, outcome)
+		return
+	}
+	throttlesTotal.WithLabelValues(c.method).Inc()
+	key := c.key
+	if key == "" {
+		key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
+	} else if retryAfter > 0 {
+		l.holds.hold(c.key, now.Add(retryAfter), now)
+	}
+	slowed, next := fam.throttled(now, sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+	outcome := outcomeOther
+	if slowed {
+		outcome = outcomeCongested
+		log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
+	}
+	fam.conc.done(now, sent, latency, outcome)
+	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
 }

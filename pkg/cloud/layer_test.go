@@ -231,6 +231,8 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 		return cloudproviderapi.NewRetryError("slow down", 0)
 	}}
 	l := New(p, Options{QPS: 400, Burst: 400})
+	// All of them in flight at once, above the initial concurrency.
+	l.families[FamilyInstances].conc.limit = inFlight
 	inst, _ := l.Instances()
 	var done sync.WaitGroup
 	for i := range inFlight {
