@@ -21,8 +21,8 @@ func testConcurrency(limit float64, slowStart bool) *concurrency {
 	return c
 }
 
-// answer runs one call through c: acquired, then done with outcome.
-func answer(t *testing.T, c *concurrency, now time.Time, latency time.Duration, outcome callOutcome) {
+// respond runs one call through c: acquired, then done with outcome.
+func respond(t *testing.T, c *concurrency, now time.Time, latency time.Duration, outcome callOutcome) {
 	t.Helper()
 	if err := c.acquire(context.Background()); err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestConcurrencyRules(t *testing.T) {
 					lat = tc.latency[i]
 				}
 				now = now.Add(time.Millisecond)
-				answer(t, c, now, lat, o)
+				respond(t, c, now, lat, o)
 				now = now.Add(lat)
 			}
 			if got := c.current(); math.Abs(got-tc.want) > 0.1 {
@@ -184,8 +184,11 @@ func TestQPSIsACeilingWhenSet(t *testing.T) {
 	for i := range 3 {
 		fam.throttled(now, now, fmt.Sprint(i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
 	}
-	for i := range 2000 {
-		fam.succeeded(now.Add(time.Duration(i) * time.Millisecond))
+	recoverFamily(t, fam, now.Add(time.Second), 20)
+	for i := range 1000 {
+		at := now.Add(time.Minute + time.Duration(i)*10*time.Millisecond)
+		fam.sent.add(at)
+		fam.succeeded(at)
 		if got := float64(fam.rate()); got > 20 {
 			t.Fatalf("family rate climbed to %v, above --cloud-qps 20", got)
 		}

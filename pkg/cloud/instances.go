@@ -16,9 +16,10 @@ import (
 // cloudprovider.InstancesV2 itself, so code written for the standard
 // interface works unchanged.
 type Instances struct {
-	layer *Layer
-	inner cloudprovider.InstancesV2
-	batch provider.BatchInstances
+	layer   *Layer
+	inner   cloudprovider.InstancesV2
+	batch   provider.BatchInstances
+	answers *answers
 }
 
 // Instances returns the provider's instances interface, or false when the
@@ -33,7 +34,7 @@ func (l *Layer) Instances() (*Instances, bool) {
 	if l.opts.NoBatch {
 		batch = nil
 	}
-	return &Instances{layer: l, inner: v2, batch: batch}, true
+	return &Instances{layer: l, inner: v2, batch: batch, answers: l.answers}, true
 }
 
 // ProviderIDOptional reports whether the provider may leave a node without a
@@ -43,24 +44,33 @@ func (i *Instances) ProviderIDOptional() bool { return provider.ProviderIDOption
 // SupportsBatch reports whether the provider answers many nodes per call.
 func (i *Instances) SupportsBatch() bool { return i.batch != nil }
 
-// InstanceExists implements cloudprovider.InstancesV2.
+// InstanceExists implements cloudprovider.InstancesV2. Answers are shared
+// between callers within Options.ShareWindow (see answers).
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-		return i.inner.InstanceExists(ctx, node)
+	return ask(ctx, i.answers, node, askExists, func(exists bool, err error) bool { return err == nil && exists }, func() (bool, error) {
+		return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
+			return i.inner.InstanceExists(ctx, node)
+		})
 	})
 }
 
-// InstanceShutdown implements cloudprovider.InstancesV2.
+// InstanceShutdown implements cloudprovider.InstancesV2, its answers shared
+// as InstanceExists's.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-		return i.inner.InstanceShutdown(ctx, node)
+	return ask(ctx, i.answers, node, askShutdown, func(_ bool, err error) bool { return err == nil }, func() (bool, error) {
+		return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
+			return i.inner.InstanceShutdown(ctx, node)
+		})
 	})
 }
 
-// InstanceMetadata implements cloudprovider.InstancesV2.
+// InstanceMetadata implements cloudprovider.InstancesV2, its answers shared
+// as InstanceExists's.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		return i.inner.InstanceMetadata(ctx, node)
+	return ask(ctx, i.answers, node, askMetadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
+		return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+			return i.inner.InstanceMetadata(ctx, node)
+		})
 	})
 }
 
@@ -114,6 +124,9 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need,
 				} else {
 					out[j] = res[j-lo]
 				}
+			}
+			if err == nil {
+				i.answers.recordStatuses(nodes[lo:hi], res)
 			}
 		})
 		return out

@@ -34,6 +34,12 @@ type Options struct {
 	// within ThrottleWindow before their method family slows down. Fewer
 	// say something about those objects, not about the rate. Default 3.
 	ThrottledObjects int
+	// ShareWindow is how long a positive answer about a node's instance
+	// (it exists, is shut down or not, its metadata) is shared between the
+	// controllers that ask. Default 5s, the default --node-monitor-period:
+	// the lifecycle controller notices a change no later than it would
+	// asking itself. Negative: nothing is shared.
+	ShareWindow time.Duration
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.
 	NoBatch bool
@@ -48,6 +54,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThrottleWindow <= 0 {
 		o.ThrottleWindow = 2 * time.Second
+	}
+	if o.ShareWindow == 0 {
+		o.ShareWindow = 5 * time.Second
 	}
 	if o.ThrottledObjects <= 0 {
 		o.ThrottledObjects = 3
@@ -67,6 +76,8 @@ type Layer struct {
 	// holds keeps each throttled object's calls back until its retry hint
 	// has passed.
 	holds holds
+	// answers are shared between the controllers asking about one node.
+	answers *answers
 	// unkeyed numbers the calls that are about no one object, so that each
 	// counts as its own object when throttles are counted.
 	unkeyed atomic.Uint64
@@ -88,6 +99,7 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		holds:    holds{until: map[string]time.Time{}},
 		now:      time.Now,
 	}
+	l.answers = newAnswers(opts.ShareWindow, func() time.Time { return l.now() })
 	for _, f := range families {
 		l.families[f] = newFamily(f, limit, opts.Burst)
 	}
