@@ -11,7 +11,7 @@ import (
 // Bounds and initial value of a family's adaptive concurrency limit.
 const (
 	initialConcurrency = 8
-	minConcurrency     = 1
+	minConcurrency     = 2
 	maxConcurrency     = 1024
 	// latencyWindow is how long the lowest latency seen stays the
 	// baseline; after it a new baseline is learned, so a cloud that got
@@ -29,8 +29,8 @@ const (
 // round trip (slow start) until the first sign of congestion, then grows by
 // one call per round trip (additive increase) and shrinks by a factor on
 // congestion (multiplicative decrease): halved when the cloud throttles
-// calls for several objects, and by a quarter when latency rises well above
-// the baseline. Calls sent before a decrease do not trigger another one, so
+// calls for several objects or a call times out, and by a tenth when
+// latency rises well above the baseline. Calls sent before a decrease do not trigger another one, so
 // a burst of bad answers decreases once.
 type concurrency struct {
 	mu        sync.Mutex
@@ -102,7 +102,7 @@ func (c *concurrency) done(now, sent time.Time, latency time.Duration, outcome c
 	switch outcome {
 	case outcomeOK:
 		if c.slow(now, latency) {
-			c.decrease(now, sent, 0.75)
+			c.decrease(now, sent, 0.9)
 		} else {
 			c.increase()
 		}

@@ -115,11 +115,12 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 		cur = rate.Limit(max(minRate, float64(f.sent.count(now))))
 	}
 	next := cur / 2
-	// What the cloud accepted over the last second is what it allows now:
-	// a burst refused mostly should not take five halvings to learn that,
-	// and a rate just above the cloud's limit should not drop to half.
+	// What the cloud accepted over the last second is what it allows now,
+	// so a rate just above the cloud's limit drops to it rather than to
+	// half. Never more than half, though: a family that sent little (its
+	// concurrency was low, or it was idle) accepted little for that reason.
 	if ok := rate.Limit(f.accepted.count(now)); ok >= 1 && ok < cur {
-		next = ok
+		next = max(ok, cur/2)
 	}
 	next = max(next, minRate)
 	f.slowStart = false
@@ -134,7 +135,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 // family uses at least half of it (an idle family's rate says nothing about
 // what the cloud allows): by 2.5% per tick (about 28% a second) until the
 // first throttle, and then by 0.5% per tick (about 5% a second, at least
-// one call a second), up to --cloud-qps when set.
+// five calls a second), up to --cloud-qps when set.
 func (f *family) succeeded(now time.Time) {
 	f.accepted.add(now)
 	f.mu.Lock()
@@ -150,7 +151,7 @@ func (f *family) succeeded(now time.Time) {
 	if float64(f.sent.count(now)) < float64(cur)/2 {
 		return
 	}
-	next := cur + max(0.1, cur*0.005)
+	next := cur + max(0.5, cur*0.005)
 	if f.slowStart {
 		next = cur * 1.025
 	}

@@ -170,7 +170,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
 		release()
 	}
-	if err := fam.limiter.Wait(ctx); err != nil {
+	if err := waitRate(ctx, fam.limiter); err != nil {
 		abort()
 		return zero, fmt.Errorf("waiting for the %s rate limiter before %s: %w", fam.name, c.method, err)
 	}
@@ -282,4 +282,44 @@ func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err 
 	}
 	fam.conc.done(now, sent, latency, outcome)
 	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
+}
+
+// maxReservation is the longest a call waits on one reservation of a
+// family's rate limiter. Longer, it cancels it and asks again later: the
+// rate adapts, and a reservation made at a low rate would otherwise keep
+// its wait after the rate went up again.
+const maxReservation = 250 * time.Millisecond
+
+// waitRate waits until lim lets one call go, within ctx.
+func waitRate(ctx context.Context, lim *rate.Limiter) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		r := lim.Reserve()
+		if !r.OK() {
+			return errors.New("rate limiter refused the call")
+		}
+		d := r.Delay()
+		if d == 0 {
+			return nil
+		}
+		wait := d
+		if d > maxReservation {
+			r.Cancel()
+			wait = maxReservation
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+			if d <= maxReservation {
+				return nil
+			}
+		case <-ctx.Done():
+			if d <= maxReservation {
+				r.Cancel()
+			}
+			return ctx.Err()
+		}
+	}
 }

@@ -247,25 +247,36 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 	}
 }
 
-// The cloud accepts three calls of a burst and throttles the rest: the
-// rate drops to what it accepted, not to half of what was asked.
+// The cloud accepts most of a burst and throttles the rest: the rate drops
+// to what it accepted, not to half of what was asked; when it accepted
+// little, the rate halves (a family that sent little accepted little).
 func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
-	p := &scripted{answer: func(_ context.Context, n int64) error {
-		if n <= 3 {
-			return nil
-		}
-		return cloudproviderapi.NewRetryError("slow down", 0)
-	}}
-	l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
-	inst, _ := l.Instances()
-	for range 3 {
-		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	throttleEpisode(inst, "x", 3)
-	if got := float64(l.families[FamilyInstances].rate()); got != 3 {
-		t.Errorf("rate after the cloud accepted 3 calls then throttled = %v, want 3", got)
+	for _, tc := range []struct {
+		accepted int64
+		want     float64
+	}{
+		{accepted: 300, want: 300},
+		{accepted: 3, want: 200},
+	} {
+		t.Run(fmt.Sprint(tc.accepted), func(t *testing.T) {
+			p := &scripted{answer: func(_ context.Context, n int64) error {
+				if n <= tc.accepted {
+					return nil
+				}
+				return cloudproviderapi.NewRetryError("slow down", 0)
+			}}
+			l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
+			inst, _ := l.Instances()
+			for range tc.accepted {
+				if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			throttleEpisode(inst, "x", 3)
+			if got := float64(l.families[FamilyInstances].rate()); got != tc.want {
+				t.Errorf("rate after the cloud accepted %d calls then throttled = %v, want %v", tc.accepted, got, tc.want)
+			}
+		})
 	}
 }
 
