@@ -41,9 +41,12 @@ type concurrency struct {
 	// baseline is the lowest latency seen since baselineAt (within
 	// latencyWindow).
 	baseline, nextBaseline time.Duration
-	baselineAt             time.Time
-	lastDecrease           time.Time
-	gauge                  prometheus.Gauge
+	// smoothed is a moving average of recent latencies: one slow answer on
+	// a busy machine says nothing, a run of them does.
+	smoothed     time.Duration
+	baselineAt   time.Time
+	lastDecrease time.Time
+	gauge        prometheus.Gauge
 }
 
 func newConcurrency(gauge prometheus.Gauge) *concurrency {
@@ -121,8 +124,8 @@ const (
 	outcomeOther                 // an error that says nothing about load
 )
 
-// slow reports whether latency is well above the baseline, and learns the
-// baseline. c.mu held.
+// slow reports whether recent latencies (a moving average over about ten
+// answers) are well above the baseline, and learns both. c.mu held.
 func (c *concurrency) slow(now time.Time, latency time.Duration) bool {
 	if c.baselineAt.IsZero() || now.Sub(c.baselineAt) > latencyWindow {
 		// A fresh window: the lowest of the last one is the baseline
@@ -135,11 +138,15 @@ func (c *concurrency) slow(now time.Time, latency time.Duration) bool {
 	if latency < c.nextBaseline {
 		c.nextBaseline = latency
 	}
+	if c.smoothed == 0 {
+		c.smoothed = latency
+	} else {
+		c.smoothed = (9*c.smoothed + latency) / 10
+	}
 	if c.baseline == 0 || latency < c.baseline {
 		c.baseline = latency
-		return false
 	}
-	return latency > 2*c.baseline+latencySlack
+	return c.smoothed > 2*c.baseline+latencySlack
 }
 
 // increase: one more call per round trip, or double per round trip in slow

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,10 +55,12 @@ func TestConcurrencyRules(t *testing.T) {
 			answers: []callOutcome{outcomeCongested, outcomeCongested}, want: 2},
 		{name: "an error that says nothing about load changes nothing", limit: 8,
 			answers: repeat(outcomeOther, 5), want: 8},
-		{name: "rising latency takes a tenth off", limit: 16,
-			answers: []callOutcome{outcomeOK, outcomeOK}, latency: []time.Duration{rtt, 2*rtt + latencySlack + time.Millisecond}, want: 14.45},
+		{name: "one slow answer is no congestion", limit: 16,
+			answers: repeat(outcomeOK, 3), latency: []time.Duration{rtt, 10 * rtt, rtt}, want: 16.2},
 		{name: "latency within the slack is no congestion", limit: 16,
-			answers: []callOutcome{outcomeOK, outcomeOK}, latency: []time.Duration{rtt, 2*rtt + latencySlack}, want: 16.1},
+			answers: repeat(outcomeOK, 30), latency: slices.Repeat([]time.Duration{2*rtt + latencySlack}, 30), want: 17.8},
+		{name: "rising latency takes a tenth off per round trip", limit: 16,
+			answers: repeat(outcomeOK, 11), latency: append([]time.Duration{rtt}, slices.Repeat([]time.Duration{4*rtt + 2*latencySlack}, 10)...), want: 9.67},
 		{name: "ceiling", limit: maxConcurrency - 1, slowStart: true,
 			answers: repeat(outcomeOK, 10), want: maxConcurrency},
 	}

@@ -28,7 +28,7 @@ const minRate = 0.5
 
 // initialRate is the rate a family without --cloud-qps starts at, in calls
 // per second, before it has learnt what the cloud allows.
-const initialRate = 50
+const initialRate = 100
 
 // rateTick is how often a family's rate may grow.
 const rateTick = 100 * time.Millisecond
@@ -133,8 +133,8 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 
 // succeeded raises the rate, at most once per rateTick and only while the
 // family uses at least half of it (an idle family's rate says nothing about
-// what the cloud allows): by 2.5% per tick (about 28% a second) until the
-// first throttle, and then by 0.5% per tick (about 5% a second, at least
+// what the cloud allows): by 7.2% per tick (doubling every second) until
+// the first throttle, and then by 0.5% per tick (about 5% a second, at least
 // five calls a second), up to --cloud-qps when set.
 func (f *family) succeeded(now time.Time) {
 	f.accepted.add(now)
@@ -153,7 +153,8 @@ func (f *family) succeeded(now time.Time) {
 	}
 	next := cur + max(0.5, cur*0.005)
 	if f.slowStart {
-		next = cur * 1.025
+		// Doubles every second.
+		next = cur * 1.072
 	}
 	next = min(f.ceiling, next)
 	f.limiter.SetLimit(next)
