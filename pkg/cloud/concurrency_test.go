@@ -200,3 +200,31 @@ func TestQPSIsACeilingWhenSet(t *testing.T) {
 		t.Errorf("family rate after recovering = %v, want back at 20", got)
 	}
 }
+
+// After a decrease the cloud's own bucket is still refilling: throttles of
+// calls sent within the cooldown do not halve the rate again, later ones do.
+func TestRateDecreaseCooldown(t *testing.T) {
+	for _, tc := range []struct {
+		after time.Duration
+		want  rate.Limit
+	}{
+		{after: decreaseCooldown / 2, want: 200},
+		{after: 2 * decreaseCooldown, want: 100},
+	} {
+		t.Run(tc.after.String(), func(t *testing.T) {
+			l := New(&fake.Cloud{}, Options{QPS: 400})
+			fam := l.families[FamilyRoutes]
+			now := time.Now()
+			episode := func(at time.Time, prefix string) {
+				for i := range 3 {
+					fam.throttled(at, at, fmt.Sprint(prefix, i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+				}
+			}
+			episode(now, "a")
+			episode(now.Add(tc.after), "b")
+			if got := fam.rate(); got != tc.want {
+				t.Errorf("rate after a second episode %s later = %v, want %v", tc.after, got, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,12 @@ const minRate = 0.5
 // per second, before it has learnt what the cloud allows.
 const initialRate = 100
 
+// decreaseCooldown is how long after a decrease throttles do not count
+// towards the next one: a cloud's own token bucket is still refilling from
+// the burst that caused the first, and its refusals meanwhile say nothing
+// about the new rate.
+const decreaseCooldown = time.Second
+
 // rateTick is how often a family's rate may grow.
 const rateTick = 100 * time.Millisecond
 
@@ -89,7 +95,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.limiter.Limit()
-	if sent.Before(f.lastDecrease) {
+	if sent.Before(f.lastDecrease.Add(decreaseCooldown)) {
 		return false, cur
 	}
 	kept := f.throttles[:0]

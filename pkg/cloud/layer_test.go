@@ -195,10 +195,15 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 		return nil
 	}}
 	l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
+	// Episodes a few seconds apart, past the cooldown after each decrease.
+	start := time.Now()
+	var clock atomic.Int64
+	l.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
 	inst, _ := l.Instances()
 	fam := l.families[FamilyInstances]
 	var rates []float64
 	for ep := range 3 {
+		clock.Add(int64(3 * time.Second))
 		throttleEpisode(inst, fmt.Sprint("ep", ep), 3)
 		rates = append(rates, float64(fam.rate()))
 	}
@@ -212,7 +217,7 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 	if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
 		t.Fatal(err)
 	}
-	if steps := recoverFamily(t, fam, time.Now(), 400); steps == 0 {
+	if steps := recoverFamily(t, fam, l.now().Add(time.Second), 400); steps == 0 {
 		t.Error("rate did not climb after the cloud accepted calls again")
 	}
 }
