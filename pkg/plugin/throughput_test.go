@@ -32,7 +32,7 @@ type gated struct {
 }
 
 func (g *gated) InstancesV2() (cloudprovider.InstancesV2, bool) { return g, true }
-func (g *gated) ProviderName() string                            { return "gated" }
+func (g *gated) ProviderName() string                           { return "gated" }
 func (g *gated) InstanceExists(context.Context, *corev1.Node) (bool, error) {
 	return true, nil
 }
