@@ -9,21 +9,35 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify verify-proto proto bench clean
+.PHONY: dev test build controlplane verify verify-proto proto bench clean fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
 	./bin/outrigger dev --nodes $(NODES)
 
-## test: every test: unit, integration (real kube-apiserver + etcd), upstream flag
+## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
+## `integration`; a plain `go test ./...` runs only the unit tests), upstream flag
 ## compatibility, the provider examples (an unchanged cloud-provider-aws among them),
 ## the Helm chart (rendered, and applied to a real API server), and as root the real cluster.
 test: controlplane verify
-	go test -race -count=1 -timeout 20m ./...
+	go test -race -count=1 -timeout 20m -tags integration ./...
+	$(MAKE) fuzz
 	cd bench/upstream-ccm && go test -count=1 ./...
 	cd examples/aws && go test -count=1 ./...
 	cd charts/test && go test -count=1 ./...
+	cd controlplane && go test -count=1 ./images/...
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test; else echo "make test: skipping the real-cluster test (cluster-test): it needs root for network namespaces"; fi
+
+## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
+## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- 'pkg/*_test.go' 'internal/*_test.go'); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: ./$$(dirname $$f) $$t for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 ## build: the outrigger binary.
 build:
@@ -48,11 +62,12 @@ $(ASSETS)/etcd:
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	go vet ./...
+	go vet -tags integration ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
 	cd charts/test && go vet ./...
-	@for m in . bench/upstream-ccm examples/aws charts/test; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
+	@for m in . bench/upstream-ccm examples/aws charts/test controlplane/coredns; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
 
 ## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).
@@ -82,6 +97,14 @@ bench: controlplane build bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
 
+## chaos: a seeded, bounded chaos run (docs/reliability.md#chaos): Outrigger replicas and the
+## API server SIGKILLed, etcd paused, the sim cloud failing, invariants checked (10 minutes by
+## default). CHAOS_FLAGS="-seed N -duration 30m" to change it. A 2-minute run is in make test.
+.PHONY: chaos
+CHAOS_FLAGS ?=
+chaos: controlplane build
+	go run ./test/chaos/cmd/chaos -outrigger bin/outrigger $(CHAOS_FLAGS)
+
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
@@ -104,8 +127,8 @@ $(ASSETS)/agnhost:
 	cd controlplane && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
 
 ## cluster-images: the images the cluster runs, built from source into OCI tarballs (no pulls):
-## a Go pause and agnhost, packed by controlplane/images/ocitar (go-containerregistry).
-CLUSTER_IMAGES := $(ASSETS)/images/pause.tar $(ASSETS)/images/agnhost.tar
+## a Go pause, agnhost and CoreDNS, packed by controlplane/images/ocitar (go-containerregistry).
+CLUSTER_IMAGES := $(ASSETS)/images/pause.tar $(ASSETS)/images/agnhost.tar $(ASSETS)/images/coredns.tar
 cluster-images: $(CLUSTER_IMAGES)
 
 $(ASSETS)/pause: controlplane/images/pause/main.go
@@ -114,6 +137,14 @@ $(ASSETS)/pause: controlplane/images/pause/main.go
 $(ASSETS)/images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:1 -o $@
+
+# CoreDNS, the cluster's DNS, from its own module (controlplane/coredns: only the plugins used).
+$(ASSETS)/coredns: controlplane/coredns/main.go controlplane/coredns/go.mod
+	cd controlplane/coredns && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -o $@.tmp . && mv $@.tmp $@
+
+$(ASSETS)/images/coredns.tar: $(ASSETS)/coredns controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/coredns:v1.14.7 -o $@
 
 $(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
@@ -145,6 +176,39 @@ cluster-down:
 ## cluster-test: the real-cluster test (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1).
 cluster-test: cluster-binaries cluster-images image
 	OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/...
+
+.PHONY: e2e-upstream e2e-binaries e2e-images
+
+## e2e-upstream: upstream's own e2e tests (e2e.test of k8s.io/kubernetes $(K8S_VERSION)), the
+## LoadBalancer and sig-cloud-provider suites, against the real cluster (root; docs/e2e.md).
+## E2E_FLAGS go to cluster/cmd/e2e-upstream, e.g. E2E_FLAGS='-focus "session affinity"'.
+E2E_FLAGS ?=
+e2e-upstream: cluster-binaries cluster-images e2e-binaries e2e-images image
+	go run ./cluster/cmd/e2e-upstream -images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images \
+		-outrigger-image bin/outrigger-image.tar $(E2E_FLAGS)
+
+## e2e-binaries: $(ASSETS)/e2e.test, upstream's e2e suite, built from source.
+e2e-binaries: $(ASSETS)/e2e.test
+$(ASSETS)/e2e.test:
+	@mkdir -p $(ASSETS)
+	cd controlplane && go test -c $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/e2e && mv $@.tmp $@
+
+## e2e-images: the images the suite asks for, under its own names (test/utils/image of
+## $(K8S_VERSION)): agnhost with the shell tools its tests exec (dash as /bin/sh, busybox,
+## OpenBSD nc and curl from this machine's Debian packages, with their libraries), and pause.
+## Not busybox's sh: it runs its own applets before PATH (its nc lacks -v).
+E2E_DEBS := busybox-static netcat-openbsd curl
+e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
+$(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
+	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
+		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
+		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
+		-host-binary /usr/bin/curl=/usr/bin/curl -cmd pause -- /agnhost
+$(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:3.10.2 -o $@
 
 clean:
 	rm -rf bin .outrigger

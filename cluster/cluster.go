@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,9 @@ type Cluster struct {
 	// instance; instances the local cloud's state of each node's machine.
 	agents    map[string][]agent
 	instances map[string]string
+	// router forwards VIP traffic to the nodes (router.go).
+	router     *router
+	stopRouter func()
 }
 
 type proc struct {
@@ -144,6 +148,11 @@ func (o *Options) defaults() {
 // the control plane's; `make cluster-binaries` builds them.
 var ClusterBinaries = []string{"kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"}
 
+// ClusterImages are the image tarballs Up needs among Options.Images; `make
+// cluster-images` builds them: the pods' pause container, agnhost for
+// workloads, CoreDNS.
+var ClusterImages = []string{"pause.tar", "agnhost.tar", "coredns.tar"}
+
 // Preflight says why Up cannot run here, or nil.
 func Preflight(o Options) error {
 	o.defaults()
@@ -157,6 +166,11 @@ func Preflight(o Options) error {
 	}
 	if _, err := os.Stat(o.OutriggerImage); err != nil {
 		return fmt.Errorf("Outrigger's image %s: %w (run 'make image')", o.OutriggerImage, err)
+	}
+	for _, name := range ClusterImages {
+		if !slices.ContainsFunc(o.Images, func(p string) bool { return filepath.Base(p) == name }) {
+			return fmt.Errorf("no %s among the images to import (%v): run 'make cluster-images' and pass its directory's tarballs", name, o.Images)
+		}
 	}
 	return nil
 }
@@ -215,11 +229,13 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"network namespaces, bridge, veths", c.setupNetwork},
 		{"API server forwarder in the harness namespace", c.startForwarder},
 		{"the local cloud's instance API", c.startInstanceAPI},
+		{"the local cloud's router for VIPs (ECMP to healthy nodes)", c.startRouter},
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},
 		{"Outrigger from its image (deploy/*.yaml)", c.deployOutrigger},
 		{"nodes initialized by Outrigger", c.waitInitialized},
+		{"cluster DNS (CoreDNS)", c.deployDNS},
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -258,6 +274,9 @@ func (c *Cluster) Down() error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if c.stopRouter != nil {
+		c.stopRouter()
 	}
 	for _, l := range c.fwd {
 		_ = l.Close()
@@ -412,6 +431,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		// The kubernetes Service's endpoint: the forwarder, which pods
 		// reach through their node.
 		controlplane.WithAPIServerArg("advertise-address", BridgeIP),
+		controlplane.WithAPIServerArg("service-cluster-ip-range", ServiceCIDR),
 		controlplane.WithAPIServerArg("egress-selector-config-file", egress),
 		// Pods get their ServiceAccount's token (envtest turns the
 		// admission plugin off).

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 )
 
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.Assets, name) }
@@ -30,7 +28,7 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+ClusterCIDR,
 		fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize),
-		"--service-cluster-ip-range="+controlplane.ServiceCIDR,
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--use-service-account-credentials=false",
@@ -192,6 +190,7 @@ authentication:
 authorization:
   mode: AlwaysAllow
 clusterDomain: cluster.local
+clusterDNS: [%s]
 resolvConf: ""
 registerNode: true
 nodeLeaseDurationSeconds: 10
@@ -201,7 +200,7 @@ evictionHard:
   imagefs.available: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP, c.cp.ServingCAFile)
+`, filepath.Join(c.state.CgroupBase, n.Name), n.socket(), n.IP, c.cp.ServingCAFile, ClusterDNSIP)
 }
 
 func (c *Cluster) kubeProxyConfig(n node, kubeconfig string) string {

@@ -28,16 +28,18 @@ const OutriggerImage = "outrigger.local/outrigger:dev"
 const imagePlaceholder = "REGISTRY/outrigger:VERSION"
 
 // CloudConfig is the local provider's cloud-config in the cluster: VIPs from
-// VIPPool, served from the nodes by outrigger-local-lb; machine states from
-// the harness's instance API.
+// VIPPool, served by the nodes' kube-proxy, to which the harness's router
+// forwards them (router.go); machine states from the harness's instance
+// API.
 var CloudConfig = fmt.Sprintf("pool: %s\ndataPlane: nodes\ninstances:\n  url: http://%s:%d\n", VIPPool, BridgeIP, InstancesPort)
 
 // deployOutrigger deploys Outrigger as a user does: the manifests of
 // deploy/ (ServiceAccount and least-privilege RBAC, the two-replica
-// Deployment with leader election and its PodDisruptionBudget, and the
-// local provider's outrigger-local-lb DaemonSet), with only the image, the
-// provider and the cloud-config Secret filled in. It waits for both
-// replicas and the DaemonSet to be ready.
+// Deployment with leader election and its PodDisruptionBudget), with only
+// the image, the provider and the cloud-config Secret filled in. It waits
+// for both replicas to be ready. deploy/local-lb.yaml (announcing VIPs on
+// a shared L2 segment by ARP) is not used: this cluster's network routes
+// VIPs as a cloud's does (router.go).
 func (c *Cluster) deployOutrigger(ctx context.Context) error {
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -47,7 +49,7 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "outrigger-cloud-config", Namespace: "kube-system"},
 		StringData: map[string]string{"cloud.yaml": CloudConfig},
 	}}
-	for _, file := range []string{"rbac.yaml", "deployment.yaml", "local-lb.yaml"} {
+	for _, file := range []string{"rbac.yaml", "deployment.yaml"} {
 		data, err := deploy.Manifests.ReadFile(file)
 		if err != nil {
 			return err
@@ -85,16 +87,12 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return c.waitUntil(ctx, 2*time.Minute, "Outrigger's Deployment and outrigger-local-lb to be ready", func(ctx context.Context) (bool, error) {
+	return c.waitUntil(ctx, 2*time.Minute, "Outrigger's Deployment to be ready", func(ctx context.Context) (bool, error) {
 		var d appsv1.Deployment
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cloud-controller-manager"}, &d); err != nil {
 			return false, nil
 		}
-		var ds appsv1.DaemonSet
-		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "outrigger-local-lb"}, &ds); err != nil {
-			return false, nil
-		}
-		return d.Status.ReadyReplicas == *d.Spec.Replicas && ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled, c.anyExited()
+		return d.Status.ReadyReplicas == *d.Spec.Replicas, c.anyExited()
 	})
 }
 

@@ -79,7 +79,9 @@ func EnsurePackages(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("missing packages %s and no apt-get to install them: install them with your package manager", strings.Join(pkgs, " "))
 	}
 	run := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		// Another installer (a second checkout's build, an operator) may
+		// hold dpkg's lock for a while: wait for it rather than fail.
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=600"}, args...)...)
 		cmd.Stdout, cmd.Stderr = out, out
 		// No prompts; and no service started by a package's maintainer
 		// scripts matters here, since the harness runs its own daemons.

@@ -6,8 +6,7 @@ import (
 )
 
 // The cluster's addresses, all from 198.18.0.0/15 (the benchmarking range),
-// as every address the project uses. The Service range is
-// pkg/dev/controlplane.ServiceCIDR (198.19.0.0/16).
+// as every address the project uses.
 const (
 	// BridgeCIDR is the node network: the bridge in the harness namespace
 	// holds .1 and node i holds .10+i.
@@ -26,6 +25,21 @@ const (
 	// namespace answers on all of it (a local route), so Outrigger can bind
 	// any VIP there.
 	VIPPool = "198.18.100.0/24"
+	// ServiceCIDR is the Services' range (--service-cluster-ip-range). It
+	// is half of the dev control plane's (pkg/dev/controlplane.ServiceCIDR)
+	// so that ExternalClientIP can be outside it.
+	ServiceCIDR = "198.19.0.0/17"
+	// ClusterDNSIP is the kube-dns Service's address (the tenth of
+	// ServiceCIDR, as kubeadm's), every pod's nameserver.
+	ClusterDNSIP = "198.19.0.10"
+	// ExternalClientIP stands for a client on the internet: the harness
+	// namespace sends what it sends to a VIP from this address (the VIP
+	// pool's route names it as source). It is outside the nodes' /16 and
+	// outside ServiceCIDR, as upstream's e2e test of source IP preservation
+	// requires of its client (it takes any address in the /16 around a
+	// node's InternalIP as a node's), and a node routes it back through
+	// the harness, as the internet through a cloud's gateway.
+	ExternalClientIP = "198.19.255.1"
 )
 
 // KubernetesServiceNames are the names pods reach the API server by: the
@@ -37,9 +51,12 @@ var KubernetesServiceNames = []string{"198.19.0.1", "kubernetes", "kubernetes.de
 // Names of what the harness creates; one prefix so leftovers are easy to
 // recognize.
 const (
-	prefix      = "orc-"
-	harnessNS   = prefix + "harness"
-	bridgeName  = "orcbr0"
+	prefix     = "orc-"
+	harnessNS  = prefix + "harness"
+	bridgeName = "orcbr0"
+	sinkName   = "orcsink"
+	// sinkGateway is the sink's made-up next hop (no interface holds it).
+	sinkGateway = "198.18.255.254"
 	cgroupLeaf  = "outrigger-cluster"
 	defaultWork = "/var/tmp/outrigger-cluster"
 )

@@ -35,16 +35,31 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		{"link", "add", bridgeName, "type", "bridge"},
 		{"addr", "add", BridgeIP + "/24", "dev", bridgeName},
 		{"link", "set", bridgeName, "up"},
-		// The VIP pool is on the node network's link: the harness asks
-		// by ARP, and the node holding a VIP (outrigger-local-lb)
-		// answers.
-		{"route", "add", VIPPool, "dev", bridgeName},
+		// Traffic to a VIP comes from ExternalClientIP, a client
+		// outside the cluster's networks; the router (router.go) routes
+		// each VIP to its healthy nodes with that source.
+		{"addr", "add", ExternalClientIP + "/32", "dev", "lo"},
+		// A VIP the router has no healthy node for (or that no Service
+		// holds) swallows packets, as a cloud's network does: the
+		// sender times out rather than getting an error. Upstream's e2e
+		// tests take only a timeout as "not reachable".
+		// (The sink is a veth pair with no one behind it, reached through
+		// a permanent neighbour entry: no ARP, no error; a dummy
+		// interface would do, where the kernel has the module.)
+		{"link", "add", sinkName, "type", "veth", "peer", "name", sinkName + "p"},
+		{"link", "set", sinkName, "up"},
+		{"link", "set", sinkName + "p", "up"},
+		{"neigh", "add", sinkGateway, "lladdr", "02:00:00:00:00:01", "dev", sinkName, "nud", "permanent"},
+		{"route", "add", VIPPool, "via", sinkGateway, "dev", sinkName, "onlink", "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
 			return err
 		}
 	}
-	if err := run(ctx, "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+	// ARP asks from the bridge's own address (arp_announce 2), not from
+	// ExternalClientIP, which is not on the node network.
+	if err := run(ctx, "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.ip_forward=1",
+		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf."+bridgeName+".arp_announce=2"); err != nil {
 		return err
 	}
 	for _, n := range c.nodes {
@@ -66,6 +81,11 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			{"addr", "add", n.IP + "/24", "dev", "eth0"},
 			{"link", "set", "eth0", "up"},
 			{"route", "add", "default", "via", BridgeIP},
+			// A packet for a VIP that kube-proxy did not take (a
+			// port the Service does not have) is dropped here, not
+			// sent back to the router, which would send it here
+			// again until its TTL ran out.
+			{"route", "add", "blackhole", VIPPool},
 		} {
 			if err := nn(args...); err != nil {
 				return err

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -86,10 +85,6 @@ type Options struct {
 	// Netns is the network namespace to run in (a name under
 	// /var/run/netns); empty runs in this process's namespace.
 	Netns string
-	// Wrapper, when set, is a command that runs e2e.test (appended with its
-	// arguments) inside Netns: the runner's loopback forwarder to the API
-	// server.
-	Wrapper []string
 	// Kubeconfig must work from Netns.
 	Kubeconfig string
 	// RepoListFile holds RepoList.
@@ -126,7 +121,7 @@ func Command(ctx context.Context, o Options) *exec.Cmd {
 		args = append(args, "--ginkgo.skip="+o.Skip)
 	}
 	args = append(args, o.Args...)
-	argv := append(append(slices.Clone(o.Wrapper), o.E2ETest), args...)
+	argv := append([]string{o.E2ETest}, args...)
 	if o.Netns != "" {
 		argv = append([]string{"nsenter", "--net=/var/run/netns/" + o.Netns, "--"}, argv...)
 	}

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,13 +113,13 @@ func TestCommand(t *testing.T) {
 		o        Options
 		wantArgv []string
 	}{{
-		name: "in the harness namespace, through the forwarder",
+		name: "in the harness namespace",
 		o: Options{
-			E2ETest: "/a/e2e.test", Kubectl: "/a/kubectl", Netns: "orc-harness", Wrapper: []string{"/bin/runner", "fwd", "198.18.0.1:6443"},
+			E2ETest: "/a/e2e.test", Kubectl: "/a/kubectl", Netns: "orc-harness",
 			Kubeconfig: "/t/kc", RepoListFile: "/t/repo.yaml", ReportDir: "/r", Focus: "F", Skip: "S", Provider: "skeleton",
 			Timeout: 90 * time.Minute, Args: []string{"--ginkgo.dry-run"},
 		},
-		wantArgv: []string{"nsenter", "--net=/var/run/netns/orc-harness", "--", "/bin/runner", "fwd", "198.18.0.1:6443", "/a/e2e.test",
+		wantArgv: []string{"nsenter", "--net=/var/run/netns/orc-harness", "--", "/a/e2e.test",
 			"--kubeconfig=/t/kc", "--kubectl-path=/a/kubectl", "--provider=skeleton", "--report-dir=/r", "--ginkgo.focus=F",
 			"--ginkgo.timeout=1h30m0s", "--ginkgo.v", "--ginkgo.no-color", "--disable-log-dump", "--ginkgo.skip=S", "--ginkgo.dry-run"},
 	}, {
@@ -288,7 +286,7 @@ func TestRewriteKubeconfig(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, src); err != nil {
 		t.Fatal(err)
 	}
-	if err := RewriteKubeconfig(src, dst, APIServerLoopback); err != nil {
+	if err := RewriteKubeconfig(src, dst, "198.18.0.1:6443"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := clientcmd.LoadFromFile(dst)
@@ -296,68 +294,13 @@ func TestRewriteKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := got.Clusters["envtest"]
-	if c.Server != "https://127.0.0.1:6443" || c.TLSServerName != "" || string(c.CertificateAuthorityData) != "CA" {
-		t.Errorf("cluster = %+v, want server https://127.0.0.1:6443, no tls-server-name, the CA kept", c)
+	if c.Server != "https://198.18.0.1:6443" || c.TLSServerName != "" || string(c.CertificateAuthorityData) != "CA" {
+		t.Errorf("cluster = %+v, want server https://198.18.0.1:6443, no tls-server-name, the CA kept", c)
 	}
 	if a := got.AuthInfos["admin"]; a == nil || string(a.ClientCertificateData) != "CERT" || string(a.ClientKeyData) != "KEY" {
 		t.Errorf("credentials not kept: %+v", a)
 	}
-	if err := RewriteKubeconfig(filepath.Join(dir, "missing"), dst, APIServerLoopback); err == nil {
+	if err := RewriteKubeconfig(filepath.Join(dir, "missing"), dst, "198.18.0.1:6443"); err == nil {
 		t.Error("missing source: no error")
-	}
-}
-
-func TestForward(t *testing.T) {
-	// The target: a line echo server on loopback.
-	target, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	go func() {
-		for {
-			c, err := target.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		Forward(ctx, ln, target.Addr().String())
-		close(done)
-	}()
-
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if _, err := io.WriteString(c, "hello\n"); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := r.ReadString('\n'); err != nil || line != "hello\n" {
-		t.Fatalf("through the forwarder: %q, %v", line, err)
-	}
-
-	// Stopping closes the listener and the open connection, and waits.
-	cancel()
-	<-done
-	if line, err := r.ReadString('\n'); err == nil {
-		t.Errorf("connection still open after stop: read %q", line)
-	}
-	if c2, err := net.Dial("tcp", ln.Addr().String()); err == nil {
-		c2.Close()
-		t.Error("listener still accepting after stop")
 	}
 }

@@ -1,11 +1,12 @@
 // Command outrigger is the Outrigger cloud-controller-manager with the
-// providers that ship with it, plus the `sim` and `sanity` subcommands and,
+// providers that ship with it, plus the `sim`, `sanity` and `console` subcommands and,
 // unless built with -tags product (as its container image is), `dev`.
 package main
 
 import (
 	"os"
 
+	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
@@ -20,5 +21,5 @@ func main() {
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, append(devCommands(), simcli.NewCommand(), sanity.NewCommand())...))
+	os.Exit(manager.Main(reg, append(devCommands(), simcli.NewCommand(), sanity.NewCommand(), console.NewCommand())...))
 }

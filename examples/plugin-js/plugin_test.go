@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package pluginjs tests the JavaScript plugin: it must pass the
 // conformance suite, and Outrigger must run a cluster through it.
 package pluginjs

@@ -1,3 +1,5 @@
+//go:build integration
+
 package staticcloud_test
 
 import (

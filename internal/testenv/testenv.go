@@ -125,6 +125,9 @@ func Registry() *providers.Registry {
 
 // Outrigger is one Outrigger instance started by a test.
 type Outrigger struct {
+	// Caller is the name its sim provider gives in the cloud's call log.
+	Caller string
+
 	cancel context.CancelFunc
 	done   chan error
 	stop   sync.Once
@@ -144,10 +147,20 @@ func (o *Outrigger) Stop() {
 // serving, no leader election, fast periods.
 func StartOutrigger(t testing.TB, cloud *Cloud, flags ...string) *Outrigger {
 	t.Helper()
+	// Each instance names itself in the cloud's call log, as replicas do.
+	caller := Name("replica")
+	cfg, err := os.ReadFile(cloud.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(cfgFile, append(cfg, "caller: "+caller+"\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{
 		"--kubeconfig=" + Kubeconfig,
 		"--cloud-provider=sim",
-		"--cloud-config=" + cloud.ConfigFile,
+		"--cloud-config=" + cfgFile,
 		"--secure-port=0",
 		"--leader-elect=false",
 		"--node-monitor-period=200ms",
@@ -166,7 +179,7 @@ func StartOutrigger(t testing.TB, cloud *Cloud, flags ...string) *Outrigger {
 		cancel()
 		t.Fatalf("starting outrigger %s: %v", strings.Join(flags, " "), err)
 	}
-	o := &Outrigger{cancel: cancel, done: make(chan error, 1)}
+	o := &Outrigger{Caller: caller, cancel: cancel, done: make(chan error, 1)}
 	go func() { o.done <- mgr.Start(ctx) }()
 	t.Cleanup(o.Stop)
 	return o

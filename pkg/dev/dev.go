@@ -17,7 +17,9 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
@@ -42,6 +44,12 @@ type Options struct {
 	// PluginEndpoint, when set, makes Outrigger use the provider plugin
 	// there (the grpc provider) instead of the dev provider.
 	PluginEndpoint string
+	// ConsoleAddress is where the web console is served over plain HTTP;
+	// empty turns it off. Loopback, as it has no authentication.
+	ConsoleAddress string
+	// ConsoleActions lets the console change the sim cloud (stop, start
+	// and terminate instances, inject faults).
+	ConsoleActions bool
 	// Outrigger holds Outrigger's own flags; kubeconfig, provider and
 	// cloud-config are filled in by the environment.
 	Outrigger *manager.Options
@@ -64,6 +72,8 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.NodeIPRange, "node-ip-range", "127.1.0.0/16", "IPv4 range of the simulated nodes' InternalIPs, on loopback: each node's Service node ports are served there.")
 	cmd.Flags().StringVar(&opts.LBPool, "lb-pool", "127.0.100.0/24", "VIPs of LoadBalancer Services, on this machine.")
 	cmd.Flags().StringVar(&opts.PluginEndpoint, "plugin-endpoint", "", "Run Outrigger with the provider plugin at this endpoint (unix:///path) instead of the built-in dev provider; the plugin's cloud must know the instances node-1, node-2, ...")
+	cmd.Flags().StringVar(&opts.ConsoleAddress, "console-address", "127.0.0.1:8481", "Address of the web console (plain HTTP, no authentication: keep it on loopback); empty turns it off.")
+	cmd.Flags().BoolVar(&opts.ConsoleActions, "console-actions", false, "Let the console change the sim cloud: stop, start and terminate instances, throttle it or make it fail calls.")
 	cmd.Flags().IntVar(&opts.Outrigger.Serving.BindPort, "secure-port", opts.Outrigger.Serving.BindPort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
 	opts.Outrigger.AllocateNodeCIDRs = true
@@ -149,6 +159,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	consoleURL, err := startConsole(ctx, opts, client, cloud)
+	if err != nil {
+		return err
+	}
 	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
 	fmt.Fprintf(out, `
 Outrigger is running on a local control plane with %d simulated nodes.
@@ -178,12 +192,48 @@ answers its Service node ports itself:
 	if o.Serving.BindPort > 0 {
 		fmt.Fprintf(out, "\nOutrigger's metrics: curl -k https://127.0.0.1:%d/metrics | grep outrigger_cloud\n", o.Serving.BindPort)
 	}
+	if consoleURL != "" {
+		fmt.Fprintf(out, "\nThe web console (load balancers, pools, nodes, cloud calls): %s\n", consoleURL)
+	}
 	fmt.Fprintln(out, "\nCtrl-C stops everything.")
 	err = mgr.Start(ctx)
 	// Give the simulator a moment to notice before the API server goes.
 	stopSim()
 	time.Sleep(100 * time.Millisecond)
 	return err
+}
+
+// startConsole serves the web console on opts.ConsoleAddress until ctx
+// ends, and returns its URL ("" when it is off). It samples the call
+// layer's metrics from this process's registry, where the manager
+// records them.
+func startConsole(ctx context.Context, opts Options, client kubernetes.Interface, cloud *simcloud.Cloud) (string, error) {
+	if opts.ConsoleAddress == "" {
+		return "", nil
+	}
+	ranges := []console.Range{{Name: "local-lb-pool", Prefix: netip.MustParsePrefix(opts.LBPool).Masked()}}
+	if opts.Outrigger.AllocateNodeCIDRs {
+		pods, err := console.ClusterRanges(opts.Outrigger.ClusterCIDR, opts.Outrigger.NodeCIDRMaskSizeIPv4, opts.Outrigger.NodeCIDRMaskSizeIPv6)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		ranges = append(ranges, pods...)
+	}
+	co := console.Options{Client: client, Gatherer: ctrlmetrics.Registry, Ranges: ranges,
+		Class: opts.Outrigger.LoadBalancerClass, Log: klog.FromContext(ctx).WithName("console")}
+	if opts.ConsoleActions {
+		co.Actions = console.SimActions{Cloud: cloud}
+	}
+	l, err := console.Listen(ctx, opts.ConsoleAddress)
+	if err != nil {
+		return "", fmt.Errorf("%w (another `outrigger dev` running? pick another --console-address)", err)
+	}
+	go func() {
+		if err := console.Serve(ctx, console.New(co), l); err != nil {
+			klog.FromContext(ctx).Error(err, "Serving the console")
+		}
+	}()
+	return "http://" + l.Addr().String() + "/", nil
 }
 
 func writeState(dir string, cp *controlplane.ControlPlane, cloudURL, lbPool string) (string, error) {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
 
+	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
@@ -30,6 +32,7 @@ type config struct {
 type provider struct {
 	*sim.Provider
 	local cloudprovider.Interface
+	pool  netip.Prefix
 }
 
 // NewProvider is the dev provider's factory.
@@ -53,7 +56,16 @@ func NewProvider(r io.Reader) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	return &provider{Provider: s.(*sim.Provider), local: l}, nil
+	pool, err := local.Pool(bytes.NewReader(cfg.Local))
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &provider{Provider: s.(*sim.Provider), local: l, pool: pool}, nil
+}
+
+// ConsoleRanges shows the local load balancers' VIP pool on the console.
+func (p *provider) ConsoleRanges() []console.Range {
+	return []console.Range{{Name: "local-lb-pool", Prefix: p.pool}}
 }
 
 // Initialize implements cloudprovider.Interface.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
@@ -183,8 +184,23 @@ func (m *migrationLease) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader migration lock: %w", err)
 	}
-	runErr := make(chan error, len(m.runnables))
-	leading := false
+	// The elector runs on a context of its own, ended only once the
+	// migrated controllers have stopped: releasing the lease (on shutdown)
+	// while one of them still writes would let the next holder write the
+	// same objects at the same time.
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
+	var (
+		// leading is set by the elector's goroutine, read by this one.
+		leading  atomic.Bool
+		firstErr = make(chan error, 1)
+		// mu orders starting controllers against stopping: once stopping
+		// is set no controller starts, and every one started before is
+		// in running, so waiting on running covers them all.
+		mu       sync.Mutex
+		stopping bool
+		running  sync.WaitGroup
+	)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   m.opts.LeaderElectLeaseDuration,
@@ -193,12 +209,35 @@ func (m *migrationLease) Start(ctx context.Context) error {
 		ReleaseOnCancel: true,
 		Name:            m.cfg.LeaderName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				leading = true
+			OnStartedLeading: func(leadCtx context.Context) {
+				// The controllers stop when the lease is lost (leadCtx)
+				// or the manager stops (ctx), whichever comes first.
+				runCtx, cancel := context.WithCancel(leadCtx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
+				mu.Lock()
+				if stopping {
+					mu.Unlock()
+					return
+				}
+				leading.Store(true)
 				log.Info("Leader migration: holding the migration lease; starting the migrated controllers", "controllers", len(m.runnables))
 				for _, r := range m.runnables {
-					go func() { runErr <- r.Start(ctx) }()
+					running.Go(func() {
+						if err := r.Start(runCtx); err != nil {
+							select {
+							case firstErr <- err:
+							default:
+							}
+							cancel()
+						}
+					})
 				}
+				mu.Unlock()
+				running.Wait()
+				// A controller that failed ends the election (releasing
+				// the lease) as upstream's manager exits.
+				stopElecting()
 			},
 			OnStoppedLeading: func() {},
 		},
@@ -206,19 +245,38 @@ func (m *migrationLease) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("leader migration: %w", err)
 	}
-	log.Info("Leader migration: waiting for the migration lease")
-	elector.Run(ctx) // returns when ctx ends or the lease is lost
-	if ctx.Err() != nil {
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		log.Info("Leader migration: waiting for the migration lease")
+		elector.Run(electCtx) // returns when electCtx ends or the lease is lost
+	}()
+	stop := func() {
+		mu.Lock()
+		stopping = true
+		mu.Unlock()
+		running.Wait()
+	}
+	select {
+	case <-elected:
+		// The lease was lost (or a controller failed): the controllers
+		// saw leadCtx end; wait for them before reporting.
+		stop()
+	case <-ctx.Done():
+		stop()         // the controllers stop on ctx,
+		stopElecting() // and only then is the lease released.
+		<-elected
 		return nil
 	}
 	select {
-	case err := <-runErr:
-		if err != nil {
-			return fmt.Errorf("a migrated controller failed: %w", err)
-		}
+	case err := <-firstErr:
+		return fmt.Errorf("a migrated controller failed: %w", err)
 	default:
 	}
-	if leading {
+	if ctx.Err() != nil {
+		return nil
+	}
+	if leading.Load() {
 		return errors.New("lost the leader migration lease")
 	}
 	return errors.New("leader migration election ended")

@@ -104,6 +104,9 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			return p.Ready(ctx)
 		}
 	}
+	if err := addConsole(mgr, restConfig, opts, provider); err != nil {
+		return nil, err
+	}
 	init := newProviderInit(provider, restConfig, opts)
 	if err := mgr.Add(init); err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ type Config struct {
 	TLS *TLSConfig `json:"tls,omitempty"`
 	// ConnectTimeout bounds the wait for the plugin at start. Default 30s.
 	ConnectTimeout string `json:"connectTimeout,omitempty"`
+	// ReconnectMaxDelay caps the backoff between attempts to reach a
+	// plugin that went away (crashed, restarted, upgraded). Default 5s.
+	ReconnectMaxDelay string `json:"reconnectMaxDelay,omitempty"`
 }
 
 // TLSConfig names PEM files. CAFile verifies the plugin's certificate;
@@ -79,28 +82,39 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(creds),
+	maxDelay := DefaultReconnectMaxDelay
+	if cfg.ReconnectMaxDelay != "" {
+		if maxDelay, err = time.ParseDuration(cfg.ReconnectMaxDelay); err != nil || maxDelay <= 0 {
+			return nil, fmt.Errorf("cloud-config reconnectMaxDelay %q must be a positive duration", cfg.ReconnectMaxDelay)
+		}
+	}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 		// A plugin restarting is waited for (within each call's deadline),
 		// not failed fast.
-		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true))}, reconnectOptions(cfg.Endpoint, maxDelay)...)
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", cfg.Endpoint, err)
 	}
-	c := &Client{conn: conn, rpc: pluginpb.NewCloudProviderClient(conn), endpoint: cfg.Endpoint}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	c := &Client{conn: conn, rpc: pluginpb.NewCloudProviderClient(conn), endpoint: cfg.Endpoint, stopWatch: stopWatch}
+	fail := func(err error) (cloudprovider.Interface, error) {
+		stopWatch()
+		conn.Close()
+		return nil, err
+	}
 	info, err := c.rpc.GetPluginInfo(ctx, &pluginpb.GetPluginInfoRequest{})
 	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("plugin at %s did not answer: %w", cfg.Endpoint, err)
+		return fail(fmt.Errorf("plugin at %s did not answer: %w", cfg.Endpoint, err))
 	}
 	if !slices.Contains(info.GetProtocolVersions(), ProtocolVersion) {
-		conn.Close()
-		return nil, fmt.Errorf("plugin %q at %s speaks protocol %v, this Outrigger %s", info.GetName(), cfg.Endpoint, info.GetProtocolVersions(), ProtocolVersion)
+		return fail(fmt.Errorf("plugin %q at %s speaks protocol %v, this Outrigger %s", info.GetName(), cfg.Endpoint, info.GetProtocolVersions(), ProtocolVersion))
 	}
 	caps, err := c.rpc.GetCapabilities(ctx, &pluginpb.GetCapabilitiesRequest{})
 	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("plugin %q capabilities: %w", info.GetName(), err)
+		return fail(fmt.Errorf("plugin %q capabilities: %w", info.GetName(), err))
 	}
+	go watchConnection(watchCtx, conn, cfg.Endpoint)
 	c.name, c.hasClusterID = info.GetName(), caps.GetHasClusterId()
 	c.caps = map[pluginpb.Capability]bool{}
 	for _, cp := range caps.GetCapabilities() {
@@ -172,6 +186,7 @@ type Client struct {
 	name         string
 	hasClusterID bool
 	caps         map[pluginpb.Capability]bool
+	stopWatch    context.CancelFunc
 }
 
 // clientWithCIDRs adds the CloudAllocator's source when the plugin has it.
@@ -197,7 +212,10 @@ func call[T any](ctx context.Context, method string, fn func(context.Context, ..
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+func (c *Client) Close() error {
+	c.stopWatch()
+	return c.conn.Close()
+}
 
 // Ready asks the plugin's Probe; Outrigger's /readyz follows it.
 func (c *Client) Ready(ctx context.Context) error {

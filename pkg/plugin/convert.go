@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -187,7 +188,8 @@ func fromStatus(method string, err error, trailer metadata.MD) error {
 	case codes.ResourceExhausted:
 		after := time.Second
 		if ms, err := strconv.ParseInt(first(trailer.Get(MetadataRetryAfter)), 10, 64); err == nil && ms >= 0 {
-			after = time.Duration(ms) * time.Millisecond
+			// A trailer too large for a Duration would wrap negative.
+			after = time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 		}
 		out = &throttledError{msg: msg, after: after}
 	case codes.DeadlineExceeded:

@@ -1,3 +1,5 @@
+//go:build integration
+
 package plugin_test
 
 import (
@@ -15,6 +17,9 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
+
+// The API server is only needed by this file's tests (the build tag).
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // Outrigger with the grpc provider, the sim provider behind a unix socket:
 // nodes are initialized and load balancers provisioned; the plugin is

@@ -26,8 +26,6 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // socket returns a unix socket endpoint with a short path (the limit is
 // about 100 bytes).
 func socket(t *testing.T) (endpoint, path string) {

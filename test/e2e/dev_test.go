@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package e2e runs the outrigger binary the way a user does.
 package e2e
 

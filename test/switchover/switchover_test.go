@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package switchover checks that a cluster moves from the upstream
 // cloud-controller-manager to Outrigger and back with nothing recreated:
 // the real upstream CCM (bench/upstream-ccm, k8s.io/cloud-provider's own

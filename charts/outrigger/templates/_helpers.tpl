@@ -40,6 +40,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - --cloud-config=/etc/outrigger/{{ .Values.cloudConfig.key }}
 {{- end }}
 - --leader-elect=true
+- --leader-elect-retry-period=1s
 {{- if .Values.useServiceAccountCredentials }}
 - --use-service-account-credentials=true
 {{- end }}

@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,16 +28,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 )
 
-// forwardCmd is the mode in which this program runs inside the harness
-// namespace: it forwards e2e.APIServerLoopback there to the cluster's API
-// server forwarder while it runs e2e.test.
-const forwardCmd = "__forward-and-run"
-
 func main() {
-	run := run
-	if len(os.Args) > 1 && os.Args[1] == forwardCmd {
-		run = forwardAndRun
-	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-upstream:", err)
 		os.Exit(1)
@@ -142,14 +132,9 @@ func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.O
 	}
 	defer os.RemoveAll(tmp)
 	o.Kubeconfig = filepath.Join(tmp, "harness.kubeconfig")
-	if err := e2e.RewriteKubeconfig(c.Kubeconfig, o.Kubeconfig, e2e.APIServerLoopback); err != nil {
+	if err := e2e.RewriteKubeconfig(c.Kubeconfig, o.Kubeconfig, c.APIServerAddress()); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	o.Wrapper = []string{self, forwardCmd, c.APIServerAddress()}
 	o.RepoListFile = filepath.Join(tmp, "repo-list.yaml")
 	if err := os.WriteFile(o.RepoListFile, []byte(e2e.RepoList), 0o644); err != nil {
 		return err
@@ -171,48 +156,6 @@ func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.O
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return fmt.Errorf("e2e.test: %w (failed tests are in the summary)", err)
-	}
-	return err
-}
-
-// forwardAndRun is: forwardCmd TARGET COMMAND ARGS... It listens on
-// e2e.APIServerLoopback, forwards to TARGET, runs COMMAND, and exits with
-// its status. An interrupt or SIGTERM is passed on to COMMAND once (ginkgo
-// then reports what was running and writes its report).
-func forwardAndRun() error {
-	if len(os.Args) < 4 {
-		return fmt.Errorf("usage: %s %s TARGET COMMAND [ARGS...]", os.Args[0], forwardCmd)
-	}
-	target, argv := os.Args[2], os.Args[3:]
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	ln, err := net.Listen("tcp", e2e.APIServerLoopback)
-	if err != nil {
-		return fmt.Errorf("listening for the API server forwarder: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		e2e.Forward(ctx, ln, target)
-		close(done)
-	}()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return err
-	}
-	go func() {
-		for s := range sigs {
-			_ = cmd.Process.Signal(s)
-		}
-	}()
-	err = cmd.Wait()
-	cancel()
-	<-done
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		os.Exit(exit.ExitCode())
 	}
 	return err
 }

@@ -7,6 +7,13 @@
 //	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
 //	ocitar -file SRC=/DEST [-file ...] [-link /DEST=TARGET ...] [-user UID:GID] -name REF -o FILE.tar -- ENTRYPOINT...
 //
+// -host-binary SRC=/DEST adds a dynamically linked program from this
+// machine's Debian packages with the shared libraries ldd lists for it, and
+// -busybox PATH a static busybox at /bin/busybox with a link for each of its
+// applets that no other file of the image provides: upstream's e2e suite runs
+// /bin/sh, nc, wget and curl inside the agnhost image, which a single static
+// agnhost binary does not have.
+//
 // -cmd ARG (repeatable) sets the image's default arguments (its CMD), which
 // a container's args replace: upstream's agnhost image runs "pause" when a
 // pod gives no args, and the e2e suite's exec pods rely on that.
@@ -19,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -38,8 +46,10 @@ func main() {
 	bin := flag.String("binary", "", "static binary to put at /<its base name>")
 	ref := flag.String("name", "", "image name, such as outrigger.local/pause:1")
 	out := flag.String("o", "", "output tarball")
-	var files, links pairs
+	var files, links, hostBins pairs
 	flag.Var(&files, "file", "SRC=/DEST: a file to put at /DEST, executable (repeatable)")
+	flag.Var(&hostBins, "host-binary", "SRC=/DEST: a dynamically linked program of this machine, with the libraries ldd lists (repeatable)")
+	busybox := flag.String("busybox", "", "a static busybox to put at /bin/busybox, with a link per applet")
 	flag.Var(&links, "link", "/DEST=TARGET: a symbolic link (repeatable)")
 	user := flag.String("user", "", "the image's user, such as 65532:65532")
 	var cmd []string
@@ -50,6 +60,14 @@ func main() {
 	flag.Parse()
 	if *bin != "" {
 		files = append(files, [2]string{*bin, "/" + filepath.Base(*bin)})
+	}
+	var err error
+	if files, err = addHostBinaries(files, hostBins); err == nil && *busybox != "" {
+		files, links, err = addBusybox(files, links, *busybox)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ocitar:", err)
+		os.Exit(1)
 	}
 	if err := build(files, links, *user, *ref, *out, flag.Args(), cmd); err != nil {
 		fmt.Fprintln(os.Stderr, "ocitar:", err)
@@ -145,7 +163,7 @@ func build(files, links pairs, user, ref, out string, entrypoint, cmd []string) 
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = entrypoint
 	cf.Config.Cmd = cmd
-	cf.Config.Env = []string{"PATH=/usr/local/bin:/"}
+	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/"}
 	cf.Config.User = user
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
@@ -217,4 +235,77 @@ func tarDir(dir, out string) error {
 		return err
 	}
 	return os.Rename(tmp, out)
+}
+
+// addHostBinaries adds each program and the shared libraries (and loader)
+// ldd resolves for it, at their paths on this machine, once each.
+func addHostBinaries(files, bins pairs) (pairs, error) {
+	have := map[string]bool{}
+	for _, f := range files {
+		have[f[1]] = true
+	}
+	for _, b := range bins {
+		out, err := exec.Command("ldd", b[0]).Output()
+		if err != nil {
+			return nil, fmt.Errorf("ldd %s (is it a dynamically linked program?): %w", b[0], err)
+		}
+		files = append(files, b)
+		have[b[1]] = true
+		libs, err := lddPaths(string(out))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", b[0], err)
+		}
+		for _, lib := range libs {
+			if !have[lib] {
+				files = append(files, [2]string{lib, lib})
+				have[lib] = true
+			}
+		}
+	}
+	return files, nil
+}
+
+// lddPaths reads the absolute library paths from ldd's output: lines
+// "libx.so.1 => /lib/.../libx.so.1 (0x...)" and the loader's
+// "/lib64/ld-linux-x86-64.so.2 (0x...)"; the vDSO has no file. A library
+// ldd cannot find is an error: the program would not start in the image.
+func lddPaths(out string) ([]string, error) {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[1] == "=>" && f[2] == "not":
+			return nil, fmt.Errorf("library %s not found", f[0])
+		case len(f) >= 3 && f[1] == "=>" && strings.HasPrefix(f[2], "/"):
+			paths = append(paths, f[2])
+		case len(f) >= 1 && strings.HasPrefix(f[0], "/"):
+			paths = append(paths, f[0])
+		}
+	}
+	return paths, nil
+}
+
+// addBusybox adds busybox at /bin/busybox and a link for each applet it
+// lists (busybox --list-full) whose path no other file or link takes.
+func addBusybox(files, links pairs, bb string) (pairs, pairs, error) {
+	out, err := exec.Command(bb, "--list-full").Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s --list-full: %w", bb, err)
+	}
+	taken := map[string]bool{"/bin/busybox": true}
+	for _, f := range files {
+		taken[f[1]] = true
+	}
+	for _, l := range links {
+		taken[l[0]] = true
+	}
+	files = append(files, [2]string{bb, "/bin/busybox"})
+	for _, applet := range strings.Fields(string(out)) {
+		p := "/" + strings.TrimPrefix(applet, "/")
+		if !taken[p] {
+			links = append(links, [2]string{p, "/bin/busybox"})
+			taken[p] = true
+		}
+	}
+	return files, links, nil
 }

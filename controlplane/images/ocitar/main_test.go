@@ -105,3 +105,26 @@ func TestBuildEntrypointAndCmd(t *testing.T) {
 		})
 	}
 }
+
+func TestLddPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name, out string
+		want      []string
+		wantErr   bool
+	}{
+		{"libraries and loader", "\tlinux-vdso.so.1 (0x00007ff66098a000)\n\tlibbsd.so.0 => /lib/x86_64-linux-gnu/libbsd.so.0 (0x00007ff6608d8000)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007ff66098c000)\n",
+			[]string{"/lib/x86_64-linux-gnu/libbsd.so.0", "/lib64/ld-linux-x86-64.so.2"}, false},
+		{"static program", "\tnot a dynamic executable\n", nil, false},
+		{"library not found", "\tlibgone.so.1 => not found\n", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := lddPaths(tc.out)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("lddPaths error = %v, want error %v", err, tc.wantErr)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("lddPaths = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

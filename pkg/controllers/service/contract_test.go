@@ -1,3 +1,5 @@
+//go:build integration
+
 package service_test
 
 import (

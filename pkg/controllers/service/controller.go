@@ -130,6 +130,10 @@ type reconciler struct {
 
 	mu      sync.Mutex
 	applied map[types.NamespacedName]applied
+	// notOurs holds the UIDs of Services of another class found to have
+	// no load balancer of ours: their class can only become ours again
+	// by a change that makes owns() true, so the cloud is asked once.
+	notOurs map[types.UID]bool
 
 	// Backend nodes are listed once per change, not once per Service.
 	nodeGen     atomic.Uint64
@@ -168,6 +172,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorderFor(EventComponent), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 		applied:  map[types.NamespacedName]applied{},
+		notOurs:  map[types.UID]bool{},
 		roundOf:  map[types.NamespacedName]*nodeSyncRound{},
 	}
 	r.nodeGen.Store(1)
@@ -358,7 +363,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.vanished(ctx, req.NamespacedName)
 	}
 	if !r.owns(svc) {
-		return ctrl.Result{}, nil
+		return requeue(ctx, r.reclaim(ctx, svc))
 	}
 	if wantsLoadBalancer(svc) {
 		return requeue(ctx, r.ensure(ctx, svc))
@@ -369,6 +374,59 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	return requeue(ctx, r.cleanup(ctx, svc))
+}
+
+// reclaim deletes the load balancer this Outrigger made for a Service that
+// is no longer of its class: the class changed (through a type change, the
+// only way the API server lets it change) perhaps while Outrigger was down,
+// so memory cannot be trusted to know. What survives a restart is on the
+// Service, the finalizer a CCM adds before provisioning, and in the cloud,
+// the load balancer under the name and tags the provider derives from the
+// cluster name and the Service's UID. A Service with the finalizer whose
+// load balancer our cloud has is ours to clean up.
+func (r *reconciler) reclaim(ctx context.Context, svc *corev1.Service) error {
+	key := client.ObjectKeyFromObject(svc)
+	if _, remembered := r.lastApplied(key); !remembered {
+		if !slices.Contains(svc.Finalizers, Finalizer) || r.checkedNotOurs(svc.UID) {
+			return nil
+		}
+	}
+	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
+	switch {
+	case elsewhere(err):
+		exists = false
+	case err != nil:
+		return r.syncFailed(svc, fmt.Errorf("failed to check for a load balancer made before the Service's class changed: %w", err))
+	}
+	if !exists {
+		r.forget(key)
+		r.mu.Lock()
+		r.notOurs[svc.UID] = true
+		r.mu.Unlock()
+		return nil
+	}
+	klog.FromContext(ctx).Info("Service no longer of this class has a load balancer made by this controller; deleting it",
+		"service", key, "class", ptr.Deref(svc.Spec.LoadBalancerClass, ""), "ownClass", r.opts.Class)
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.DeletionTimestamp != nil {
+		// Nobody else will: delete, clear the status, drop the finalizer.
+		return r.cleanup(ctx, svc)
+	}
+	// Another class's controller owns the Service now, its status and the
+	// finalizer (upstream's name, shared by every CCM) with it: only the
+	// load balancer is ours.
+	r.recorder.Eventf(svc, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer: the Service's class is now %q", ptr.Deref(svc.Spec.LoadBalancerClass, ""))
+	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, svc); err != nil && !elsewhere(err) {
+		return r.syncFailed(svc, fmt.Errorf("failed to delete the load balancer made before the Service's class changed: %w", err))
+	}
+	r.forget(key)
+	r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleted, "Deleted load balancer")
+	return nil
+}
+
+func (r *reconciler) checkedNotOurs(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.notOurs[uid]
 }
 
 // requeue retries a Service whose cloud call carried a retry hint after

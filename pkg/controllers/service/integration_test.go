@@ -1,3 +1,5 @@
+//go:build integration
+
 package service_test
 
 import (
@@ -630,4 +632,72 @@ func waitProvisionedWithin(t *testing.T, c *testenv.Cloud, ns, name string, d ti
 		return ok && len(ing) == 1 && ing[0].IP == lb.VIP && cond == nil,
 			fmt.Errorf("in the cloud: %t, ingress %v, condition %+v, cloud calls %+v", ok, ing, cond, c.Calls())
 	})
+}
+
+// Which load balancers are Outrigger's must survive a restart: a Service
+// provisioned under Outrigger's class changes while Outrigger is down, to
+// another class or away from type LoadBalancer (the only ways the API
+// server lets a class change). The next Outrigger, which never saw the
+// Service as its own, finds its load balancer from the finalizer and the
+// cloud and deletes it; the finalizer stays only for another class's owner.
+func TestClassChangedWhileDown(t *testing.T) {
+	const own = "example.com/outrigger"
+	for _, tc := range []struct {
+		name string
+		// change is what happens to the Service while Outrigger is down.
+		change        func(*corev1.Service)
+		keepFinalizer bool
+	}{
+		{name: "to another class", change: func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeLoadBalancer, ptr.To("example.com/someone-else")
+		}, keepFinalizer: true},
+		{name: "to no class", change: func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeLoadBalancer
+		}, keepFinalizer: true},
+		{name: "away from LoadBalancer", change: func(*corev1.Service) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testenv.StartCloud(t)
+			node(t, "10.1.0.9", nil)
+			first := startOutrigger(t, c, "--load-balancer-class="+own)
+			ns := namespace(t)
+			svc := lbService(ns, "moving", 80)
+			svc.Spec.LoadBalancerClass = ptr.To(own)
+			create(t, svc)
+			provisioned, _ := waitProvisioned(t, c, ns, "moving")
+			first.Stop()
+
+			// The class can change only through a type change: away from
+			// LoadBalancer (which drops the class), then maybe back.
+			update(t, ns, "moving", func(s *corev1.Service) {
+				s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeClusterIP, nil
+				s.Spec.AllocateLoadBalancerNodePorts, s.Spec.ExternalTrafficPolicy = nil, ""
+				for i := range s.Spec.Ports {
+					s.Spec.Ports[i].NodePort = 0
+				}
+			})
+			update(t, ns, "moving", tc.change)
+			if _, ok := cloudLB(c, provisioned); !ok {
+				t.Fatal("the load balancer went away while Outrigger was down")
+			}
+
+			startOutrigger(t, c, "--load-balancer-class="+own)
+			testenv.Eventually(t, 30*time.Second, "the load balancer made under the old class deleted", func() (bool, error) {
+				_, ok := cloudLB(c, provisioned)
+				return !ok, nil
+			})
+			waitEvents(t, "moving", service.EventDeleting, service.EventDeleted)
+			if got := slices.Contains(get(t, ns, "moving").Finalizers, service.Finalizer); got != tc.keepFinalizer {
+				t.Errorf("finalizer kept: %v, want %v", got, tc.keepFinalizer)
+			}
+			if !tc.keepFinalizer {
+				return
+			}
+			// The finalizer is the new owner's to remove: here nobody owns
+			// the class, so the test lets the Service go itself.
+			update(t, ns, "moving", func(s *corev1.Service) {
+				s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == service.Finalizer })
+			})
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -114,7 +115,8 @@ type ControlPlane struct {
 	Env    *envtest.Environment
 	Config *rest.Config
 	// AuditLog is the API server's audit log (JSON lines), when started
-	// WithAudit: every create, update, patch and delete, with its user.
+	// WithAudit: every create, update, patch and delete, with its user, and
+	// every request of a ServiceAccount in kube-system.
 	AuditLog string
 	// ServingCAFile is the CA of the API server's serving certificate and
 	// of its client certificate towards kubelets (their client CA), when
@@ -122,6 +124,12 @@ type ControlPlane struct {
 	ServingCAFile string
 	auditDir      string
 	certDir       string
+
+	// An API server restarted after KillAPIServer (see faults.go).
+	faultsMu      sync.Mutex
+	apiServerArgs []string
+	apiServer     *exec.Cmd
+	apiServerDone chan struct{}
 }
 
 // Option changes how the control plane starts.
@@ -151,7 +159,9 @@ func WithAPIServerArg(name, value string) Option {
 	return func(o *startOptions) { o.args = append(o.args, [2]string{name, value}) }
 }
 
-// auditPolicy logs writes at Metadata level (who, what, when) and nothing
+// auditPolicy logs writes at Metadata level (who, what, when), and every
+// request of kube-system's ServiceAccounts (the identities deploy/ grants
+// rights to: the RBAC test checks each granted verb is used), and nothing
 // else, to keep the log small.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -159,6 +169,8 @@ omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [create, update, patch, delete]
+- level: Metadata
+  userGroups: ["system:serviceaccounts:kube-system"]
 - level: None
 `
 
@@ -241,7 +253,10 @@ func (cp *ControlPlane) WriteAdminKubeconfig(path string) error {
 
 // Stop stops the API server and etcd and removes their data.
 func (cp *ControlPlane) Stop() error {
-	err := cp.Env.Stop()
+	// A paused etcd would never stop; an API server restarted by
+	// StartAPIServer is not envtest's to stop.
+	err := errors.Join(cp.stopRestarted(), resumeEtcdIfRunning())
+	err = errors.Join(err, cp.Env.Stop())
 	for _, d := range []string{cp.auditDir, cp.certDir} {
 		if d != "" {
 			err = errors.Join(err, os.RemoveAll(d))

@@ -59,7 +59,7 @@ func (bs *balancers) GetLoadBalancer(ctx context.Context, cluster string, svc *c
 // EnsureLoadBalancer creates the load balancer or brings it in line with
 // svc: ports added or removed take effect live, on the same VIP.
 func (bs *balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	cfg, err := configFor(svc)
+	cfg, err := configFor(svc, bs.s.dataPlane == DataPlaneProxy)
 	if err != nil {
 		return nil, err
 	}
@@ -186,14 +186,17 @@ type lbConfig struct {
 	healthPort int32         // 0: kube-proxy's
 }
 
-func configFor(svc *corev1.Service) (lbConfig, error) {
+// configFor reads svc. Only the proxy data plane needs node ports (it
+// forwards to them); with the nodes data plane kube-proxy takes VIP
+// traffic itself (ipMode VIP), so allocateLoadBalancerNodePorts: false works.
+func configFor(svc *corev1.Service, needNodePorts bool) (lbConfig, error) {
 	var cfg lbConfig
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
 			return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "port %d: the local provider balances TCP and UDP, not %s", p.Port, p.Protocol)
 		}
-		if p.NodePort == 0 {
-			return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "port %d has no nodePort (allocateLoadBalancerNodePorts: false is not supported by the local provider)", p.Port)
+		if p.NodePort == 0 && needNodePorts {
+			return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "port %d has no nodePort (allocateLoadBalancerNodePorts: false needs the local provider's dataPlane: nodes)", p.Port)
 		}
 	}
 	cfg.ports = svc.Spec.Ports

@@ -341,12 +341,13 @@ func TestVIPChoice(t *testing.T) {
 }
 
 // With dataPlane: nodes the provider allocates VIPs and serves nothing: the
-// nodes do (package announce), so no port may be bound here.
+// nodes do (package announce), so no port may be bound here, and a Service
+// needs no node ports (allocateLoadBalancerNodePorts: false).
 func TestNodesDataPlaneServesNothing(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.106.0/24\ndataPlane: nodes\n")
 	ctx := context.Background()
 	port := testenv.FreePort(t)
-	svc := service("announced", tcpPort(port, testenv.FreePort(t)))
+	svc := service("announced", tcpPort(port, 0))
 	st, err := lbs.EnsureLoadBalancer(ctx, "c", svc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -370,6 +371,16 @@ func TestNodesDataPlaneServesNothing(t *testing.T) {
 	}
 	if _, exists, _ := lbs.GetLoadBalancer(ctx, "c", svc); exists {
 		t.Fatal("GetLoadBalancer: found after EnsureLoadBalancerDeleted")
+	}
+}
+
+// The proxy data plane forwards to node ports: a Service without them is
+// refused with a reason the service controller puts in its Event.
+func TestProxyDataPlaneNeedsNodePorts(t *testing.T) {
+	lbs := newProvider(t, "pool: 127.0.107.0/24\n")
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "c", service("no-node-ports", tcpPort(testenv.FreePort(t), 0)), nil)
+	if err == nil || provider.Reason(err) != provider.ReasonInvalidSpec || !strings.Contains(err.Error(), "dataPlane: nodes") {
+		t.Fatalf("err = %v, want InvalidSpec naming dataPlane: nodes", err)
 	}
 }
 

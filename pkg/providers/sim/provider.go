@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +38,9 @@ type Config struct {
 	RequestTimeout string `json:"requestTimeout,omitempty"`
 	// Retries of transient failures (connection errors, 5xx). Default 2.
 	Retries *int `json:"retries,omitempty"`
+	// Caller names this process in the cloud's call log (sent with every
+	// request). Default: HOSTNAME_PID, distinct for every replica.
+	Caller string `json:"caller,omitempty"`
 }
 
 // ParseConfig reads and validates a cloud-config. Unknown fields are errors,
@@ -81,7 +86,13 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{client: simcloud.NewClient(cfg.Endpoint, timeout, retries)}, nil
+	client := simcloud.NewClient(cfg.Endpoint, timeout, retries)
+	client.Caller = cfg.Caller
+	if client.Caller == "" {
+		host, _ := os.Hostname()
+		client.Caller = host + "_" + strconv.Itoa(os.Getpid())
+	}
+	return &Provider{client: client}, nil
 }
 
 // Provider implements cloudprovider.Interface, cloudprovider.InstancesV2 and

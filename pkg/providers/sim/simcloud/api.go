@@ -73,6 +73,12 @@ type Settings struct {
 	ErrorRate float64 `json:"errorRate"`
 	// Hang makes every call block until the client gives up.
 	Hang bool `json:"hang"`
+	// HangFor makes every call block this long (or until the client gives
+	// up) before it is answered: a cloud API stalling for half a minute.
+	HangFor Duration `json:"hangFor,omitzero"`
+	// RetryAfter is the hint sent with 429 answers (Retry-After, whole
+	// seconds, at least 1). Default 1s.
+	RetryAfter Duration `json:"retryAfter,omitzero"`
 	// MaxInstances is the instance quota; 0 means unlimited.
 	MaxInstances int `json:"maxInstances"`
 	// MaxRoutes is the route table's size; 0 means unlimited.
@@ -88,6 +94,31 @@ type Calls struct {
 	Throttled int64            `json:"throttled"`
 	ByOp      map[string]int64 `json:"byOp"`
 }
+
+// CallerHeader carries the identity of the client process (an Outrigger
+// replica) on every request, so the cloud's call log can tell replicas apart.
+const CallerHeader = "X-Sim-Caller"
+
+// LoggedCall is one entry of the cloud's call log, as the cloud saw the
+// call: from the moment the request arrived to the moment the answer was
+// written. Calls answered with a fault (throttled, injected error, the
+// client gone) are not logged: they neither read nor changed anything.
+type LoggedCall struct {
+	Op string `json:"op"`
+	// Mutating is set for calls that change state: creating, changing or
+	// deleting an instance, route or load balancer.
+	Mutating bool `json:"mutating,omitempty"`
+	// Object is the resource a mutating call changes: "loadbalancer/NAME",
+	// "route/NAME" or "instance/ID".
+	Object string    `json:"object,omitempty"`
+	Caller string    `json:"caller"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+}
+
+// callLogSize bounds the call log: a long `outrigger dev` session keeps the
+// newest calls.
+const callLogSize = 100_000
 
 // AdminHeader marks a request from an operator (the CLI, a test harness): it
 // is neither counted nor subject to faults.

@@ -27,6 +27,9 @@ type Client struct {
 	Retries int
 	// Admin marks requests as the operator's: not counted, no faults.
 	Admin bool
+	// Caller, when set, is sent as CallerHeader: who the cloud's call log
+	// says made each call.
+	Caller string
 }
 
 // NewClient returns a client with a per-request timeout.
@@ -164,6 +167,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	req.Header.Set("Content-Type", "application/json")
 	if c.Admin {
 		req.Header.Set(AdminHeader, "true")
+	}
+	if c.Caller != "" {
+		req.Header.Set(CallerHeader, c.Caller)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

@@ -1,10 +1,12 @@
 package simcloud
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -39,6 +41,7 @@ type Cloud struct {
 	settings   Settings
 	limiter    *rate.Limiter
 	calls      Calls
+	callLog    []LoggedCall
 	// metadataInstance is the ID of the instance the metadata service
 	// describes: the one its caller runs on.
 	metadataInstance string
@@ -94,6 +97,7 @@ func (c *Cloud) Handler() http.Handler {
 	// "/ec2/" would not be followed for a POST.
 	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
 	mux.HandleFunc("/latest/", c.imdsHandler)
+	mux.HandleFunc("GET /v1/calls/log", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.CallLog()) })
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
 	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
 		c.ResetCalls()
@@ -168,11 +172,12 @@ func (c *Cloud) Calls() Calls {
 	return out
 }
 
-// ResetCalls zeroes the call counters.
+// ResetCalls zeroes the call counters and empties the call log.
 func (c *Cloud) ResetCalls() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = Calls{ByOp: map[string]int64{}}
+	c.callLog = nil
 }
 
 // ErrQuotaExceeded is returned by Create when the instance quota is used up.
@@ -312,16 +317,66 @@ func (c *Cloud) List() []Instance {
 	return out
 }
 
-// api wraps a handler with the call counter and the fault knobs.
+// api wraps a handler with the call counter, the fault knobs and the call
+// log.
 func (c *Cloud) api(op string, h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		if c.gate(w, r, op, func(status int, code, message string) {
 			writeJSON(w, status, Error{Code: code, Message: message})
 		}) {
 			return
 		}
+		object, mutating := mutatedObject(r)
 		h(w, r)
+		if r.Header.Get(AdminHeader) == "" {
+			c.mu.Lock()
+			if len(c.callLog) == callLogSize {
+				c.callLog = append(c.callLog[:0], c.callLog[callLogSize/2:]...)
+			}
+			c.callLog = append(c.callLog, LoggedCall{Op: op, Mutating: mutating, Object: object, Caller: r.Header.Get(CallerHeader), Start: start, End: time.Now()})
+			c.mu.Unlock()
+		}
 	}
+}
+
+// mutatedObject names the object a state-changing request acts on; reads
+// are not mutating. A route's name is in the body of its create request:
+// it is read and put back for the handler.
+func mutatedObject(r *http.Request) (string, bool) {
+	if r.Method == http.MethodGet {
+		return "", false
+	}
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1/loadbalancers/"):
+		return "loadbalancer/" + r.PathValue("name"), true
+	case strings.HasPrefix(r.URL.Path, "/v1/routes/"):
+		return "route/" + r.PathValue("name"), true
+	case r.URL.Path == "/v1/routes":
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var route struct {
+			Name string `json:"name"`
+		}
+		if err != nil || json.Unmarshal(body, &route) != nil {
+			return "route/", true
+		}
+		return "route/" + route.Name, true
+	case strings.HasPrefix(r.URL.Path, "/v1/instances/"):
+		return "instance/" + r.PathValue("id"), true
+	case r.URL.Path == "/v1/instances":
+		return "instance/", true
+	case r.URL.Path == "/v1/batch/instances":
+		return "", false // a read with a body
+	}
+	return "", false
+}
+
+// CallLog returns the newest calls answered, oldest first.
+func (c *Cloud) CallLog() []LoggedCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]LoggedCall(nil), c.callLog...)
 }
 
 // gate counts a call to op and applies the fault knobs to it. It returns true
@@ -355,8 +410,17 @@ func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail fun
 		<-r.Context().Done()
 		return true
 	}
+	if s.HangFor.Duration > 0 {
+		t := time.NewTimer(s.HangFor.Duration)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return true
+		}
+	}
 	if !allowed {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int((s.RetryAfter.Duration+time.Second-1)/time.Second))))
 		fail(http.StatusTooManyRequests, "Throttled", "request rate exceeded")
 		return true
 	}
@@ -453,8 +517,8 @@ func (c *Cloud) putSettings(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 || s.MaxLoadBalancers < 0 {
-		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances, maxRoutes and maxLoadBalancers must not be negative"})
+	if s.ErrorRate < 0 || s.ErrorRate > 1 || s.RateLimit < 0 || s.MaxInstances < 0 || s.MaxRoutes < 0 || s.MaxLoadBalancers < 0 || s.HangFor.Duration < 0 || s.RetryAfter.Duration < 0 {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: "errorRate must be in [0,1]; rateLimit, maxInstances, maxRoutes, maxLoadBalancers, hangFor and retryAfter must not be negative"})
 		return
 	}
 	c.SetSettings(s)

@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// KubeProxyHealthzPort is where every node's kube-proxy answers /healthz
+// (healthzBindAddress): a load balancer's health check for
+// externalTrafficPolicy: Cluster, as upstream's service controller
+// documents for cloud load balancers.
+const KubeProxyHealthzPort = 10256
+
+// The router plays the cloud network's part for the local provider's VIPs
+// with dataPlane: nodes. As a cloud's pass-through network load balancer
+// does (GCE's, AWS's NLB with instance targets), it forwards a VIP's
+// packets unchanged to the nodes whose health check passes, and kube-proxy
+// there takes them (ingress ipMode VIP): for externalTrafficPolicy: Local
+// the Service's healthCheckNodePort, which answers 200 only on nodes with a
+// ready local endpoint; for Cluster kube-proxy's own /healthz. The
+// forwarding is a route per VIP in the harness namespace with one next hop
+// per healthy node (ECMP, hashed on the flow's addresses and ports), so
+// every node with endpoints gets traffic, which upstream's e2e load
+// balancer tests require ("should target all nodes with endpoints").
+type router struct {
+	client   kubernetes.Interface
+	nodes    []node
+	interval time.Duration
+	// healthzPort is kube-proxy's (KubeProxyHealthzPort).
+	healthzPort int
+	// probe reaches node IPs from the harness namespace.
+	probe *http.Client
+	// setRoute programs vip's next hops (none: no route).
+	setRoute func(ctx context.Context, vip netip.Addr, hops []string) error
+
+	mu sync.Mutex
+	// routes are the next hops programmed per VIP.
+	routes map[netip.Addr][]string
+}
+
+// Routes returns the next hops (node IPs) the harness routes each VIP to.
+func (c *Cluster) Routes() map[netip.Addr][]string {
+	if c.router == nil {
+		return nil
+	}
+	c.router.mu.Lock()
+	defer c.router.mu.Unlock()
+	return maps.Clone(c.router.routes)
+}
+
+func (c *Cluster) startRouter(context.Context) error {
+	// Spread flows over the next hops by their ports too, not only by
+	// addresses: one client's connections reach every healthy node.
+	if err := run(context.Background(), "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
+		return err
+	}
+	r := &router{
+		client:      c.Client,
+		nodes:       c.nodes,
+		interval:    time.Second,
+		healthzPort: KubeProxyHealthzPort,
+		probe: &http.Client{
+			Timeout: time.Second,
+			Transport: &http.Transport{
+				DisableKeepAlives: true,
+				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					return dialInNetns(ctx, "/var/run/netns/"+harnessNS, network, addr)
+				},
+			},
+		},
+		setRoute: setHarnessRoute,
+		routes:   map[netip.Addr][]string{},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	c.router = r
+	c.stopRouter = func() {
+		cancel()
+		<-done
+	}
+	return nil
+}
+
+// run syncs the routes every interval until ctx ends. The harness
+// namespace, and the routes with it, go when the cluster stops.
+func (r *router) run(ctx context.Context) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		r.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *router) sync(ctx context.Context) {
+	svcs, err := r.client.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return // the API server restarting: keep the routes as they are
+	}
+	desired := r.desired(ctx, svcs.Items)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for vip, hops := range desired {
+		if slices.Equal(r.routes[vip], hops) {
+			continue
+		}
+		if err := r.setRoute(ctx, vip, hops); err == nil {
+			r.routes[vip] = hops
+		}
+	}
+	for vip := range r.routes {
+		if _, ok := desired[vip]; !ok {
+			if err := r.setRoute(ctx, vip, nil); err == nil {
+				delete(r.routes, vip)
+			}
+		}
+	}
+}
+
+// desired is, per VIP of the pool in a LoadBalancer Service's status, the
+// IPs of the nodes whose health check for it passes, sorted.
+func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.Addr][]string {
+	pool := netip.MustParsePrefix(VIPPool)
+	probed := map[string]bool{} // one probe per URL per pass
+	healthy := func(url string) bool {
+		if ok, seen := probed[url]; seen {
+			return ok
+		}
+		ok := r.check(ctx, url)
+		probed[url] = ok
+		return ok
+	}
+	out := map[netip.Addr][]string{}
+	for _, svc := range svcs {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			vip, err := netip.ParseAddr(ing.IP)
+			if err != nil || !pool.Contains(vip) {
+				continue
+			}
+			var hops []string
+			for _, n := range r.nodes {
+				if healthy(healthCheckURL(&svc, n.IP, r.healthzPort)) {
+					hops = append(hops, n.IP)
+				}
+			}
+			out[vip] = affine(&svc, vip, hops)
+		}
+	}
+	return out
+}
+
+// affine keeps a Service with sessionAffinity: ClientIP on one node per
+// client, as a cloud load balancer with client-IP affinity does: kube-proxy
+// keeps affinity per node, so a client spread over nodes by its flows'
+// ports would reach different endpoints. The harness is the only client, so
+// that is one node per VIP, picked by a hash of the VIP among the healthy
+// ones (the spread over endpoints is then kube-proxy's).
+func affine(svc *corev1.Service, vip netip.Addr, hops []string) []string {
+	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || len(hops) < 2 {
+		return hops
+	}
+	h := fnv.New32a()
+	h.Write(vip.AsSlice())
+	return []string{hops[h.Sum32()%uint32(len(hops))]}
+}
+
+// healthCheckURL is what a cloud load balancer checks on a node for svc.
+func healthCheckURL(svc *corev1.Service, nodeIP string, healthzPort int) string {
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && svc.Spec.HealthCheckNodePort != 0 {
+		return fmt.Sprintf("http://%s/", net.JoinHostPort(nodeIP, fmt.Sprint(svc.Spec.HealthCheckNodePort)))
+	}
+	return fmt.Sprintf("http://%s/healthz", net.JoinHostPort(nodeIP, fmt.Sprint(healthzPort)))
+}
+
+func (r *router) check(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := r.probe.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// setHarnessRoute routes vip in the harness namespace through hops, or
+// removes its route when there are none (then nothing answers for it).
+func setHarnessRoute(ctx context.Context, vip netip.Addr, hops []string) error {
+	dst := vip.String() + "/32"
+	if len(hops) == 0 {
+		err := run(ctx, "ip", "-n", harnessNS, "route", "del", dst)
+		if err != nil && strings.Contains(err.Error(), "No such process") {
+			return nil // already gone
+		}
+		return err
+	}
+	args := []string{"-n", harnessNS, "route", "replace", dst, "src", ExternalClientIP}
+	for _, h := range hops {
+		args = append(args, "nexthop", "via", h, "dev", bridgeName)
+	}
+	return run(ctx, "ip", args...)
+}

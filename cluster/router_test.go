@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// serveHealth answers GET on ip:port with status, standing for kube-proxy's
+// health servers on a node.
+func serveHealth(t *testing.T, ip string, port, status int) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) })}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func lbService(name string, etp corev1.ServiceExternalTrafficPolicy, hcPort int32, ingress ...string) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: etp, HealthCheckNodePort: hcPort},
+	}
+	for _, ip := range ingress {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	return svc
+}
+
+// The router forwards each VIP of the pool to the nodes whose health check
+// for its Service passes, and removes the route of a VIP that is gone.
+func TestRouter(t *testing.T) {
+	// Node 1 has a ready local endpoint for the Local Service; node 2 has
+	// not (kube-proxy answers 503 on the health check node port). Both
+	// kube-proxies are healthy.
+	n1, n2 := "127.0.0.1", "127.0.0.2"
+	healthz := serveHealth(t, n1, 0, http.StatusOK)
+	serveHealth(t, n2, healthz, http.StatusOK)
+	hcPort := serveHealth(t, n1, 0, http.StatusOK)
+	serveHealth(t, n2, hcPort, http.StatusServiceUnavailable)
+
+	affinity := lbService("affinity", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.100.3")
+	affinity.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	client := fake.NewClientset(
+		lbService("cluster", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.100.1"),
+		lbService("local", corev1.ServiceExternalTrafficPolicyLocal, int32(hcPort), "198.18.100.2"),
+		lbService("pending", corev1.ServiceExternalTrafficPolicyCluster, 0),
+		lbService("not-ours", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.200.1"),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "clusterip", Namespace: "default"}},
+		affinity,
+	)
+	programmed := map[netip.Addr][]string{}
+	r := &router{
+		client:      client,
+		nodes:       []node{{Name: "n1", IP: n1}, {Name: "n2", IP: n2}},
+		healthzPort: healthz,
+		probe:       &http.Client{},
+		setRoute: func(_ context.Context, vip netip.Addr, hops []string) error {
+			if hops == nil {
+				delete(programmed, vip)
+			} else {
+				programmed[vip] = hops
+			}
+			return nil
+		},
+		routes: map[netip.Addr][]string{},
+	}
+	ctx := context.Background()
+	r.sync(ctx)
+	want := map[netip.Addr][]string{
+		netip.MustParseAddr("198.18.100.1"): {n1, n2}, // Cluster: every healthy kube-proxy
+		netip.MustParseAddr("198.18.100.2"): {n1},     // Local: the node with the endpoint
+	}
+	for vip, hops := range want {
+		if !slices.Equal(programmed[vip], hops) || !slices.Equal(r.routes[vip], hops) {
+			t.Errorf("VIP %s: programmed %v, recorded %v, want %v", vip, programmed[vip], r.routes[vip], hops)
+		}
+	}
+	// Client-IP affinity: one node (kube-proxy keeps affinity per node).
+	if hops := programmed[netip.MustParseAddr("198.18.100.3")]; len(hops) != 1 || (hops[0] != n1 && hops[0] != n2) {
+		t.Errorf("the ClientIP-affinity VIP is routed to %v, want one healthy node", hops)
+	}
+	if len(programmed) != len(want)+1 {
+		t.Errorf("programmed %v, want only %v", programmed, want)
+	}
+
+	if err := client.CoreV1().Services("default").Delete(ctx, "local", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.sync(ctx)
+	if _, ok := programmed[netip.MustParseAddr("198.18.100.2")]; ok {
+		t.Errorf("the deleted Service's VIP is still routed: %v", programmed)
+	}
+	if _, ok := r.routes[netip.MustParseAddr("198.18.100.2")]; ok {
+		t.Errorf("the deleted Service's VIP is still recorded: %v", r.routes)
+	}
+}

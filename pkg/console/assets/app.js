@@ -1,0 +1,298 @@
+// Outrigger console: renders what api/stream pushes. No framework; the DOM
+// is built with textContent only, so nothing from the cluster is parsed as
+// HTML. Tables show at most LIMIT matching rows, which keeps the page quick
+// at thousands of nodes; the filters reach the rest.
+"use strict";
+(function () {
+  const LIMIT = 200;
+  const COLORS = ["#0550ae", "#a40e26", "#116329", "#7d4e00", "#6639ba", "#0a6e6e", "#8a4600", "#4a535e"];
+  let snap = null, calls = null;
+  const open = new Set(); // Services whose details are open
+
+  const $ = (sel) => document.querySelector(sel);
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === "class") e.className = v; else if (k === "text") e.textContent = v; else e.setAttribute(k, v === true ? "" : v);
+    }
+    for (const k of kids) if (k !== null && k !== undefined) e.append(k);
+    return e;
+  }
+  const svgEl = (tag, attrs) => {
+    const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    return e;
+  };
+  const fmtTime = (t) => new Date(t).toLocaleTimeString();
+
+  // Re-rendering replaces rows; the focused control is found again by key.
+  function keepFocus(render) {
+    const a = document.activeElement;
+    const key = a && a.dataset ? a.dataset.key : null;
+    render();
+    if (key) {
+      const again = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
+      if (again) again.focus();
+    }
+  }
+
+  function renderWarnings() {
+    const w = $("#warnings");
+    w.replaceChildren(...(snap.warnings || []).map((t) => el("p", { text: t })));
+  }
+
+  function lbMatches(lb, q, onlyBad) {
+    if (onlyBad && lb.state === "Ready") return false;
+    if (!q) return true;
+    const hay = `${lb.namespace}/${lb.name} ${(lb.vips || []).join(" ")} ${lb.state} ${lb.reason || ""} ${lb.message || ""}`.toLowerCase();
+    return hay.includes(q);
+  }
+
+  function lbDetails(lb, key) {
+    const d = el("details", { "data-key": key + "#d" });
+    d.open = open.has(key);
+    d.addEventListener("toggle", () => { if (d.open) open.add(key); else open.delete(key); });
+    d.append(el("summary", { "data-key": key, text: `${lb.namespace}/${lb.name}` }));
+    const box = el("div", { class: "detail" });
+    box.append(el("h3", { text: `Backends (${lb.backendsHealthy} of ${lb.backendsTotal} healthy${lb.backends.length < lb.backendsTotal ? `, ${lb.backends.length} listed, unhealthy first` : ""})` }));
+    const ul = el("ul", { class: "backends" });
+    for (const b of lb.backends || []) {
+      ul.append(el("li", { class: b.healthy ? "ok" : "bad", "data-node": b.node },
+        `${b.node}${b.target ? " → " + b.target : ""}: ${b.healthy ? "healthy" : "unhealthy, " + b.why}`));
+    }
+    if (!lb.backends || !lb.backends.length) ul.append(el("li", { class: "bad", text: "no backend nodes" }));
+    box.append(ul);
+    box.append(el("h3", { text: "Endpoints" }));
+    const eps = el("ul");
+    for (const e of lb.endpoints || []) eps.append(el("li", { class: e.ready ? "ok" : "bad", text: `${e.address}${e.node ? " on " + e.node : ""} ${e.ready ? "ready" : "not ready"}` }));
+    if (!lb.endpoints || !lb.endpoints.length) eps.append(el("li", { text: "no EndpointSlice endpoints" }));
+    box.append(eps);
+    box.append(el("h3", { text: "Conditions" }));
+    const cs = el("ul");
+    for (const c of lb.conditions || []) cs.append(el("li", { text: `${c.type}=${c.status}${c.reason ? " (" + c.reason + ")" : ""}${c.message ? ": " + c.message : ""}` }));
+    if (!lb.conditions || !lb.conditions.length) cs.append(el("li", { text: "none" }));
+    box.append(cs);
+    box.append(el("h3", { text: "Last Events" }));
+    const ev = el("ul");
+    for (const e of lb.events || []) ev.append(el("li", { class: e.type === "Warning" ? "bad" : null, text: `${fmtTime(e.time)} ${e.type} ${e.reason}: ${e.message}${e.count > 1 ? " (×" + e.count + ")" : ""}` }));
+    if (!lb.events || !lb.events.length) ev.append(el("li", { text: "none" }));
+    box.append(ev);
+    d.append(box);
+    return d;
+  }
+
+  function renderLBs() {
+    const q = $("#lb-filter").value.trim().toLowerCase();
+    const onlyBad = $("#lb-pending").checked;
+    const all = snap.loadBalancers || [];
+    const rows = all.filter((lb) => lbMatches(lb, q, onlyBad));
+    const ready = all.filter((lb) => lb.state === "Ready").length;
+    $("#lbs-count").textContent = `(${all.length}, ${ready} ready)`;
+    const body = $("#lb-table tbody");
+    const trs = rows.slice(0, LIMIT).map((lb) => {
+      const key = `lb:${lb.namespace}/${lb.name}`;
+      const why = el("td", { class: "why reason" });
+      if (lb.reason) why.append(el("b", { text: lb.reason }), lb.message ? ": " + lb.message : "");
+      return el("tr", { "data-lb": `${lb.namespace}/${lb.name}`, "data-state": lb.state },
+        el("th", { scope: "row" }, lbDetails(lb, key)),
+        el("td", { class: `state state-${lb.state}`, text: lb.state }),
+        el("td", { class: "vip", text: (lb.vips || []).join(", ") || "—" }),
+        el("td", { text: (lb.ports || []).map((p) => `${p.port}/${p.protocol}${p.nodePort ? "→" + p.nodePort : ""}`).join(", ") }),
+        el("td", { class: "num backends-health " + (lb.backendsHealthy < lb.backendsTotal || lb.backendsTotal === 0 ? "bad" : "ok"), text: `${lb.backendsHealthy}/${lb.backendsTotal}` }),
+        el("td", { text: lb.externalTrafficPolicy }),
+        el("td", { text: lb.class || "—" }),
+        why);
+    });
+    body.replaceChildren(...trs);
+    $("#lbs-more").textContent = rows.length > LIMIT ? `Showing ${LIMIT} of ${rows.length} matching Services; filter to see others.` : (all.length ? "" : "No Services of type LoadBalancer.");
+  }
+
+  function renderPools() {
+    const list = $("#pool-list");
+    const items = (snap.pools || []).map((p) => {
+      const pct = p.size ? (100 * p.used / p.size) : 0;
+      const box = el("div", { class: "pool", "data-pool": p.name });
+      const id = `pool-${p.name.replace(/[^a-z0-9-]/gi, "_")}`;
+      box.append(el("h3", { id, text: `${p.name}: ${p.cidr} (${p.kind === "vip" ? "load balancer VIPs" : "node pod CIDRs of " + p.unit})` }));
+      const bar = el("div", { class: "bar", role: "meter", "aria-labelledby": id, "aria-valuemin": "0", "aria-valuemax": String(p.size), "aria-valuenow": String(p.used), "aria-valuetext": `${p.used} of ${p.size} used` });
+      const fill = el("div"); fill.style.width = Math.max(pct, p.used ? 0.5 : 0) + "%";
+      bar.append(fill);
+      box.append(bar, el("p", { class: "usage", text: `${p.used} used, ${p.size - p.used} free of ${p.size} (${pct.toFixed(1)}%)` }));
+      if (p.size <= 1024) {
+        const cols = 64, rows = Math.ceil(p.size / cols), cell = 9;
+        const svg = svgEl("svg", { class: "grid", viewBox: `0 0 ${cols * cell} ${rows * cell}`, role: "img", "aria-label": `Grid of ${p.size} slots, ${p.used} taken` });
+        const taken = new Map((p.taken || []).map((t) => [t.index, t]));
+        for (let i = 0; i < p.size; i++) {
+          const t = taken.get(i);
+          const r = svgEl("rect", { x: (i % cols) * cell, y: Math.floor(i / cols) * cell, width: cell - 1, height: cell - 1, class: t ? "taken" : "free" });
+          if (t) { const title = svgEl("title"); title.textContent = `${t.value}: ${t.owner}`; r.append(title); }
+          svg.append(r);
+        }
+        box.append(svg);
+      }
+      const det = el("details", {}, el("summary", { text: `Taken (${p.used})` }));
+      const ul = el("ul");
+      for (const t of (p.taken || []).slice(0, LIMIT)) ul.append(el("li", { text: `${t.value}: ${t.owner}` }));
+      det.append(ul);
+      box.append(det);
+      return box;
+    });
+    if (!items.length) items.push(el("p", { text: "No address ranges configured." }));
+    list.replaceChildren(...items);
+  }
+
+  function renderNodes() {
+    const q = $("#node-filter").value.trim().toLowerCase();
+    const all = snap.nodes || [];
+    const rows = all.filter((n) => !q || `${n.name} ${n.zone} ${n.state} ${n.providerID} ${n.instanceType}`.toLowerCase().includes(q));
+    const ready = all.filter((n) => n.state === "Ready").length;
+    $("#nodes-count").textContent = `(${all.length}, ${ready} ready)`;
+    const nodeActions = (snap.actions || []).filter((a) => a.target === "node");
+    document.querySelectorAll(".act-col").forEach((th) => { th.hidden = !nodeActions.length; });
+    const trs = rows.slice(0, LIMIT).map((n) => {
+      const acts = el("td", { class: "act-col" });
+      acts.hidden = !nodeActions.length;
+      for (const a of nodeActions) {
+        acts.append(el("button", { type: "button", "data-key": `act:${a.name}:${n.name}`, "aria-label": `${a.label} ${n.name}`, text: a.name }));
+        acts.lastChild.addEventListener("click", () => act(a.name, n.name));
+      }
+      return el("tr", { "data-node": n.name },
+        el("th", { scope: "row", text: n.name }),
+        el("td", { class: `state state-${n.state}`, text: n.state }),
+        el("td", { text: n.initialized ? "yes" : "no" }),
+        el("td", { text: n.providerID || "—" }),
+        el("td", { text: n.zone || "—" }),
+        el("td", { text: n.instanceType || "—" }),
+        el("td", { text: (n.addresses || []).join(", ") }),
+        el("td", { text: (n.podCIDRs || []).join(", ") || "—" }),
+        acts);
+    });
+    $("#node-table tbody").replaceChildren(...trs);
+    $("#nodes-more").textContent = rows.length > LIMIT ? `Showing ${LIMIT} of ${rows.length} matching nodes; filter to see others.` : "";
+  }
+
+  function renderActions() {
+    const box = $("#cloud-actions");
+    const acts = (snap.actions || []).filter((a) => !a.target);
+    box.hidden = !acts.length;
+    box.replaceChildren(...acts.map((a) => {
+      const b = el("button", { type: "button", "data-key": `act:${a.name}`, text: a.label });
+      b.addEventListener("click", () => act(a.name, ""));
+      return b;
+    }));
+  }
+
+  async function act(name, target) {
+    const status = $("#status");
+    try {
+      const r = await fetch("api/actions", { method: "POST", headers: { "Content-Type": "application/json", "X-Outrigger-Console": "1" }, body: JSON.stringify({ name, target }) });
+      const text = await r.text();
+      status.textContent = r.ok ? JSON.parse(text).result : `Action ${name} failed: ${text}`;
+      // Keep the result readable until the next action or reconnect.
+      status.dataset.action = "1";
+    } catch (e) {
+      status.textContent = `Action ${name} failed: ${e}`;
+    }
+  }
+
+  function renderTimeline() {
+    const q = $("#tl-filter").value.trim().toLowerCase();
+    const onlyWarn = $("#tl-warn").checked;
+    const items = (snap.timeline || []).filter((e) => (!onlyWarn || e.type === "Warning") && (!q || (e.object || "").toLowerCase().includes(q)));
+    $("#tl-list").replaceChildren(...items.map((e) => el("li", { class: e.type, "data-kind": e.kind },
+      el("time", { datetime: e.time, text: fmtTime(e.time) }),
+      el("span", { class: "obj", text: e.object || "" }),
+      el("span", { class: "reason", text: e.reason }),
+      e.message,
+      e.count > 1 ? ` (×${e.count})` : "",
+      e.source ? el("span", { class: "more", text: ` — ${e.source}` }) : "")));
+    if (!items.length) $("#tl-list").append(el("li", { text: "Nothing yet." }));
+  }
+
+  // chart draws series (arrays aligned with calls.times; null is a gap)
+  // as polylines on a shared y scale from 0.
+  function chart(id, series, unit) {
+    const fig = document.getElementById(id);
+    const svg = fig.querySelector("svg");
+    const W = 600, H = 180, PAD = 4;
+    const n = calls.times.length;
+    let maxY = 0;
+    for (const s of series) for (const v of s.values) if (v !== null && v > maxY) maxY = v;
+    const top = maxY > 0 ? maxY * 1.1 : 1;
+    const kids = [];
+    for (const [i, s] of series.entries()) {
+      let pts = [];
+      const flush = () => { if (pts.length) kids.push(svgEl("polyline", { points: pts.join(" "), stroke: COLORS[i % COLORS.length], "data-series": s.name })); pts = []; };
+      s.values.forEach((v, j) => {
+        if (v === null) { flush(); return; }
+        const x = n > 1 ? (j / (n - 1)) * W : 0;
+        const y = H - PAD - (v / top) * (H - 2 * PAD);
+        pts.push(`${x.toFixed(1)},${y.toFixed(1)}`);
+      });
+      flush();
+    }
+    const label = svgEl("text", { x: 4, y: 12, class: "axis" });
+    label.textContent = `max ${top.toFixed(top < 10 ? 2 : 0)} ${unit}`;
+    kids.push(label);
+    svg.replaceChildren(...kids);
+    const latest = series.map((s) => [s.name, s.values.length ? s.values[s.values.length - 1] : null]);
+    const total = latest.reduce((a, [, v]) => a + (v || 0), 0);
+    const nonzero = series.reduce((a, s) => a + s.values.filter((v) => v).length, 0);
+    fig.dataset.latestTotal = String(total);
+    fig.dataset.nonzero = String(nonzero);
+    const now = latest.filter(([, v]) => v !== null).map(([k, v]) => `${k} ${v.toFixed(v < 10 ? 2 : 0)}`).join(", ");
+    svg.setAttribute("aria-label", `${fig.querySelector("figcaption").textContent}. Latest: ${now || "no data"}`);
+    fig.querySelector(".now").textContent = now ? `Now: ${now} ${unit}` : (series.length ? "None in the last interval." : "No data yet.");
+    fig.querySelector(".legend").replaceChildren(...series.map((s, i) => {
+      const sw = el("span", { "aria-hidden": "true" }); sw.style.background = COLORS[i % COLORS.length];
+      return el("li", {}, sw, s.name);
+    }));
+  }
+
+  function renderCalls() {
+    const err = $("#calls-error");
+    err.hidden = !calls.error;
+    err.textContent = calls.error ? `Metrics: ${calls.error}` : "";
+    const m = calls.methods || [];
+    chart("chart-rate", m.map((s) => ({ name: s.method, values: s.rate })), "calls/s");
+    chart("chart-latency", m.map((s) => ({ name: s.method, values: s.latencyMs })), "ms");
+    const errs = [];
+    for (const s of m) {
+      if (s.errors.some((v) => v)) errs.push({ name: `${s.method} errors`, values: s.errors });
+      if (s.throttled.some((v) => v)) errs.push({ name: `${s.method} 429`, values: s.throttled });
+    }
+    chart("chart-errors", errs, "/s");
+    chart("chart-limits", (calls.families || []).map((f) => ({ name: f.family, values: f.limit })), "calls/s");
+  }
+
+  function renderAll() {
+    keepFocus(() => { renderWarnings(); renderLBs(); renderPools(); renderNodes(); renderActions(); renderTimeline(); });
+    document.body.dataset.generated = snap.generated;
+  }
+
+  for (const id of ["#lb-filter", "#lb-pending"]) $(id).addEventListener("input", () => snap && keepFocus(renderLBs));
+  $("#node-filter").addEventListener("input", () => snap && keepFocus(renderNodes));
+  for (const id of ["#tl-filter", "#tl-warn"]) $(id).addEventListener("input", () => snap && renderTimeline());
+
+  function connect() {
+    const es = new EventSource("api/stream");
+    const status = $("#status");
+    es.addEventListener("snapshot", (e) => {
+      const t0 = performance.now();
+      snap = JSON.parse(e.data);
+      renderAll();
+      document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
+      // The status line is a live region: it changes only when its
+      // meaning does, not at every update, so screen readers are not
+      // interrupted every second; the time goes beside it.
+      const line = `Live: ${(snap.loadBalancers || []).length} load balancers, ${(snap.nodes || []).length} nodes`;
+      if (status.textContent !== line && !status.dataset.action) status.textContent = line;
+      status.className = "live";
+      $("#updated").textContent = `updated ${fmtTime(snap.generated)}`;
+    });
+    es.addEventListener("calls", (e) => { calls = JSON.parse(e.data); renderCalls(); });
+    es.onerror = () => { delete status.dataset.action; status.textContent = "Disconnected; reconnecting…"; status.className = ""; };
+  }
+  connect();
+})();

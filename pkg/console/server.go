@@ -1,0 +1,429 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// syncWait bounds how long a request waits for the informers' first sync.
+const syncWait = 30 * time.Second
+
+// Options configure a console.
+type Options struct {
+	// Client reads Services, Nodes, EndpointSlices and Events.
+	Client kubernetes.Interface
+	// Gatherer gives the call layer's metrics: controller-runtime's
+	// registry in-process, a ScrapeGatherer apart. Nil leaves the charts
+	// empty.
+	Gatherer prometheus.Gatherer
+	// Ranges are the address ranges whose usage the page shows.
+	Ranges []Range
+	// RangeSource, when set, adds ranges the provider knows of.
+	RangeSource RangeSource
+	// Class is the loadBalancerClass this Outrigger owns ("" for
+	// Services without a class).
+	Class string
+	// Actions, when set, makes the page offer them. Nil: read-only.
+	Actions Actions
+	// Interval is how often the metrics are sampled and changes pushed.
+	// Default 1s.
+	Interval time.Duration
+	// History is how many samples the charts keep. Default 300.
+	History int
+	// Log receives the console's own errors.
+	Log logr.Logger
+}
+
+// RangeSource is what a provider implements to show its address ranges
+// (a VIP pool, say) on the console, without the console knowing the
+// provider. It is asked at every snapshot, so ranges may change.
+type RangeSource interface {
+	ConsoleRanges() []Range
+}
+
+// Server serves the console. Its informers start on the first request, so
+// a manager that serves the console but is never asked pays nothing.
+type Server struct {
+	opts    Options
+	sampler *sampler
+
+	startOnce sync.Once
+	// life ends when Start's context does; the informers stop with it.
+	life     context.Context
+	endLife  context.CancelFunc
+	ready    chan struct{}
+	warnings []string
+	listers  listers
+
+	version atomic.Uint64 // bumped by every informer event
+	changed chan struct{} // poked, without blocking, by the same
+
+	callsMu sync.Mutex
+	calls   []Entry // call-layer timeline entries, newest last
+
+	snapMu      sync.Mutex
+	snap        []byte // JSON of the last snapshot
+	snapVersion uint64
+	snapAt      time.Time
+}
+
+type listers struct {
+	services  func() []*corev1.Service
+	nodes     func() []*corev1.Node
+	slices    func() []*discoveryv1.EndpointSlice
+	events    func() []*corev1.Event
+	hasSynced []cache.InformerSynced
+}
+
+// New returns a console; Start samples the metrics and must run for the
+// charts to move.
+func New(opts Options) *Server {
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.History <= 0 {
+		opts.History = 300
+	}
+	var g prometheus.Gatherer = prometheus.Gatherers{}
+	if opts.Gatherer != nil {
+		g = opts.Gatherer
+	}
+	life, end := context.WithCancel(context.Background())
+	return &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
+		ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+}
+
+// Start samples the call metrics every Interval until ctx ends; the
+// informers started by requests stop then too. It is a controller-runtime
+// Runnable, so a manager can run it.
+func (s *Server) Start(ctx context.Context) error {
+	defer s.endLife()
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	s.sample(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			s.sample(now)
+		}
+	}
+}
+
+// NeedLeaderElection implements controller-runtime's
+// LeaderElectionRunnable: every replica serves its console.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+func (s *Server) sample(now time.Time) {
+	entries := s.sampler.take(now)
+	if len(entries) == 0 {
+		return
+	}
+	s.callsMu.Lock()
+	s.calls = append(s.calls, entries...)
+	if len(s.calls) > maxTimeline {
+		s.calls = s.calls[len(s.calls)-maxTimeline:]
+	}
+	s.callsMu.Unlock()
+	s.poke()
+}
+
+func (s *Server) poke() {
+	s.version.Add(1)
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// start starts the informers once, for what the client may list; what it
+// may not is named in the page's warnings instead of retried for ever.
+func (s *Server) start() {
+	s.startOnce.Do(func() {
+		ctx := s.life
+		c := s.opts.Client
+		strip := func(obj any) (any, error) {
+			if m, ok := obj.(metav1.Object); ok {
+				m.SetManagedFields(nil)
+			}
+			return obj, nil
+		}
+		main := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip))
+		handler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.poke() },
+			UpdateFunc: func(any, any) { s.poke() },
+			DeleteFunc: func(any) { s.poke() },
+		}
+		s.listers = listers{
+			services: func() []*corev1.Service { return nil },
+			nodes:    func() []*corev1.Node { return nil },
+			slices:   func() []*discoveryv1.EndpointSlice { return nil },
+			events:   func() []*corev1.Event { return nil },
+		}
+		probe := func(what string, list func(context.Context, metav1.ListOptions) error) bool {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err := list(pctx, metav1.ListOptions{Limit: 1})
+			switch {
+			case err == nil:
+				return true
+			case apierrors.IsForbidden(err):
+				s.warnings = append(s.warnings, fmt.Sprintf("%s are not shown: this console's identity may not list them (%v)", what, err))
+			default:
+				s.warnings = append(s.warnings, fmt.Sprintf("%s are not shown: %v", what, err))
+			}
+			return false
+		}
+		if probe("Services", func(ctx context.Context, o metav1.ListOptions) error {
+			_, err := c.CoreV1().Services("").List(ctx, o)
+			return err
+		}) {
+			inf := main.Core().V1().Services()
+			_, _ = inf.Informer().AddEventHandler(handler)
+			s.listers.services = func() []*corev1.Service { l, _ := inf.Lister().List(labels.Everything()); return l }
+			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+		}
+		if probe("Nodes", func(ctx context.Context, o metav1.ListOptions) error {
+			_, err := c.CoreV1().Nodes().List(ctx, o)
+			return err
+		}) {
+			inf := main.Core().V1().Nodes()
+			_, _ = inf.Informer().AddEventHandler(handler)
+			s.listers.nodes = func() []*corev1.Node { l, _ := inf.Lister().List(labels.Everything()); return l }
+			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+		}
+		if probe("EndpointSlices", func(ctx context.Context, o metav1.ListOptions) error {
+			_, err := c.DiscoveryV1().EndpointSlices("").List(ctx, o)
+			return err
+		}) {
+			inf := main.Discovery().V1().EndpointSlices()
+			_, _ = inf.Informer().AddEventHandler(handler)
+			s.listers.slices = func() []*discoveryv1.EndpointSlice { l, _ := inf.Lister().List(labels.Everything()); return l }
+			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+		}
+		// Events only about Services and Nodes: the rest of a busy
+		// cluster's Events would cost memory and show nothing of ours.
+		var eventListers []func() []*corev1.Event
+		if probe("Events", func(ctx context.Context, o metav1.ListOptions) error {
+			_, err := c.CoreV1().Events("").List(ctx, o)
+			return err
+		}) {
+			for _, kind := range []string{"Service", "Node"} {
+				f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip),
+					informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=" + kind }))
+				inf := f.Core().V1().Events()
+				_, _ = inf.Informer().AddEventHandler(handler)
+				eventListers = append(eventListers, func() []*corev1.Event { l, _ := inf.Lister().List(labels.Everything()); return l })
+				s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+				f.Start(ctx.Done())
+			}
+			s.listers.events = func() []*corev1.Event {
+				var out []*corev1.Event
+				for _, l := range eventListers {
+					out = append(out, l()...)
+				}
+				return out
+			}
+		}
+		main.Start(ctx.Done())
+		go func() {
+			cache.WaitForCacheSync(ctx.Done(), s.listers.hasSynced...)
+			close(s.ready)
+		}()
+	})
+}
+
+// Snapshot builds the current snapshot; the tests and the JSON endpoint
+// use it.
+func (s *Server) Snapshot() Snapshot {
+	s.start()
+	// A resource listed but never synced (a watch refused, say) must not
+	// hang every page: after a while, show what there is.
+	select {
+	case <-s.ready:
+	case <-time.After(syncWait):
+	}
+	ranges := s.opts.Ranges
+	if s.opts.RangeSource != nil {
+		ranges = append(append([]Range(nil), ranges...), s.opts.RangeSource.ConsoleRanges()...)
+	}
+	s.callsMu.Lock()
+	calls := append([]Entry(nil), s.calls...)
+	s.callsMu.Unlock()
+	snap := build(inputs{
+		now:      time.Now(),
+		services: s.listers.services(),
+		nodes:    s.listers.nodes(),
+		slices:   s.listers.slices(),
+		events:   s.listers.events(),
+		ranges:   ranges,
+		class:    s.opts.Class,
+		calls:    calls,
+	})
+	snap.Warnings = s.warnings
+	select {
+	case <-s.ready:
+	default:
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("Still loading: the informers have not synced after %s", syncWait))
+	}
+	if s.opts.Actions != nil {
+		snap.Actions = s.opts.Actions.List()
+	}
+	return snap
+}
+
+// snapshotJSON returns the snapshot's JSON and the change count it is
+// current to, rebuilt only when something changed since, and at most once
+// per Interval: 1,000 Services and 5,000 nodes are a few megabytes that
+// every open page shares.
+func (s *Server) snapshotJSON() ([]byte, uint64) {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	v := s.version.Load()
+	if s.snap != nil && (v == s.snapVersion || time.Since(s.snapAt) < s.opts.Interval) {
+		return s.snap, s.snapVersion
+	}
+	data, err := json.Marshal(s.Snapshot())
+	if err != nil {
+		s.opts.Log.Error(err, "Encoding the console snapshot")
+		return s.snap, s.snapVersion
+	}
+	// v was read before building: a change during the build is sent
+	// again next time, never lost.
+	s.snap, s.snapVersion, s.snapAt = data, v, time.Now()
+	return data, v
+}
+
+// Handler serves the page, its assets and its data, all under relative
+// paths so that it can be mounted anywhere (/console/ on the secure port).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets")
+	files := http.FileServerFS(static)
+	mux.Handle("GET /", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w)
+		files.ServeHTTP(w, r)
+	}))
+	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		data, _ := s.snapshotJSON()
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("GET /api/calls", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.sampler.series())
+	})
+	mux.HandleFunc("GET /api/stream", s.stream)
+	mux.HandleFunc("POST /api/actions", s.action)
+	return mux
+}
+
+// setSecurityHeaders keeps the page to its own assets: nothing is loaded
+// from elsewhere, and no other site may frame it.
+func setSecurityHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+}
+
+// stream pushes the snapshot when it changes and the call series every
+// interval, as server-sent events.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	ctx := r.Context()
+	sent := ^uint64(0) // the change count the page has; none yet
+	send := func(event string, data []byte) error {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+			return err
+		}
+		flusher.Flush()
+		return nil
+	}
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		if s.version.Load() != sent {
+			snap, v := s.snapshotJSON()
+			if v != sent {
+				if err := send("snapshot", snap); err != nil {
+					return
+				}
+				sent = v
+			}
+		}
+		calls, _ := json.Marshal(s.sampler.series())
+		if err := send("calls", calls); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// actionRequest is the body of POST api/actions.
+type actionRequest struct {
+	Name   string `json:"name"`
+	Target string `json:"target"`
+}
+
+// action runs one of the Actions. A custom header is required, which a
+// form on another site cannot send without a CORS preflight this server
+// never answers.
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Actions == nil {
+		http.Error(w, "the console is read-only: actions are off (outrigger dev --console-actions turns them on for the sim cloud)", http.StatusForbidden)
+		return
+	}
+	if r.Header.Get("X-Outrigger-Console") != "1" {
+		http.Error(w, "missing X-Outrigger-Console header", http.StatusForbidden)
+		return
+	}
+	var req actionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		http.Error(w, "malformed action: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	msg, err := s.opts.Actions.Do(r.Context(), req.Name, req.Target)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrUnknownAction) {
+			status = http.StatusBadRequest
+		}
+		http.Error(w, err.Error(), status)
+		return
+	}
+	s.opts.Log.Info("Console action", "action", req.Name, "target", req.Target, "result", msg)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]string{"result": msg})
+}

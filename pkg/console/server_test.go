@@ -1,0 +1,175 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+type recordingActions struct{ done []string }
+
+func (a *recordingActions) List() []Action {
+	return []Action{{Name: "stop", Label: "Stop", Target: "node"}}
+}
+func (a *recordingActions) Do(_ context.Context, name, target string) (string, error) {
+	if name != "stop" {
+		return "", ErrUnknownAction
+	}
+	a.done = append(a.done, name+" "+target)
+	return "stopped " + target, nil
+}
+
+func newTestServer(t *testing.T, opts Options, objects ...runtime.Object) (*httptest.Server, *fake.Clientset) {
+	t.Helper()
+	client := fake.NewClientset(objects...)
+	opts.Client = client
+	s := New(opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = s.Start(ctx) }()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return srv, client
+}
+
+func get(t *testing.T, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func TestPageIsSelfContained(t *testing.T) {
+	srv, _ := newTestServer(t, Options{})
+	resp, body := get(t, srv.URL+"/")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "<title>Outrigger console</title>") {
+		t.Fatalf("GET /: %s\n%s", resp.Status, body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+		t.Errorf("CSP %q", csp)
+	}
+	for _, asset := range []string{"app.js", "style.css"} {
+		if r, b := get(t, srv.URL+"/"+asset); r.StatusCode != http.StatusOK || len(b) == 0 {
+			t.Errorf("%s: %s", asset, r.Status)
+		}
+	}
+	// Nothing is fetched from elsewhere (the SVG namespace is a name, not
+	// a fetch).
+	for _, asset := range []string{"/", "/app.js", "/style.css"} {
+		_, b := get(t, srv.URL+asset)
+		b = strings.ReplaceAll(b, "http://www.w3.org/2000/svg", "")
+		if strings.Contains(b, "http://") || strings.Contains(b, "https://") || strings.Contains(b, "//cdn") {
+			t.Errorf("%s refers to another origin", asset)
+		}
+	}
+}
+
+func TestSnapshotAndStream(t *testing.T) {
+	svc := lbService("web", withVIP("127.0.100.1"))
+	node := testNode("node-1", "127.1.0.1", true)
+	srv, _ := newTestServer(t, Options{Ranges: []Range{{Name: "lb", Prefix: mustPrefix("127.0.100.0/24")}}}, svc, node)
+
+	_, body := get(t, srv.URL+"/api/snapshot")
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if len(snap.LoadBalancers) != 1 || snap.LoadBalancers[0].VIPs[0] != "127.0.100.1" || len(snap.Nodes) != 1 || snap.Pools[0].Used != 1 {
+		t.Errorf("snapshot: %s", body)
+	}
+	if snap.Actions != nil {
+		t.Errorf("read-only by default, got actions %v", snap.Actions)
+	}
+
+	resp, err := http.Get(srv.URL + "/api/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("content type %q", ct)
+	}
+	r := bufio.NewReader(resp.Body)
+	seen := map[string]bool{}
+	for !seen["snapshot"] || !seen["calls"] {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		if ev, ok := strings.CutPrefix(strings.TrimSpace(line), "event: "); ok {
+			seen[ev] = true
+		}
+	}
+}
+
+func TestActions(t *testing.T) {
+	post := func(url, body string, header bool) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, url+"/api/actions", strings.NewReader(body))
+		if header {
+			req.Header.Set("X-Outrigger-Console", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	readOnly, _ := newTestServer(t, Options{})
+	if code, body := post(readOnly.URL, `{"name":"stop","target":"node-1"}`, true); code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("read-only console: %d %s", code, body)
+	}
+
+	acts := &recordingActions{}
+	srv, _ := newTestServer(t, Options{Actions: acts})
+	cases := []struct {
+		name   string
+		body   string
+		header bool
+		want   int
+	}{
+		{"without the header", `{"name":"stop","target":"node-1"}`, false, http.StatusForbidden},
+		{"unknown", `{"name":"explode"}`, true, http.StatusBadRequest},
+		{"malformed", `{`, true, http.StatusBadRequest},
+		{"stop", `{"name":"stop","target":"node-1"}`, true, http.StatusOK},
+	}
+	for _, tc := range cases {
+		if code, body := post(srv.URL, tc.body, tc.header); code != tc.want {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, body, tc.want)
+		}
+	}
+	if len(acts.done) != 1 || acts.done[0] != "stop node-1" {
+		t.Errorf("actions run: %v", acts.done)
+	}
+}
+
+func TestForbiddenResourcesAreNamed(t *testing.T) {
+	client := fake.NewClientset(lbService("web"))
+	client.PrependReactor("list", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", nil)
+	})
+	s := New(Options{Client: client})
+	snap := s.Snapshot()
+	if len(snap.Warnings) != 1 || !strings.Contains(snap.Warnings[0], "Events are not shown") {
+		t.Errorf("warnings: %v", snap.Warnings)
+	}
+	if len(snap.LoadBalancers) != 1 || snap.LoadBalancers[0].Reason != "NotSyncedYet" {
+		t.Errorf("the rest still shows: %+v", snap.LoadBalancers)
+	}
+}

@@ -1,0 +1,51 @@
+package manager
+
+import (
+	"fmt"
+	"net/http"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/outrigger-ccm/outrigger/pkg/console"
+)
+
+// consolePath is where the secure port serves the web console, behind the
+// same authentication and authorization as /metrics: a caller needs get on
+// the non-resource URL /console/* (docs/console.md).
+const consolePath = "/console/"
+
+// addConsole serves the read-only console on the secure port. Its
+// informers start at the first request, so an unvisited console costs
+// nothing.
+func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, provider cloudprovider.Interface) error {
+	if opts.Serving.BindPort == 0 {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return fmt.Errorf("console client: %w", err)
+	}
+	co := console.Options{Client: client, Gatherer: metrics.Registry, Class: opts.LoadBalancerClass, Log: klog.Background().WithName("console")}
+	if opts.AllocateNodeCIDRs && opts.ClusterCIDR != "" {
+		// Validate has checked the CIDRs; a mask that does not fit only
+		// leaves the pools out.
+		co.Ranges, _ = console.ClusterRanges(opts.ClusterCIDR, opts.NodeCIDRMaskSizeIPv4, opts.NodeCIDRMaskSizeIPv6)
+	}
+	if rs, ok := provider.(console.RangeSource); ok {
+		co.RangeSource = rs
+	}
+	srv := console.New(co)
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	if err := mgr.AddMetricsServerExtraHandler(consolePath, http.StripPrefix(consolePath[:len(consolePath)-1], srv.Handler())); err != nil {
+		return fmt.Errorf("serving the console: %w", err)
+	}
+	// The page's links are relative: /console must end with a slash.
+	return mgr.AddMetricsServerExtraHandler("/console", http.RedirectHandler(consolePath, http.StatusMovedPermanently))
+}

@@ -1,0 +1,59 @@
+//go:build integration
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestShortChaosRun is the short, fixed-seed run of `make test`: 2 minutes
+// of workload and every kind of fault on 20 nodes and 20 Services, then
+// every invariant must hold.
+func TestShortChaosRun(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "outrigger")
+	build := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building outrigger: %v\n%s", err, out)
+	}
+	var log bytes.Buffer
+	cfg := Config{Seed: 1, Duration: 2 * time.Minute, Nodes: 20, Services: 20, Replicas: 2,
+		Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
+	report, err := Run(context.Background(), cfg)
+	t.Logf("run log:\n%s", log.String())
+	if report != nil {
+		var table bytes.Buffer
+		report.Table(&table)
+		t.Logf("report:\n%s", table.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range FaultKinds {
+		if report.Faults[k] == 0 {
+			t.Errorf("no %s fault was injected", k)
+		}
+	}
+	if report.Cycles == 0 {
+		t.Error("no workload ran")
+	}
+	if !report.Quiesced {
+		t.Error("the system did not quiesce after the last fault")
+	}
+	for _, v := range report.Violations {
+		t.Errorf("violation %s %s at %.1fs: %s", v.Invariant, v.Object, v.At, v.Detail)
+	}
+	if t.Failed() {
+		for i := range cfg.Replicas {
+			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, fmt.Sprintf("outrigger-%d.log", i))); err == nil {
+				t.Logf("outrigger-%d.log (last 4000 bytes):\n%s", i, b[max(0, len(b)-4000):])
+			}
+		}
+	}
+}

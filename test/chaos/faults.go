@@ -1,0 +1,86 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+)
+
+// runFaults injects each fault, holds it, and lifts it. An error means the
+// environment could not be put back (a restart failed): the run is void.
+func (h *harness) runFaults(ctx context.Context, steps []Step) error {
+	for _, s := range steps {
+		if !h.at(ctx, s.At) {
+			return nil
+		}
+		h.logf("fault %s (hold %v)", s.Kind, s.Hold)
+		lift, err := h.inject(ctx, s)
+		if err != nil {
+			return fmt.Errorf("injecting %s: %w", s.Kind, err)
+		}
+		h.report.fault(s.Kind)
+		if !h.at(ctx, s.At+s.Hold) {
+			// Still put the environment back, for tearDown.
+			ctx = context.WithoutCancel(ctx)
+		}
+		if err := lift(ctx); err != nil {
+			return fmt.Errorf("lifting %s: %w", s.Kind, err)
+		}
+		h.mu.Lock()
+		h.lastLift = time.Now()
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+// inject starts fault s and returns what lifts it.
+func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) error, error) {
+	none := func(context.Context) error { return nil }
+	switch s.Kind {
+	case KillOutrigger:
+		i := int(s.Pick) % len(h.replicas)
+		h.stopReplica(i, syscall.SIGKILL)
+		return func(context.Context) error { return h.startReplica(i) }, nil
+	case KillAPIServer:
+		if err := h.cp.KillAPIServer(); err != nil {
+			return nil, err
+		}
+		return h.cp.StartAPIServer, nil
+	case PauseEtcd:
+		if err := h.cp.PauseEtcd(); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return h.cp.ResumeEtcd() }, nil
+	case InstanceDelete:
+		name, err := h.deleteInstance(ctx, s.Pick)
+		if name != "" {
+			h.logf("  deleted instance %s", name)
+		}
+		return none, err
+	}
+	// The cloud's faults are its settings for the hold.
+	set := simcloud.Settings{}
+	switch s.Kind {
+	case CloudErrors:
+		set.ErrorRate = 0.5
+	case Cloud429:
+		// Nearly every call throttled, each answer asking for a pause.
+		set.RateLimit, set.RateBurst = 2, 2
+		set.RetryAfter = simcloud.Duration{Duration: 2 * time.Second}
+	case CloudHang:
+		set.HangFor = simcloud.Duration{Duration: 30 * time.Second}
+	case CloudQuota:
+		// Nothing more fits: every quota at what is in use.
+		live := len(h.liveNodes())
+		set.MaxInstances = max(1, live)
+		set.MaxLoadBalancers = max(1, len(h.cloud.LoadBalancers()))
+		set.MaxRoutes = max(1, len(h.cloud.Routes()))
+	default:
+		return nil, fmt.Errorf("unknown fault %q", s.Kind)
+	}
+	h.cloud.SetSettings(set)
+	return func(context.Context) error { h.cloud.SetSettings(simcloud.Settings{}); return nil }, nil
+}

@@ -1,0 +1,203 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what a run did and found. Violations must be empty.
+type Report struct {
+	mu sync.Mutex
+
+	Seed     uint64 `json:"seed"`
+	Duration string `json:"duration"`
+	// Schedule is the schedule's digest: the same seed and duration, the
+	// same digest.
+	Schedule string `json:"schedule"`
+	Nodes    int    `json:"initialNodes"`
+	Services int    `json:"initialServices"`
+	Replicas int    `json:"replicas"`
+	// Cycles are the workload steps run.
+	Cycles         int            `json:"cycles"`
+	Workload       map[string]int `json:"workload"`
+	WorkloadErrors map[string]int `json:"workloadErrors"`
+	Faults         map[string]int `json:"faults"`
+	// ReplicaExits counts Outrigger replicas that exited on their own
+	// (a lost leader lease), each restarted as the kubelet would.
+	ReplicaExits int `json:"replicaExits"`
+	// ViolationsByInvariant has every invariant, 0 or not.
+	ViolationsByInvariant map[string]int `json:"violationsByInvariant"`
+	Violations            []Violation    `json:"violations"`
+	Quiesced              bool           `json:"quiesced"`
+	// QuiescenceSeconds is from the last fault lifted to every invariant
+	// holding.
+	QuiescenceSeconds float64 `json:"quiescenceSeconds"`
+	// Ingress is how long new Services waited for their load balancer,
+	// faults and all.
+	Ingress     Percentiles `json:"ingressSeconds"`
+	Final       Final       `json:"final"`
+	WallSeconds float64     `json:"wallSeconds"`
+	WorkDir     string      `json:"workDir,omitempty"`
+
+	ingressTimes []float64
+	seen         map[string]bool
+}
+
+// Percentiles summarize durations in seconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	Max   float64 `json:"max"`
+}
+
+// Final is the state the run ended in.
+type Final struct {
+	Instances            int `json:"runningInstances"`
+	Nodes                int `json:"nodes"`
+	LoadBalancerServices int `json:"loadBalancerServices"`
+	LoadBalancers        int `json:"cloudLoadBalancers"`
+	Routes               int `json:"routes"`
+}
+
+func newReport(cfg Config, s Schedule) *Report {
+	r := &Report{
+		Seed: cfg.Seed, Duration: cfg.Duration.String(), Schedule: s.Digest(),
+		Nodes: cfg.Nodes, Services: cfg.Services, Replicas: cfg.Replicas,
+		Workload: map[string]int{}, WorkloadErrors: map[string]int{}, Faults: map[string]int{},
+		ViolationsByInvariant: map[string]int{}, Violations: []Violation{}, seen: map[string]bool{},
+	}
+	for _, k := range FaultKinds {
+		r.Faults[k] = 0
+	}
+	for _, inv := range Invariants {
+		r.ViolationsByInvariant[inv] = 0
+	}
+	return r
+}
+
+func (r *Report) workload(kind string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Cycles++
+	r.Workload[kind]++
+	if err != nil {
+		r.WorkloadErrors[kind]++
+	}
+}
+
+func (r *Report) fault(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Faults[kind]++
+}
+
+func (r *Report) replicaExit() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ReplicaExits++
+}
+
+func (r *Report) faultTotal() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.Faults {
+		n += v
+	}
+	return n
+}
+
+// violate records v once per invariant and object.
+func (r *Report) violate(v Violation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := v.Invariant + " " + v.Object
+	if r.seen[key] {
+		return
+	}
+	r.seen[key] = true
+	r.Violations = append(r.Violations, v)
+	r.ViolationsByInvariant[v.Invariant]++
+}
+
+func (r *Report) count(invariant string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ViolationsByInvariant[invariant]
+}
+
+func (r *Report) ingress(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ingressTimes = append(r.ingressTimes, d.Seconds())
+}
+
+func (r *Report) quiesced(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Quiesced, r.QuiescenceSeconds = true, round(d.Seconds())
+}
+
+func (r *Report) finish(wall time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.WallSeconds = round(wall.Seconds())
+	t := slices.Clone(r.ingressTimes)
+	sort.Float64s(t)
+	if n := len(t); n > 0 {
+		r.Ingress = Percentiles{Count: n, P50: round(t[n/2]), P90: round(t[n*9/10]), Max: round(t[n-1])}
+	}
+}
+
+func round(s float64) float64 { return float64(int64(s*10+0.5)) / 10 }
+
+// Table writes the report for a terminal.
+func (r *Report) Table(w io.Writer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "seed\t%d\n", r.Seed)
+	fmt.Fprintf(tw, "duration\t%s (schedule %s)\n", r.Duration, r.Schedule)
+	fmt.Fprintf(tw, "start\t%d nodes, %d Services, %d Outrigger replicas\n", r.Nodes, r.Services, r.Replicas)
+	fmt.Fprintf(tw, "workload cycles\t%d\n", r.Cycles)
+	for _, k := range sortedKeys(r.Workload) {
+		fmt.Fprintf(tw, "  %s\t%d (%d refused)\n", k, r.Workload[k], r.WorkloadErrors[k])
+	}
+	fmt.Fprintf(tw, "faults\t\n")
+	for _, k := range FaultKinds {
+		fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
+	}
+	fmt.Fprintf(tw, "outrigger exits (lease lost), restarted\t%d\n", r.ReplicaExits)
+	fmt.Fprintf(tw, "invariant violations\t%d\n", len(r.Violations))
+	for _, k := range Invariants {
+		fmt.Fprintf(tw, "  %s\t%d\n", k, r.ViolationsByInvariant[k])
+	}
+	if r.Quiesced {
+		fmt.Fprintf(tw, "quiescence after last fault\t%.1fs\n", r.QuiescenceSeconds)
+	} else {
+		fmt.Fprintf(tw, "quiescence after last fault\tNOT REACHED\n")
+	}
+	fmt.Fprintf(tw, "time to ingress (new Services)\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", r.Ingress.P50, r.Ingress.P90, r.Ingress.Max, r.Ingress.Count)
+	fmt.Fprintf(tw, "final\t%d instances, %d nodes, %d LB Services, %d cloud LBs, %d routes\n",
+		r.Final.Instances, r.Final.Nodes, r.Final.LoadBalancerServices, r.Final.LoadBalancers, r.Final.Routes)
+	fmt.Fprintf(tw, "wall time\t%.1fs\n", r.WallSeconds)
+	_ = tw.Flush()
+	for _, v := range r.Violations {
+		fmt.Fprintf(w, "VIOLATION %s %s at %.1fs: %s\n", v.Invariant, v.Object, v.At, v.Detail)
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

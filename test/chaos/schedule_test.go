@@ -1,0 +1,47 @@
+package chaos
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestScheduleIsAFunctionOfTheSeed(t *testing.T) {
+	a, b := NewSchedule(42, 2*time.Minute), NewSchedule(42, 2*time.Minute)
+	if !reflect.DeepEqual(a, b) || a.Digest() != b.Digest() {
+		t.Fatal("the same seed gave two schedules")
+	}
+	if c := NewSchedule(43, 2*time.Minute); c.Digest() == a.Digest() {
+		t.Fatal("seeds 42 and 43 gave the same schedule")
+	}
+}
+
+func TestScheduleIsBoundedAndCoversEveryFault(t *testing.T) {
+	for _, tc := range []struct {
+		seed uint64
+		d    time.Duration
+	}{{1, 2 * time.Minute}, {7, 2 * time.Minute}, {1, 10 * time.Minute}} {
+		s := NewSchedule(tc.seed, tc.d)
+		seen := map[string]int{}
+		end := time.Duration(0)
+		for i, f := range s.Faults {
+			seen[f.Kind]++
+			if f.At+f.Hold >= tc.d {
+				t.Errorf("seed %d, %v: fault %d (%s) lifted at %v, after the run", tc.seed, tc.d, i, f.Kind, f.At+f.Hold)
+			}
+			if f.At < end {
+				t.Errorf("seed %d, %v: fault %d (%s) starts at %v before the previous is lifted at %v", tc.seed, tc.d, i, f.Kind, f.At, end)
+			}
+			end = f.At + f.Hold
+		}
+		for _, k := range FaultKinds {
+			if seen[k] == 0 {
+				t.Errorf("seed %d, %v: no %s fault in %d faults", tc.seed, tc.d, k, len(s.Faults))
+			}
+		}
+		if len(s.Workload) == 0 || !slices.IsSortedFunc(s.Workload, func(a, b Step) int { return int(a.At - b.At) }) || s.Workload[len(s.Workload)-1].At >= tc.d {
+			t.Errorf("seed %d, %v: workload not sorted within the run: %d steps", tc.seed, tc.d, len(s.Workload))
+		}
+	}
+}
