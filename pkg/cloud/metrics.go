@@ -48,11 +48,11 @@ var (
 	}, []string{"family"})
 	familyRateLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_family_rate_limit",
-		Help: "Calls per second a method family may currently make (+Inf when unlimited); below --cloud-qps while the family recovers from throttling.",
+		Help: "Calls per second a method family may currently make; adapts to the cloud's throttling, at most --cloud-qps when that is set.",
 	}, []string{"family"})
 	familySlowdownsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_family_slowdowns_total",
-		Help: "Times a method family's rate was halved because the cloud throttled calls for several objects within a short window, by family.",
+		Help: "Times a method family's rate was cut because the cloud throttled calls for several objects within a short window, by family.",
 	}, []string{"family"})
 )
 
