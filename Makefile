@@ -86,7 +86,10 @@ verify-proto: proto
 ## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side.
 bench: controlplane build bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
+	go run ./bench/nodeinit -nodes 1000,5000 -no-batch
+	go run ./bench/nodeinit -nodes 1000,5000 -no-batch -cloud-rate-limit 0
 	go run ./bench/nodeinit -nodes 1000 -upstream bin/upstream-ccm
+	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -cloud-rate-limit 0 -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
 	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
 	go run ./bench/nodeinit -nodes 1000 -networking
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm

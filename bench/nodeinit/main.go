@@ -118,8 +118,8 @@ func run(ctx context.Context, sizes string, cfg config) error {
 		fmt.Println("Done when every node is initialized, has pod CIDRs and NetworkUnavailable=False (RouteCreated).")
 		fmt.Println()
 	}
-	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | API writes (until all initialized) | API writes per node | of which conflicts (409) | Synced events (after settling) | idle cloud calls per refresh period | route calls: create / list / delete |")
-	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| nodes | seconds to all initialized | cloud calls | cloud calls throttled (429) | most 429s in one second | API writes (until all initialized) | API writes per node | of which conflicts (409) | Synced events (after settling) | idle cloud calls per refresh period | idle: busiest second / average second | route calls: create / list / delete |")
+	fmt.Println("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -129,7 +129,8 @@ func run(ctx context.Context, sizes string, cfg config) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| %d | %.1f | %d | %d | %d | %.2f | %d | %d | %.1f | %d / %d / %d |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events, r.idleCallsPerPeriod,
+		fmt.Printf("| %d | %.1f | %d | %d | %d | %d | %.2f | %d | %d | %.1f | %d / %.1f | %d / %d / %d |\n", n, r.seconds, r.calls.Total, r.calls.Throttled, r.peakThrottled, r.writes, float64(r.writes)/float64(n), r.conflicts, r.events, r.idleCallsPerPeriod,
+			r.idlePeak, r.idleCallsPerPeriod/refresh.Seconds(),
 			r.calls.ByOp["CreateRoute"], r.calls.ByOp["ListRoutes"], r.calls.ByOp["DeleteRoute"])
 	}
 	return nil
@@ -144,6 +145,10 @@ type result struct {
 	// idleCallsPerPeriod is the cloud calls per --node-status-update-frequency
 	// once all nodes are initialized.
 	idleCallsPerPeriod float64
+	// peakThrottled is the most 429s in any one second until all nodes
+	// were initialized; idlePeak the most calls in any one second of the
+	// idle measurement.
+	peakThrottled, idlePeak int64
 }
 
 func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, cfg config) (result, error) {
@@ -190,6 +195,10 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	var samples sampler
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go samples.run(sampleCtx, cloud)
 	start := time.Now()
 	done, err := startCCM(runCtx, cfg, kubeconfig, cloudConfig, n)
 	if err != nil {
@@ -204,6 +213,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		}
 	}
 	r := result{seconds: time.Since(start).Seconds(), calls: cloud.Calls()}
+	_, r.peakThrottled = samples.peak(start, time.Now())
 	writesAfter, conflictsAfter, err := benchenv.APICounts(ctx, client)
 	if err != nil {
 		return result{}, err
@@ -224,9 +234,10 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	}
 	// Idle cost: cloud calls over three address refresh periods, nothing
 	// changing (the lifecycle check of Ready nodes costs none).
-	cloud.ResetCalls()
+	idleStart, idleTotal := time.Now(), cloud.Calls().Total
 	time.Sleep(3 * refresh)
-	r.idleCallsPerPeriod = float64(cloud.Calls().Total) / 3
+	r.idleCallsPerPeriod = float64(cloud.Calls().Total-idleTotal) / 3
+	r.idlePeak, _ = samples.peak(idleStart, time.Now())
 	stop()
 	<-done
 

@@ -26,6 +26,19 @@ var families = []Family{FamilyInstances, FamilyLoadBalancers, FamilyRoutes, Fami
 // minRate is the slowest a family adapts down to, in calls per second.
 const minRate = 0.5
 
+// initialRate is the rate a family without --cloud-qps starts at, in calls
+// per second, before it has learnt what the cloud allows.
+const initialRate = 100
+
+// decreaseCooldown is how long after a decrease throttles do not count
+// towards the next one: a cloud's own token bucket is still refilling from
+// the burst that caused the first, and its refusals meanwhile say nothing
+// about the new rate.
+const decreaseCooldown = time.Second
+
+// rateTick is how often a family's rate may grow.
+const rateTick = 100 * time.Millisecond
+
 // family adapts one method family's rate to what the cloud accepts: halved
 // when the cloud throttles several objects' calls in a short window
 // (multiplicative decrease), raised a little on every accepted call
@@ -34,8 +47,14 @@ const minRate = 0.5
 type family struct {
 	name    Family
 	limiter *rate.Limiter
+	// conc adapts how many calls the family has in flight.
+	conc    *concurrency
 	ceiling rate.Limit
 	burst   int
+	// slowStart: no throttle seen yet, the rate grows by a factor per
+	// tick rather than by a step.
+	slowStart  bool
+	lastGrowth time.Time
 
 	mu sync.Mutex
 	// lastDecrease is when the rate was last halved: calls sent before it
@@ -53,7 +72,17 @@ type throttle struct {
 }
 
 func newFamily(name Family, ceiling rate.Limit, burst int) *family {
-	f := &family{name: name, limiter: rate.NewLimiter(ceiling, burst), ceiling: ceiling, burst: burst}
+	start := ceiling
+	if ceiling == rate.Inf {
+		// No ceiling: probe from a modest rate up, rather than send
+		// everything at once and learn the cloud's limit from a burst
+		// of refusals.
+		start = initialRate
+		burst = 0
+	}
+	f := &family{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf,
+		conc: newConcurrency(familyConcurrencyLimit.WithLabelValues(string(name)))}
+	f.limiter = rate.NewLimiter(start, f.burstFor(start))
 	f.report()
 	return f
 }
@@ -66,7 +95,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.limiter.Limit()
-	if sent.Before(f.lastDecrease) {
+	if sent.Before(f.lastDecrease.Add(decreaseCooldown)) {
 		return false, cur
 	}
 	kept := f.throttles[:0]
@@ -92,42 +121,60 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 		cur = rate.Limit(max(minRate, float64(f.sent.count(now))))
 	}
 	next := cur / 2
-	// What the cloud accepted over the last second is what it allows now:
-	// a burst refused mostly should not take five halvings to learn that.
-	if ok := rate.Limit(f.accepted.count(now)); ok >= 1 && ok < next {
-		next = ok
+	// What the cloud accepted over the last second is what it allows now,
+	// so a rate just above the cloud's limit drops to it rather than to
+	// half. Never more than half, though: a family that sent little (its
+	// concurrency was low, or it was idle) accepted little for that reason.
+	if ok := rate.Limit(f.accepted.count(now)); ok >= 1 && ok < cur {
+		next = max(ok, cur/2)
 	}
 	next = max(next, minRate)
+	f.slowStart = false
 	f.limiter.SetLimit(next)
-	f.limiter.SetBurst(max(1, int(next)))
+	f.limiter.SetBurst(f.burstFor(next))
 	familySlowdownsTotal.WithLabelValues(string(f.name)).Inc()
 	f.report()
 	return true, next
 }
 
-// succeeded raises the rate a little (additive increase, with a small
-// proportional term so a high ceiling is reached in reasonable time).
+// succeeded raises the rate, at most once per rateTick and only while the
+// family uses at least half of it (an idle family's rate says nothing about
+// what the cloud allows): by 7.2% per tick (doubling every second) until
+// the first throttle, and then by 0.5% per tick (about 5% a second, at least
+// five calls a second), up to --cloud-qps when set.
 func (f *family) succeeded(now time.Time) {
 	f.accepted.add(now)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if now.Sub(f.lastGrowth) < rateTick {
+		return
+	}
+	f.lastGrowth = now
 	cur := f.limiter.Limit()
 	if cur >= f.ceiling {
 		return
 	}
-	next := min(f.ceiling, cur+rate.Limit(0.05)+cur*0.02)
-	if f.ceiling == rate.Inf && next > rate.Limit(f.sent.count(now))*4 && next > 100 {
-		// No ceiling: once well above what the family sends, the limit
-		// holds nothing back; drop it.
-		next = rate.Inf
+	if float64(f.sent.count(now)) < float64(cur)/2 {
+		return
 	}
+	next := cur + max(0.5, cur*0.005)
+	if f.slowStart {
+		// Doubles every second.
+		next = cur * 1.072
+	}
+	next = min(f.ceiling, next)
 	f.limiter.SetLimit(next)
-	if next != rate.Inf {
-		f.limiter.SetBurst(max(1, min(f.burst, int(next))))
-	} else {
-		f.limiter.SetBurst(f.burst)
-	}
+	f.limiter.SetBurst(f.burstFor(next))
 	f.report()
+}
+
+// burstFor is the burst that goes with rate r: --cloud-burst's share when
+// the user set a ceiling, else a fifth of a second's calls.
+func (f *family) burstFor(r rate.Limit) int {
+	if f.burst > 0 {
+		return max(1, min(f.burst, int(r)))
+	}
+	return max(1, int(r/5))
 }
 
 // rate is the family's current limit, for tests.

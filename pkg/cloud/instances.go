@@ -8,100 +8,79 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
-
-// BatchInstances is an optional interface for a provider's InstancesV2
-// value: it answers for many nodes in one cloud API call. Outrigger uses it
-// for initialization, the periodic address refresh and the lifecycle check,
-// so a cluster of thousands of nodes costs a handful of cloud calls per
-// period rather than one per node. A provider that does not implement it is
-// called node by node through InstancesV2.
-type BatchInstances interface {
-	// InstancesStatus returns one status per node, in the order given. An
-	// error for the whole call (throttling, an outage) is returned as err;
-	// a problem with one node only is that node's InstanceStatus.Err.
-	InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]InstanceStatus, error)
-}
-
-// InstanceStatus is what the cloud knows of one node's instance.
-type InstanceStatus struct {
-	// Exists is false only when the cloud positively reports the instance
-	// gone (terminated or unknown). Never false because of an error.
-	Exists bool
-	// Shutdown is true when the instance exists but is stopped.
-	Shutdown bool
-	// Metadata is set when Exists (and the lookup asked for metadata).
-	Metadata *cloudprovider.InstanceMetadata
-	// Err is set when the cloud could not tell for this node.
-	Err error
-}
-
-// MaxBatch is the most nodes Lookup hands a provider in one batch call.
-const MaxBatch = 500
 
 // Instances is the provider's InstancesV2 behind the layer. It implements
 // cloudprovider.InstancesV2 itself, so code written for the standard
 // interface works unchanged.
 type Instances struct {
-	layer *Layer
-	inner cloudprovider.InstancesV2
-	batch BatchInstances
+	layer   *Layer
+	inner   cloudprovider.InstancesV2
+	batch   provider.BatchInstances
+	answers *answers
 }
 
 // Instances returns the provider's instances interface, or false when the
 // provider has none. A provider with only the older Instances interface is
 // adapted to InstancesV2.
 func (l *Layer) Instances() (*Instances, bool) {
-	v2, ok := l.provider.InstancesV2()
-	if !ok || v2 == nil {
-		v1, ok := l.provider.Instances()
-		if !ok || v1 == nil {
-			return nil, false
-		}
-		zones, ok := l.provider.Zones()
-		if !ok {
-			zones = nil
-		}
-		v2 = instancesV1{provider: l.provider, instances: v1, zones: zones}
+	v2, ok := provider.InstancesV2(l.provider)
+	if !ok {
+		return nil, false
 	}
-	batch, _ := v2.(BatchInstances)
+	batch, _ := v2.(provider.BatchInstances)
 	if l.opts.NoBatch {
 		batch = nil
 	}
-	return &Instances{layer: l, inner: v2, batch: batch}, true
+	return &Instances{layer: l, inner: v2, batch: batch, answers: l.answers}, true
 }
+
+// ProviderIDOptional reports whether the provider may leave a node without a
+// provider ID (see provider.ProviderIDOptional).
+func (i *Instances) ProviderIDOptional() bool { return provider.ProviderIDOptional(i.inner) }
 
 // SupportsBatch reports whether the provider answers many nodes per call.
 func (i *Instances) SupportsBatch() bool { return i.batch != nil }
 
-// InstanceExists implements cloudprovider.InstancesV2.
+// InstanceExists implements cloudprovider.InstancesV2. Answers are shared
+// between callers within Options.ShareWindow (see answers).
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-		return i.inner.InstanceExists(ctx, node)
+	return ask(ctx, i.answers, node, askExists, func(exists bool, err error) bool { return err == nil && exists }, func() (bool, error) {
+		return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
+			return i.inner.InstanceExists(ctx, node)
+		})
 	})
 }
 
-// InstanceShutdown implements cloudprovider.InstancesV2.
+// InstanceShutdown implements cloudprovider.InstancesV2, its answers shared
+// as InstanceExists's.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-		return i.inner.InstanceShutdown(ctx, node)
+	return ask(ctx, i.answers, node, askShutdown, func(_ bool, err error) bool { return err == nil }, func() (bool, error) {
+		return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
+			return i.inner.InstanceShutdown(ctx, node)
+		})
 	})
 }
 
-// InstanceMetadata implements cloudprovider.InstancesV2.
+// InstanceMetadata implements cloudprovider.InstancesV2, its answers shared
+// as InstanceExists's.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-		return i.inner.InstanceMetadata(ctx, node)
+	return ask(ctx, i.answers, node, askMetadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
+		return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
+			return i.inner.InstanceMetadata(ctx, node)
+		})
 	})
 }
 
-// InstancesStatus calls the provider's batch lookup for at most MaxBatch
+// InstancesStatus calls the provider's batch lookup for at most provider.MaxBatch
 // nodes. It must only be called when SupportsBatch.
-func (i *Instances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]InstanceStatus, error) {
+func (i *Instances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
 	if i.batch == nil {
 		return nil, cloudprovider.NotImplemented
 	}
-	out, err := do(ctx, i.layer, call{"InstancesStatus", FamilyInstances, ""}, func(ctx context.Context) ([]InstanceStatus, error) {
+	out, err := do(ctx, i.layer, call{"InstancesStatus", FamilyInstances, ""}, func(ctx context.Context) ([]provider.InstanceStatus, error) {
 		return i.batch.InstancesStatus(ctx, nodes)
 	})
 	if err == nil && len(out) != len(nodes) {
@@ -124,27 +103,30 @@ const (
 )
 
 // Lookup answers for every node, in order, with batch calls of at most
-// MaxBatch nodes when the provider offers them and otherwise with per-node
+// provider.MaxBatch nodes when the provider offers them and otherwise with per-node
 // calls, at most concurrency at a time. A failed batch marks every node in it
 // with the batch's error; nodes are never reported gone because of an error.
-func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need, concurrency int) []InstanceStatus {
+func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need, concurrency int) []provider.InstanceStatus {
 	// Until a node is answered it reads as "could not tell", never as gone,
 	// so a lookup cut short by ctx cannot get a node deleted.
-	out := make([]InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for j := range out {
-		out[j] = InstanceStatus{Exists: true, Err: errNotAnswered}
+		out[j] = provider.InstanceStatus{Exists: true, Err: errNotAnswered}
 	}
 	if i.batch != nil {
-		chunks := (len(nodes) + MaxBatch - 1) / MaxBatch
+		chunks := (len(nodes) + provider.MaxBatch - 1) / provider.MaxBatch
 		workqueue.ParallelizeUntil(ctx, max(1, concurrency), chunks, func(c int) {
-			lo, hi := c*MaxBatch, min(len(nodes), (c+1)*MaxBatch)
+			lo, hi := c*provider.MaxBatch, min(len(nodes), (c+1)*provider.MaxBatch)
 			res, err := i.InstancesStatus(ctx, nodes[lo:hi])
 			for j := lo; j < hi; j++ {
 				if err != nil {
-					out[j] = InstanceStatus{Exists: true, Err: err}
+					out[j] = provider.InstanceStatus{Exists: true, Err: err}
 				} else {
 					out[j] = res[j-lo]
 				}
+			}
+			if err == nil {
+				i.answers.recordStatuses(nodes[lo:hi], res)
 			}
 		})
 		return out
@@ -155,29 +137,29 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need,
 	return out
 }
 
-func (i *Instances) lookupOne(ctx context.Context, node *corev1.Node, need Need) InstanceStatus {
+func (i *Instances) lookupOne(ctx context.Context, node *corev1.Node, need Need) provider.InstanceStatus {
 	if need == NeedMetadata {
 		md, err := i.InstanceMetadata(ctx, node)
 		switch {
 		case errors.Is(err, cloudprovider.InstanceNotFound):
-			return InstanceStatus{Exists: false}
+			return provider.InstanceStatus{Exists: false}
 		case err != nil:
-			return InstanceStatus{Exists: true, Err: err}
+			return provider.InstanceStatus{Exists: true, Err: err}
 		}
-		return InstanceStatus{Exists: true, Metadata: md}
+		return provider.InstanceStatus{Exists: true, Metadata: md}
 	}
 	exists, err := i.InstanceExists(ctx, node)
 	if err != nil {
-		return InstanceStatus{Exists: true, Err: err}
+		return provider.InstanceStatus{Exists: true, Err: err}
 	}
 	if !exists {
-		return InstanceStatus{Exists: false}
+		return provider.InstanceStatus{Exists: false}
 	}
 	shutdown, err := i.InstanceShutdown(ctx, node)
 	if err != nil {
-		return InstanceStatus{Exists: true, Err: err}
+		return provider.InstanceStatus{Exists: true, Err: err}
 	}
-	return InstanceStatus{Exists: true, Shutdown: shutdown}
+	return provider.InstanceStatus{Exists: true, Shutdown: shutdown}
 }
 
 var errNotAnswered = errors.New("lookup ended before this node was answered")

@@ -12,12 +12,16 @@ import (
 	"golang.org/x/time/rate"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Options configure the call layer. The zero value of a field takes the
 // default documented on it.
 type Options struct {
-	// QPS is the sustained rate of calls to the cloud; 0 means unlimited.
+	// QPS is a hard ceiling on the rate of calls to the cloud, across
+	// families; 0 (the default) means none: each method family's limits
+	// adapt to what the cloud accepts.
 	QPS float64
 	// Burst is how many calls may go at once above QPS. Default: max(1, QPS).
 	Burst int
@@ -30,6 +34,12 @@ type Options struct {
 	// within ThrottleWindow before their method family slows down. Fewer
 	// say something about those objects, not about the rate. Default 3.
 	ThrottledObjects int
+	// ShareWindow is how long a positive answer about a node's instance
+	// (it exists, is shut down or not, its metadata) is shared between the
+	// controllers that ask. Default 5s, the default --node-monitor-period:
+	// the lifecycle controller notices a change no later than it would
+	// asking itself. Negative: nothing is shared.
+	ShareWindow time.Duration
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.
 	NoBatch bool
@@ -44,6 +54,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThrottleWindow <= 0 {
 		o.ThrottleWindow = 2 * time.Second
+	}
+	if o.ShareWindow == 0 {
+		o.ShareWindow = 5 * time.Second
 	}
 	if o.ThrottledObjects <= 0 {
 		o.ThrottledObjects = 3
@@ -60,6 +73,11 @@ type Layer struct {
 	families map[Family]*family
 	slots    slots
 	now      func() time.Time
+	// holds keeps each throttled object's calls back until its retry hint
+	// has passed.
+	holds holds
+	// answers are shared between the controllers asking about one node.
+	answers *answers
 	// unkeyed numbers the calls that are about no one object, so that each
 	// counts as its own object when throttles are counted.
 	unkeyed atomic.Uint64
@@ -78,8 +96,10 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		limiter:  rate.NewLimiter(limit, opts.Burst),
 		families: map[Family]*family{},
 		slots:    slots{held: map[string]*slot{}},
+		holds:    holds{until: map[string]time.Time{}},
 		now:      time.Now,
 	}
+	l.answers = newAnswers(opts.ShareWindow, func() time.Time { return l.now() })
 	for _, f := range families {
 		l.families[f] = newFamily(f, limit, opts.Burst)
 	}
@@ -101,17 +121,6 @@ var ErrTimeout = errors.New("cloud call timed out")
 // retries the object with its backoff instead.
 var ErrCallInFlight = errors.New("an earlier cloud call for this object is still running")
 
-// Throttled reports whether err says the cloud throttled the caller: any
-// error in the chain with a RetryAfter() time.Duration method, as
-// k8s.io/cloud-provider/api.RetryError has.
-func Throttled(err error) (retryAfter time.Duration, ok bool) {
-	var ra interface{ RetryAfter() time.Duration }
-	if errors.As(err, &ra) {
-		return ra.RetryAfter(), true
-	}
-	return 0, false
-}
-
 // call names one cloud call: its method and the object it is about. An
 // empty key is a call about no one object (a batch lookup, a route list),
 // which is not serialized.
@@ -121,15 +130,22 @@ type call struct {
 	key    string
 }
 
-// do runs one cloud call through the object's slot, the method family's
-// adaptive limiter, the --cloud-qps limiter and the timeout, and records its
-// metrics. The call runs in its own goroutine so that a provider that
-// ignores its context still releases the caller at the deadline; the
-// object's slot stays held until the provider really returns.
+// do runs one cloud call through the object's hold and slot, the method
+// family's adaptive concurrency and rate limits, the --cloud-qps ceiling and
+// the timeout, and records its metrics. The call runs in its own goroutine
+// so that a provider that ignores its context still releases the caller at
+// the deadline; the object's slot and the family's concurrency stay held
+// until the provider really returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	fam := l.families[c.family]
 	start := l.now()
+	if c.key != "" {
+		if wait, held := l.holds.held(c.key, start); held {
+			heldTotal.WithLabelValues(c.method).Inc()
+			return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, &heldError{wait: wait})
+		}
+	}
 	var sl *slot
 	if c.key != "" {
 		var err error
@@ -146,12 +162,20 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.slots.release(c.key, sl)
 		}
 	}
-	if err := fam.limiter.Wait(ctx); err != nil {
+	if err := fam.conc.acquire(ctx); err != nil {
 		release()
+		return zero, fmt.Errorf("waiting for the %s concurrency limit before %s: %w", fam.name, c.method, err)
+	}
+	abort := func() {
+		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
+		release()
+	}
+	if err := waitRate(ctx, fam.limiter); err != nil {
+		abort()
 		return zero, fmt.Errorf("waiting for the %s rate limiter before %s: %w", fam.name, c.method, err)
 	}
 	if err := l.limiter.Wait(ctx); err != nil {
-		release()
+		abort()
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
 	}
 	sent := l.now()
@@ -171,6 +195,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		mu               sync.Mutex
 		returned, gaveUp bool
 	)
+	log := klog.FromContext(ctx).V(2)
 	go func() {
 		defer cancel()
 		v, err := fn(callCtx)
@@ -178,6 +203,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		returned = true
 		wasAbandoned := gaveUp
 		mu.Unlock()
+		// The family learns from every answer, even one its caller no
+		// longer waits for: a slow answer is the news.
+		l.learn(log, fam, c, sent, err)
 		// The slot is freed only now: until the provider returns, the
 		// cloud may still be acting on this object.
 		release()
@@ -211,24 +239,87 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 	}
 	callDuration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
-
 	if r.err != nil {
 		errorsTotal.WithLabelValues(c.method).Inc()
-		if retryAfter, ok := Throttled(r.err); ok {
-			throttlesTotal.WithLabelValues(c.method).Inc()
-			key := c.key
-			if key == "" {
-				key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
-			}
-			slowed, next := fam.throttled(l.now(), sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
-			log := klog.FromContext(ctx).V(2)
-			if slowed {
-				log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
-			}
-			log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
-		}
 		return zero, r.err
 	}
-	fam.succeeded(l.now())
 	return r.v, nil
+}
+
+// learn adapts the family to one answer: an accepted call raises its limits
+// a little; a throttle holds the object back for its hint and, when several
+// objects were throttled, slows the family; a timeout or a slow answer
+// lowers its concurrency.
+func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err error) {
+	now := l.now()
+	latency := now.Sub(sent)
+	if err == nil {
+		fam.succeeded(now)
+		fam.conc.done(now, sent, latency, outcomeOK)
+		return
+	}
+	retryAfter, throttled := provider.RetryAfter(err)
+	if !throttled {
+		outcome := outcomeOther
+		if errors.Is(err, context.DeadlineExceeded) && latency >= l.opts.Timeout {
+			outcome = outcomeCongested
+		}
+		fam.conc.done(now, sent, latency, outcome)
+		return
+	}
+	throttlesTotal.WithLabelValues(c.method).Inc()
+	key := c.key
+	if key == "" {
+		key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
+	} else if retryAfter > 0 {
+		l.holds.hold(c.key, now.Add(retryAfter), now)
+	}
+	slowed, next := fam.throttled(now, sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+	outcome := outcomeOther
+	if slowed {
+		outcome = outcomeCongested
+		log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
+	}
+	fam.conc.done(now, sent, latency, outcome)
+	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
+}
+
+// maxReservation is the longest a call waits on one reservation of a
+// family's rate limiter. Longer, it cancels it and asks again later: the
+// rate adapts, and a reservation made at a low rate would otherwise keep
+// its wait after the rate went up again.
+const maxReservation = 250 * time.Millisecond
+
+// waitRate waits until lim lets one call go, within ctx.
+func waitRate(ctx context.Context, lim *rate.Limiter) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		r := lim.Reserve()
+		if !r.OK() {
+			return errors.New("rate limiter refused the call")
+		}
+		d := r.Delay()
+		if d == 0 {
+			return nil
+		}
+		wait := d
+		if d > maxReservation {
+			r.Cancel()
+			wait = maxReservation
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+			if d <= maxReservation {
+				return nil
+			}
+		case <-ctx.Done():
+			if d <= maxReservation {
+				r.Cancel()
+			}
+			return ctx.Err()
+		}
+	}
 }

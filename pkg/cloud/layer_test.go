@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/time/rate"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 func node(name string) *corev1.Node {
@@ -62,7 +65,7 @@ func TestTimeoutFreesCallerOfHungProvider(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	p := &scripted{answer: func(context.Context, int64) error { return nil }}
-	inst, _ := New(p, Options{QPS: 20, Burst: 1}).Instances()
+	inst, _ := New(p, Options{QPS: 20, Burst: 1, ShareWindow: -1}).Instances()
 	start := time.Now()
 	for range 6 {
 		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
@@ -119,14 +122,14 @@ type batchProvider struct {
 }
 
 func (b *batchProvider) InstancesV2() (cloudprovider.InstancesV2, bool) { return b, true }
-func (b *batchProvider) InstancesStatus(_ context.Context, nodes []*corev1.Node) ([]InstanceStatus, error) {
+func (b *batchProvider) InstancesStatus(_ context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
 	b.batches.Add(1)
 	if b.fail {
 		return nil, errors.New("outage")
 	}
-	out := make([]InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i := range nodes {
-		out[i] = InstanceStatus{Exists: i%2 == 0}
+		out[i] = provider.InstanceStatus{Exists: i%2 == 0}
 	}
 	return out, nil
 }
@@ -148,7 +151,7 @@ func TestLookupBatches(t *testing.T) {
 	if b.calls.Load() != 0 {
 		t.Errorf("%d per-node calls alongside batch calls", b.calls.Load())
 	}
-	if out[MaxBatch].Exists != true || out[MaxBatch+1].Exists != false {
+	if out[provider.MaxBatch].Exists != true || out[provider.MaxBatch+1].Exists != false {
 		t.Error("statuses not mapped back to their nodes")
 	}
 
@@ -191,11 +194,16 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 		}
 		return nil
 	}}
-	l := New(p, Options{QPS: 400, Burst: 400})
+	l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
+	// Episodes a few seconds apart, past the cooldown after each decrease.
+	start := time.Now()
+	var clock atomic.Int64
+	l.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
 	inst, _ := l.Instances()
 	fam := l.families[FamilyInstances]
 	var rates []float64
 	for ep := range 3 {
+		clock.Add(int64(3 * time.Second))
 		throttleEpisode(inst, fmt.Sprint("ep", ep), 3)
 		rates = append(rates, float64(fam.rate()))
 	}
@@ -206,13 +214,11 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 		t.Errorf("the layer-wide limit moved to %v; only the family may slow down", got)
 	}
 	throttle.Store(false)
-	for range 200 {
-		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+		t.Fatal(err)
 	}
-	if got := float64(fam.rate()); got != 400 {
-		t.Errorf("rate after 200 successes = %v, want back at --cloud-qps 400", got)
+	if steps := recoverFamily(t, fam, l.now().Add(time.Second), 400); steps == 0 {
+		t.Error("rate did not climb after the cloud accepted calls again")
 	}
 }
 
@@ -229,6 +235,8 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 		return cloudproviderapi.NewRetryError("slow down", 0)
 	}}
 	l := New(p, Options{QPS: 400, Burst: 400})
+	// All of them in flight at once, above the initial concurrency.
+	l.families[FamilyInstances].conc.limit = inFlight
 	inst, _ := l.Instances()
 	var done sync.WaitGroup
 	for i := range inFlight {
@@ -244,24 +252,56 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 	}
 }
 
-// The cloud accepts three calls of a burst and throttles the rest: the
-// rate drops to what it accepted, not to half of what was asked.
+// The cloud accepts most of a burst and throttles the rest: the rate drops
+// to what it accepted, not to half of what was asked; when it accepted
+// little, the rate halves (a family that sent little accepted little).
 func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
-	p := &scripted{answer: func(_ context.Context, n int64) error {
-		if n <= 3 {
-			return nil
-		}
-		return cloudproviderapi.NewRetryError("slow down", 0)
-	}}
-	l := New(p, Options{QPS: 400, Burst: 400})
-	inst, _ := l.Instances()
-	for range 3 {
-		if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
-			t.Fatal(err)
-		}
+	for _, tc := range []struct {
+		accepted int64
+		want     float64
+	}{
+		{accepted: 300, want: 300},
+		{accepted: 3, want: 200},
+	} {
+		t.Run(fmt.Sprint(tc.accepted), func(t *testing.T) {
+			p := &scripted{answer: func(_ context.Context, n int64) error {
+				if n <= tc.accepted {
+					return nil
+				}
+				return cloudproviderapi.NewRetryError("slow down", 0)
+			}}
+			l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
+			inst, _ := l.Instances()
+			for range tc.accepted {
+				if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			throttleEpisode(inst, "x", 3)
+			if got := float64(l.families[FamilyInstances].rate()); got != tc.want {
+				t.Errorf("rate after the cloud accepted %d calls then throttled = %v, want %v", tc.accepted, got, tc.want)
+			}
+		})
 	}
-	throttleEpisode(inst, "x", 3)
-	if got := float64(l.families[FamilyInstances].rate()); got != 3 {
-		t.Errorf("rate after the cloud accepted 3 calls then throttled = %v, want 3", got)
+}
+
+// recoverFamily has the cloud accept fam's calls, as many as its rate
+// allows, over a simulated clock from start, until its rate is back at want; it reports
+// how many calls that took and fails the test if it does not get there
+// within ten simulated minutes.
+func recoverFamily(t *testing.T, fam *family, start time.Time, want rate.Limit) int {
+	t.Helper()
+	for i := 0; ; i++ {
+		if fam.rate() >= want {
+			return i
+		}
+		if i > 60000 {
+			t.Fatalf("rate still %v after %d simulated successes, want %v", fam.rate(), i, want)
+		}
+		now := start.Add(time.Duration(i) * 10 * time.Millisecond)
+		for range int(fam.rate()/100) + 1 {
+			fam.sent.add(now)
+		}
+		fam.succeeded(now)
 	}
 }

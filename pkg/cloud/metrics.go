@@ -38,17 +38,25 @@ var (
 		Name: "outrigger_cloud_abandoned_calls",
 		Help: "Calls abandoned after the per-call timeout (or their caller's cancellation) that the provider has not returned from yet, by method. Each holds its object's slot.",
 	}, []string{"method"})
+	heldTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_cloud_calls_held_total",
+		Help: "Calls kept from the cloud because it throttled their object and its retry hint has not passed yet, by method.",
+	}, []string{"method"})
+	familyConcurrencyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "outrigger_cloud_family_concurrency_limit",
+		Help: "Calls a method family may currently have in flight; adapts to the cloud's latency and throttling, by family.",
+	}, []string{"family"})
 	familyRateLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_family_rate_limit",
-		Help: "Calls per second a method family may currently make (+Inf when unlimited); below --cloud-qps while the family recovers from throttling.",
+		Help: "Calls per second a method family may currently make; adapts to the cloud's throttling, at most --cloud-qps when that is set.",
 	}, []string{"family"})
 	familySlowdownsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_family_slowdowns_total",
-		Help: "Times a method family's rate was halved because the cloud throttled calls for several objects within a short window, by family.",
+		Help: "Times a method family's rate was cut because the cloud throttled calls for several objects within a short window, by family.",
 	}, []string{"family"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration,
-		inFlightRejectedTotal, abandonedCalls, familyRateLimit, familySlowdownsTotal)
+		inFlightRejectedTotal, abandonedCalls, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
 }

@@ -4,22 +4,13 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// NodeCIDRSource is an optional interface for a provider (the
-// cloudprovider.Interface value itself): the cloud decides each node's pod
-// CIDRs, as clouds with native pod networking (alias IP ranges, prefix
-// delegation) do. It backs --cidr-allocator-type=CloudAllocator.
-type NodeCIDRSource interface {
-	// NodeCIDRs returns the pod CIDRs the cloud assigned to the node's
-	// instance, at most one IPv4 and one IPv6, assigning them first if
-	// needed. Calling it again for the same instance returns the same CIDRs.
-	NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error)
-}
-
-// NodeCIDRs returns the provider's NodeCIDRSource behind the layer, or false.
-func (l *Layer) NodeCIDRs() (NodeCIDRSource, bool) {
-	src, ok := l.provider.(NodeCIDRSource)
+// NodeCIDRs returns the provider's provider.NodeCIDRSource behind the layer, or false.
+func (l *Layer) NodeCIDRs() (provider.NodeCIDRSource, bool) {
+	src, ok := l.provider.(provider.NodeCIDRSource)
 	if !ok {
 		return nil, false
 	}
@@ -28,7 +19,7 @@ func (l *Layer) NodeCIDRs() (NodeCIDRSource, bool) {
 
 type nodeCIDRs struct {
 	layer *Layer
-	src   NodeCIDRSource
+	src   provider.NodeCIDRSource
 }
 
 func (n nodeCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {

@@ -5,10 +5,12 @@ import (
 
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // RequeueOnRetryHint wraps r so that an error carrying a retry hint (see
-// Throttled) retries only the object that got it, after the hint, as
+// provider.RetryAfter) retries only the object that got it, after the hint, as
 // upstream's service controller does with api.RetryError: the object is
 // requeued with Result{RequeueAfter: hint} and its failure backoff is not
 // grown, since the cloud said when to come back. Other objects are not
@@ -28,7 +30,7 @@ func RequeueAfterHint(ctx context.Context, res reconcile.Result, err error) (rec
 	if err == nil {
 		return res, nil
 	}
-	after, ok := Throttled(err)
+	after, ok := provider.RetryAfter(err)
 	if !ok || after <= 0 {
 		return res, err
 	}

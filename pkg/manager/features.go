@@ -22,7 +22,7 @@ var featureGate featuregate.MutableVersionedFeatureGate = utilfeature.DefaultMut
 // Outrigger's own gates.
 const (
 	// BatchInstanceLookups lets Outrigger ask a provider that implements
-	// cloud.BatchInstances about many nodes in one call. Off, every
+	// provider.BatchInstances about many nodes in one call. Off, every
 	// provider is asked node by node, as upstream does.
 	BatchInstanceLookups featuregate.Feature = "BatchInstanceLookups"
 )

@@ -197,8 +197,8 @@ func NewOptions() *Options {
 		Logs:                 logsapi.NewLoggingConfiguration(),
 		NodeCIDRMaskSizeIPv4: 24,
 		NodeCIDRMaskSizeIPv6: 64,
-		CloudQPS:             50,
-		CloudBurst:           50,
+		CloudQPS:             0,
+		CloudBurst:           0,
 		CloudCallTimeout:     30 * time.Second,
 	}
 }
@@ -264,7 +264,7 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&o.LeaderMigrationConfig, "leader-migration-config", o.LeaderMigrationConfig, "Path to a LeaderMigrationConfiguration (upstream's format). Default: routes, services and node lifecycle move, under the lease cloud-provider-extraction-migration.")
 
 	fs = nfs.FlagSet("cloud-node-controller")
-	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, fmt.Sprintf("Nodes initialized at once. Left at the default, Outrigger uses %d: cloud calls stay within --cloud-qps whatever this is.", autoNodeWorkers))
+	fs.Int32Var(&o.ConcurrentNodeSyncs, "concurrent-node-syncs", o.ConcurrentNodeSyncs, fmt.Sprintf("Nodes initialized at once. Left at the default, Outrigger uses %d: the call layer adapts cloud calls to what the cloud accepts whatever this is.", autoNodeWorkers))
 	fs.Int32Var(&o.ConcurrentNodeStatusUpdates, "concurrent-node-status-updates", o.ConcurrentNodeStatusUpdates, "Parallel node address updates of the periodic refresh; 0 uses --concurrent-node-syncs.")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "How often every node's addresses are refreshed from the cloud.")
 
@@ -273,7 +273,7 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.NodeMonitorPeriod, "node-monitor-period", o.NodeMonitorPeriod, "How often NotReady nodes are checked against the cloud (deleted when gone, tainted when shut down).")
 
 	fs = nfs.FlagSet("service-lb-controller")
-	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, fmt.Sprintf("Load balancer Services synced at once. Left at the default, Outrigger uses %d: cloud calls stay within --cloud-qps whatever this is.", autoServiceWorkers))
+	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, fmt.Sprintf("Load balancer Services synced at once. Left at the default, Outrigger uses %d: the call layer adapts cloud calls to what the cloud accepts whatever this is.", autoServiceWorkers))
 
 	fs = nfs.FlagSet("webhook")
 	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, "Webhooks to serve. This build has none; upstream's sample has none either.")
@@ -290,8 +290,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
-	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Calls per second to the cloud provider, across all controllers; 0 means unlimited.")
-	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps.")
+	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
+	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps, when it is set; 0 means --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
 	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics and /debug without authenticating and authorizing the caller (for local development only).")
 

@@ -22,8 +22,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // ProviderName is the --cloud-provider name of the plugin client.
@@ -192,7 +192,7 @@ type Client struct {
 // clientWithCIDRs adds the CloudAllocator's source when the plugin has it.
 type clientWithCIDRs struct{ *Client }
 
-// NodeCIDRs implements cloud.NodeCIDRSource.
+// NodeCIDRs implements provider.NodeCIDRSource.
 func (c clientWithCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
 	b, err := encode(node)
 	if err != nil {
@@ -250,7 +250,7 @@ func (c *Client) Zones() (cloudprovider.Zones, bool) { return nil, false }
 func (c *Client) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // InstancesV2 implements cloudprovider.Interface when the plugin has
-// INSTANCES (and cloud.BatchInstances when it has INSTANCES_BATCH).
+// INSTANCES (and provider.BatchInstances when it has INSTANCES_BATCH).
 func (c *Client) InstancesV2() (cloudprovider.InstancesV2, bool) {
 	if !c.caps[pluginpb.Capability_INSTANCES] {
 		return nil, false
@@ -317,7 +317,7 @@ func (i instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 
 type batchInstances struct{ instances }
 
-func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]cloud.InstanceStatus, error) {
+func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
 	encoded, err := encodeNodes(nodes)
 	if err != nil {
 		return nil, err
@@ -331,11 +331,11 @@ func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Nod
 	if len(resp.GetStatuses()) != len(nodes) {
 		return nil, fmt.Errorf("plugin InstancesStatus: %d statuses for %d nodes", len(resp.GetStatuses()), len(nodes))
 	}
-	out := make([]cloud.InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i, st := range resp.GetStatuses() {
-		out[i] = cloud.InstanceStatus{Exists: st.GetExists(), Shutdown: st.GetShutdown(), Metadata: fromMetadata(st.GetMetadata())}
+		out[i] = provider.InstanceStatus{Exists: st.GetExists(), Shutdown: st.GetShutdown(), Metadata: fromMetadata(st.GetMetadata())}
 		if st.GetError() != "" {
-			out[i] = cloud.InstanceStatus{Exists: true, Err: errors.New(st.GetError())}
+			out[i] = provider.InstanceStatus{Exists: true, Err: errors.New(st.GetError())}
 		}
 	}
 	return out, nil

@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // ProtocolVersion is the protocol version this package speaks.
@@ -147,10 +147,10 @@ func toStatus(ctx context.Context, err error) error {
 	}
 	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
 		trailer.Set(MetadataReason, ReasonImplementedElsewhere)
-	} else if reason := cloud.Reason(err); reason != cloud.ReasonCloudError && reason != cloud.ReasonNotImplemented {
+	} else if reason := provider.Reason(err); reason != provider.ReasonCloudError && reason != provider.ReasonNotImplemented {
 		trailer.Set(MetadataReason, reason)
 	}
-	if after, ok := cloud.Throttled(err); ok {
+	if after, ok := provider.RetryAfter(err); ok {
 		code = codes.ResourceExhausted
 		trailer.Set(MetadataRetryAfter, strconv.FormatInt(after.Milliseconds(), 10))
 	}
@@ -202,7 +202,7 @@ func fromStatus(method string, err error, trailer metadata.MD) error {
 	case ReasonImplementedElsewhere:
 		out = fmt.Errorf("%w: %w", out, cloudprovider.ImplementedElsewhere)
 	default:
-		out = cloud.WithReason(reason, out)
+		out = provider.WithReason(reason, out)
 	}
 	return out
 }

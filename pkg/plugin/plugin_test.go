@@ -19,8 +19,8 @@ import (
 	fakecloud "k8s.io/cloud-provider/fake"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/sanity"
@@ -211,10 +211,10 @@ func TestErrorsCrossTheBoundary(t *testing.T) {
 		{"not implemented", cloudprovider.NotImplemented, func(e error) bool { return errors.Is(e, cloudprovider.NotImplemented) }},
 		{"implemented elsewhere", cloudprovider.ImplementedElsewhere, func(e error) bool { return errors.Is(e, cloudprovider.ImplementedElsewhere) }},
 		{"throttled", cloudproviderapi.NewRetryError("slow down", 3*time.Second), func(e error) bool {
-			after, ok := cloud.Throttled(e)
+			after, ok := provider.RetryAfter(e)
 			return ok && after == 3*time.Second
 		}},
-		{"quota", cloud.WithReason(cloud.ReasonQuotaExceeded, errors.New("no more")), func(e error) bool { return cloud.Reason(e) == cloud.ReasonQuotaExceeded }},
+		{"quota", provider.WithReason(provider.ReasonQuotaExceeded, errors.New("no more")), func(e error) bool { return provider.Reason(e) == provider.ReasonQuotaExceeded }},
 		{"plain", errors.New("boom"), func(e error) bool { return e != nil && strings.Contains(e.Error(), "boom") }},
 	}
 	for _, tt := range tests {

@@ -20,8 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Info identifies a plugin.
@@ -38,36 +38,35 @@ type server struct {
 	info      Info
 	provider  cloudprovider.Interface
 	instances cloudprovider.InstancesV2
-	batch     cloud.BatchInstances
+	batch     provider.BatchInstances
 	lb        cloudprovider.LoadBalancer
 	routes    cloudprovider.Routes
-	cidrs     cloud.NodeCIDRSource
+	cidrs     provider.NodeCIDRSource
 }
 
 // NewServer returns the gRPC service for provider. Capabilities are what
 // the provider offers: InstancesV2 (or Instances, adapted), the optional
 // batch lookup and CIDR source, LoadBalancer, Routes.
-func NewServer(provider cloudprovider.Interface, info Info) pluginpb.CloudProviderServer {
+func NewServer(p cloudprovider.Interface, info Info) pluginpb.CloudProviderServer {
 	if info.Name == "" {
-		info.Name = provider.ProviderName()
+		info.Name = p.ProviderName()
 	}
-	s := &server{info: info, provider: provider}
-	// The cloud-call layer adapts v1-only providers; no limits here, the
-	// client side applies them.
-	layer := cloud.New(provider, cloud.Options{})
-	if inst, ok := layer.Instances(); ok {
+	s := &server{info: info, provider: p}
+	// The server calls the provider directly: limits, per-object
+	// serialization and timeouts are the client's call layer's business,
+	// and a second layer here would throttle the plugin on its own and
+	// hide the cloud's answers from the client's.
+	if inst, ok := provider.InstancesV2(p); ok {
 		s.instances = inst
-		if v2, ok := provider.InstancesV2(); ok && v2 != nil {
-			s.batch, _ = v2.(cloud.BatchInstances)
-		}
+		s.batch, _ = inst.(provider.BatchInstances)
 	}
-	if lb, ok := provider.LoadBalancer(); ok && lb != nil {
+	if lb, ok := p.LoadBalancer(); ok && lb != nil {
 		s.lb = lb
 	}
-	if r, ok := provider.Routes(); ok && r != nil {
+	if r, ok := p.Routes(); ok && r != nil {
 		s.routes = r
 	}
-	s.cidrs, _ = provider.(cloud.NodeCIDRSource)
+	s.cidrs, _ = p.(provider.NodeCIDRSource)
 	return s
 }
 

@@ -1,79 +1,15 @@
-// Package providers holds the registry that maps a --cloud-provider name to
-// the factory that builds that provider. A registry is an ordinary value made
-// in main and handed to the manager: nothing is registered behind the caller's
-// back by init() functions, so a binary contains exactly the providers its
-// main.go names.
+// Package providers holds the providers that ship with Outrigger (local,
+// sim). The registry that maps --cloud-provider names to factories is in
+// package provider; the names here keep existing main.go files building.
 package providers
 
-import (
-	"fmt"
-	"io"
-	"sort"
-	"strings"
+import "github.com/outrigger-ccm/outrigger/pkg/provider"
 
-	cloudprovider "k8s.io/cloud-provider"
-)
+// Factory is provider.Factory.
+type Factory = provider.Factory
 
-// Factory builds a provider from its cloud-config. config is nil when no
-// --cloud-config was given. The signature is upstream's
-// cloudprovider.Factory, so an existing provider's constructor registers
-// unchanged.
-type Factory = cloudprovider.Factory
+// Registry is provider.Registry.
+type Registry = provider.Registry
 
-// Registry maps provider names to factories.
-type Registry struct {
-	factories map[string]Factory
-}
-
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{factories: map[string]Factory{}}
-}
-
-// Register adds a provider. It panics on an empty name, a nil factory or a
-// name registered twice: all three are programming errors in main.go that
-// must not reach a cluster.
-func (r *Registry) Register(name string, factory Factory) {
-	if name == "" || factory == nil {
-		panic("providers: Register needs a name and a factory")
-	}
-	if _, dup := r.factories[name]; dup {
-		panic(fmt.Sprintf("providers: provider %q registered twice", name))
-	}
-	r.factories[name] = factory
-}
-
-// Names lists the registered providers, sorted.
-func (r *Registry) Names() []string {
-	names := make([]string, 0, len(r.factories))
-	for n := range r.factories {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// New builds the named provider. An unknown name yields an error that lists
-// the registered providers, since that is what the user needs to fix the flag.
-func (r *Registry) New(name string, config io.Reader) (cloudprovider.Interface, error) {
-	factory, ok := r.factories[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown --cloud-provider %q: this binary has %s", name, r.describe())
-	}
-	p, err := factory(config)
-	if err != nil {
-		return nil, fmt.Errorf("provider %q: %w", name, err)
-	}
-	if p == nil {
-		return nil, fmt.Errorf("provider %q: factory returned no provider and no error", name)
-	}
-	return p, nil
-}
-
-func (r *Registry) describe() string {
-	names := r.Names()
-	if len(names) == 0 {
-		return "no providers registered"
-	}
-	return "providers " + strings.Join(names, ", ")
-}
+// NewRegistry is provider.NewRegistry.
+func NewRegistry() *Registry { return provider.NewRegistry() }

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Options configure a run.
@@ -210,13 +210,13 @@ func (s *suite) instances(ctx context.Context, v2 cloudprovider.InstancesV2) {
 			return nil
 		})
 	}
-	batch, ok := v2.(cloud.BatchInstances)
+	batch, ok := v2.(provider.BatchInstances)
 	if !ok {
 		return
 	}
 	s.run(ctx, cap, "batch lookup agrees with single lookups", func(ctx context.Context) error {
 		nodes := append([]*corev1.Node{missing}, s.opts.Nodes...)
-		sts, err := call(ctx, s, "InstancesStatus", func(ctx context.Context) ([]cloud.InstanceStatus, error) { return batch.InstancesStatus(ctx, nodes) })
+		sts, err := call(ctx, s, "InstancesStatus", func(ctx context.Context) ([]provider.InstanceStatus, error) { return batch.InstancesStatus(ctx, nodes) })
 		if err != nil {
 			return fmt.Errorf("InstancesStatus: %v", err)
 		}

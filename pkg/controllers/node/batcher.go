@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // batcher gathers the lookups that workers make at about the same time into
@@ -25,19 +26,19 @@ type batcher struct {
 type pendingLookup struct {
 	ctx  context.Context
 	node *corev1.Node
-	done chan cloud.InstanceStatus
+	done chan provider.InstanceStatus
 }
 
 func newBatcher(instances Instances, window time.Duration) *batcher {
 	return &batcher{instances: instances, window: window}
 }
 
-func (b *batcher) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceStatus {
-	p := &pendingLookup{ctx: ctx, node: node, done: make(chan cloud.InstanceStatus, 1)}
+func (b *batcher) lookup(ctx context.Context, node *corev1.Node) provider.InstanceStatus {
+	p := &pendingLookup{ctx: ctx, node: node, done: make(chan provider.InstanceStatus, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, p)
 	switch {
-	case len(b.pending) >= cloud.MaxBatch:
+	case len(b.pending) >= provider.MaxBatch:
 		batch := b.take()
 		b.mu.Unlock()
 		go b.flush(batch)
@@ -56,7 +57,7 @@ func (b *batcher) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceS
 	case st := <-p.done:
 		return st
 	case <-ctx.Done():
-		return cloud.InstanceStatus{Exists: true, Err: ctx.Err()}
+		return provider.InstanceStatus{Exists: true, Err: ctx.Err()}
 	}
 }
 

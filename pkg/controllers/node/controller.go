@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -42,7 +43,7 @@ const (
 // Instances is what this controller needs from the cloud-call layer.
 type Instances interface {
 	SupportsBatch() bool
-	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []cloud.InstanceStatus
+	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []provider.InstanceStatus
 }
 
 // Options configure the controller.
@@ -225,7 +226,7 @@ func (r *Reconciler) reconcileLabels(ctx context.Context, node *corev1.Node) err
 	return nil
 }
 
-func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) cloud.InstanceStatus {
+func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) provider.InstanceStatus {
 	if r.batcher != nil {
 		return r.batcher.lookup(ctx, node)
 	}

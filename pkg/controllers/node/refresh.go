@@ -2,21 +2,22 @@ package node
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // refresher keeps initialized nodes' addresses in step with the cloud. Each
 // period it asks about every node at once, which the cloud-call layer turns
-// into batch calls of up to cloud.MaxBatch nodes when the provider offers
+// into batch calls of up to provider.MaxBatch nodes when the provider offers
 // them, and patches only the nodes whose addresses changed.
 type refresher struct {
 	client client.Client
@@ -25,7 +26,9 @@ type refresher struct {
 
 // Start implements manager.Runnable; it runs only on the leader.
 func (r *refresher) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, r.refresh, r.opts.RefreshPeriod)
+	// Non-sliding: a pass spread over most of the period starts again one
+	// period after it started, not one period after it ended.
+	wait.NonSlidingUntilWithContext(ctx, r.refresh, r.opts.RefreshPeriod)
 	return nil
 }
 
@@ -47,22 +50,85 @@ func (r *refresher) refresh(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	statuses := r.opts.Instances.Lookup(ctx, nodes, cloud.NeedMetadata, r.opts.Workers)
 	var failed, changed atomic.Int64
-	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(nodes), func(i int) {
-		st := statuses[i]
-		if st.Err != nil || !st.Exists || st.Metadata == nil {
-			failed.Add(1)
-			return
-		}
-		wrote, err := patchAddresses(ctx, r.client, nodes[i], st.Metadata.NodeAddresses)
-		if err != nil {
-			log.Error(err, "Refreshing node addresses", "node", klog.KObj(nodes[i]))
-			return
-		}
-		if wrote {
-			changed.Add(1)
+	r.spread(ctx, len(nodes), func(lo, hi int) {
+		statuses := r.opts.Instances.Lookup(ctx, nodes[lo:hi], cloud.NeedMetadata, r.opts.Workers)
+		for i, st := range statuses {
+			node := nodes[lo+i]
+			if st.Err != nil || !st.Exists || st.Metadata == nil {
+				failed.Add(1)
+				continue
+			}
+			wrote, err := patchAddresses(ctx, r.client, node, st.Metadata.NodeAddresses)
+			if err != nil {
+				log.Error(err, "Refreshing node addresses", "node", klog.KObj(node))
+				continue
+			}
+			if wrote {
+				changed.Add(1)
+			}
 		}
 	})
 	log.V(2).Info("Refreshed node addresses", "nodes", len(nodes), "changed", changed.Load(), "unanswered", failed.Load(), "duration", time.Since(start))
+}
+
+// spreadShare is the part of the period a pass is spread over, leaving the
+// rest for the slowest answers before the next pass starts.
+const spreadShare = 0.8
+
+// minSpreadTick is the shortest interval between two groups of a pass; with
+// more nodes than that allows, each tick takes several.
+const minSpreadTick = 20 * time.Millisecond
+
+// spread calls fn for consecutive ranges of n nodes, started at even
+// intervals over spreadShare of the refresh period, at most Workers at a
+// time, and returns when all have returned. A range is one batch call's
+// worth of nodes when the provider answers in batches, else as many nodes
+// as one tick takes.
+func (r *refresher) spread(ctx context.Context, n int, fn func(lo, hi int)) {
+	per := 1
+	if r.opts.Instances.SupportsBatch() {
+		per = provider.MaxBatch
+	}
+	groups := (n + per - 1) / per
+	over := time.Duration(float64(r.opts.RefreshPeriod) * spreadShare)
+	tick := over / time.Duration(groups)
+	if tick < minSpreadTick {
+		// Several groups per tick, as many as keep the ticks minSpreadTick
+		// apart.
+		tick = max(tick, 1)
+		per *= int((minSpreadTick + tick - 1) / tick)
+		groups = (n + per - 1) / per
+		tick = over / time.Duration(groups)
+	}
+	sem := make(chan struct{}, max(1, r.opts.Workers))
+	var wg sync.WaitGroup
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	start := time.Now()
+	for g := range groups {
+		if wait := time.Until(start.Add(time.Duration(g) * tick)); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		lo, hi := g*per, min(n, (g+1)*per)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(lo, hi)
+		})
+	}
+	wg.Wait()
 }

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -63,7 +64,7 @@ type Options struct {
 	// MaskV4 and MaskV6 size each node's CIDR (RangeAllocator).
 	MaskV4, MaskV6 int
 	// Cloud assigns CIDRs (CloudAllocator).
-	Cloud cloud.NodeCIDRSource
+	Cloud provider.NodeCIDRSource
 	// Workers patch nodes concurrently; allocation itself is serialized.
 	Workers int
 }

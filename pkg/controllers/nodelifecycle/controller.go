@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -51,7 +52,7 @@ var ShutdownTaint = corev1.Taint{Key: cloudproviderapi.TaintNodeShutdown, Effect
 // Instances is what this controller needs from the cloud-call layer.
 type Instances interface {
 	SupportsBatch() bool
-	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []cloud.InstanceStatus
+	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []provider.InstanceStatus
 	InstanceExists(ctx context.Context, node *corev1.Node) (bool, error)
 	InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error)
 }
@@ -166,7 +167,7 @@ func (c *Controller) monitor(ctx context.Context) {
 // with the same per-node calls upstream makes, counting each in
 // cloud_provider_calls_total as upstream does. A batch answer counts as the
 // calls it replaces, so the metric reads the same either way.
-func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []cloud.InstanceStatus {
+func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []provider.InstanceStatus {
 	if c.opts.Instances.SupportsBatch() {
 		statuses := c.opts.Instances.Lookup(ctx, nodes, cloud.NeedLiveness, c.opts.Workers)
 		for _, st := range statuses {
@@ -184,9 +185,9 @@ func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []cloud
 	}
 	// Until a node is answered it reads as "could not tell", never as gone,
 	// so a pass cut short by ctx cannot get a node deleted.
-	out := make([]cloud.InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i := range out {
-		out[i] = cloud.InstanceStatus{Exists: true, Err: errNotAsked}
+		out[i] = provider.InstanceStatus{Exists: true, Err: errNotAsked}
 	}
 	workqueue.ParallelizeUntil(ctx, c.opts.Workers, len(nodes), func(i int) {
 		exists, err := c.opts.Instances.InstanceExists(ctx, nodes[i])
@@ -197,15 +198,15 @@ func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []cloud
 		}
 		switch {
 		case err != nil:
-			out[i] = cloud.InstanceStatus{Exists: true, Err: err}
+			out[i] = provider.InstanceStatus{Exists: true, Err: err}
 			return
 		case !exists:
-			out[i] = cloud.InstanceStatus{Exists: false}
+			out[i] = provider.InstanceStatus{Exists: false}
 			return
 		}
 		shutdown, err := c.opts.Instances.InstanceShutdown(ctx, nodes[i])
 		observeCall(opInstanceShutdown, err)
-		out[i] = cloud.InstanceStatus{Exists: true, Shutdown: shutdown, Err: err}
+		out[i] = provider.InstanceStatus{Exists: true, Shutdown: shutdown, Err: err}
 	})
 	return out
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // perNode is a provider without batch calls: every node is asked about with
@@ -31,7 +32,7 @@ type perNode struct {
 }
 
 func (p *perNode) SupportsBatch() bool { return false }
-func (p *perNode) Lookup(context.Context, []*corev1.Node, cloud.Need, int) []cloud.InstanceStatus {
+func (p *perNode) Lookup(context.Context, []*corev1.Node, cloud.Need, int) []provider.InstanceStatus {
 	panic("Lookup called for a provider without batch calls")
 }
 func (p *perNode) InstanceExists(_ context.Context, n *corev1.Node) (bool, error) {
@@ -149,11 +150,11 @@ func TestMonitorBatchCountsAsUpstreamCalls(t *testing.T) {
 	}
 }
 
-type batchOnly map[string]cloud.InstanceStatus
+type batchOnly map[string]provider.InstanceStatus
 
 func (batchOnly) SupportsBatch() bool { return true }
-func (b batchOnly) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need, _ int) []cloud.InstanceStatus {
-	out := make([]cloud.InstanceStatus, len(nodes))
+func (b batchOnly) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need, _ int) []provider.InstanceStatus {
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i, n := range nodes {
 		out[i] = b[n.Name]
 	}

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -640,11 +641,11 @@ func noNodesCondition(svc *corev1.Service, nodes int) *metav1.Condition {
 func conditionMessage(reason string, err error) string {
 	var hint string
 	switch reason {
-	case cloud.ReasonQuotaExceeded:
+	case provider.ReasonQuotaExceeded:
 		hint = "The cloud's load balancer quota is used up; delete unused load balancers or raise the quota. "
-	case cloud.ReasonInvalidAnnotation:
+	case provider.ReasonInvalidAnnotation:
 		hint = "Fix the annotation on the Service; retrying with backoff meanwhile. "
-	case cloud.ReasonThrottled:
+	case provider.ReasonThrottled:
 		hint = "The cloud is throttling requests; retrying with backoff. "
 	case cloud.ReasonTimeout:
 		hint = "The cloud did not answer in time; retrying with backoff. "

@@ -22,6 +22,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -557,7 +558,7 @@ func TestQuotaExceeded(t *testing.T) {
 	create(t, lbService(ns, "second", 80))
 	testenv.Eventually(t, 20*time.Second, "QuotaExceeded condition and event", func() (bool, error) {
 		cond := condition(t, ns, "second")
-		return cond != nil && cond.Reason == cloud.ReasonQuotaExceeded && strings.Contains(cond.Message, "quota") &&
+		return cond != nil && cond.Reason == provider.ReasonQuotaExceeded && strings.Contains(cond.Message, "quota") &&
 			len(testenv.Events(t, "second")[service.EventSyncFailed]) > 0, nil
 	})
 	if s := get(t, ns, "second"); !slices.Contains(s.Finalizers, service.Finalizer) || len(s.Status.LoadBalancer.Ingress) != 0 {
@@ -577,7 +578,7 @@ func TestMalformedAnnotation(t *testing.T) {
 	create(t, bad)
 	testenv.Eventually(t, 20*time.Second, "InvalidAnnotation condition", func() (bool, error) {
 		cond := condition(t, ns, "bad")
-		return cond != nil && cond.Reason == cloud.ReasonInvalidAnnotation && strings.Contains(cond.Message, sim.AnnotationIdleTimeout), nil
+		return cond != nil && cond.Reason == provider.ReasonInvalidAnnotation && strings.Contains(cond.Message, sim.AnnotationIdleTimeout), nil
 	})
 	if n := len(c.LoadBalancers()); n != 0 {
 		t.Errorf("%d load balancers created for an invalid Service", n)

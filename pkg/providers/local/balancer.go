@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // balancers is the provider's cloudprovider.LoadBalancer: every load
@@ -105,10 +105,10 @@ func (bs *balancers) chooseVIP(name string, b *balancer, svc *corev1.Service) (n
 	if req := svc.Spec.LoadBalancerIP; req != "" {
 		ip, err := netip.ParseAddr(req)
 		if err != nil || !bs.s.pool.Contains(ip) {
-			return netip.Addr{}, cloud.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is not in the pool %s", req, bs.s.pool)
+			return netip.Addr{}, provider.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is not in the pool %s", req, bs.s.pool)
 		}
 		if !free(ip) {
-			return netip.Addr{}, cloud.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is in use by load balancer %s", req, bs.vips[ip])
+			return netip.Addr{}, provider.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is in use by load balancer %s", req, bs.vips[ip])
 		}
 		return ip, nil
 	}
@@ -136,7 +136,7 @@ func (bs *balancers) chooseVIP(name string, b *balancer, svc *corev1.Service) (n
 		}
 		ip = ip.Next()
 	}
-	return netip.Addr{}, cloud.Reasonf(cloud.ReasonQuotaExceeded, "the VIP pool %s is exhausted (%d load balancers)", bs.s.pool, len(bs.vips))
+	return netip.Addr{}, provider.Reasonf(provider.ReasonQuotaExceeded, "the VIP pool %s is exhausted (%d load balancers)", bs.s.pool, len(bs.vips))
 }
 
 // UpdateLoadBalancer replaces the backends.
@@ -193,22 +193,22 @@ func configFor(svc *corev1.Service, needNodePorts bool) (lbConfig, error) {
 	var cfg lbConfig
 	for _, p := range svc.Spec.Ports {
 		if p.Protocol != corev1.ProtocolTCP && p.Protocol != corev1.ProtocolUDP {
-			return cfg, cloud.Reasonf(cloud.ReasonInvalidSpec, "port %d: the local provider balances TCP and UDP, not %s", p.Port, p.Protocol)
+			return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "port %d: the local provider balances TCP and UDP, not %s", p.Port, p.Protocol)
 		}
 		if p.NodePort == 0 && needNodePorts {
-			return cfg, cloud.Reasonf(cloud.ReasonInvalidSpec, "port %d has no nodePort (allocateLoadBalancerNodePorts: false needs the local provider's dataPlane: nodes)", p.Port)
+			return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "port %d has no nodePort (allocateLoadBalancerNodePorts: false needs the local provider's dataPlane: nodes)", p.Port)
 		}
 	}
 	cfg.ports = svc.Spec.Ports
 	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
 	if err != nil {
-		return cfg, cloud.Reasonf(cloud.ReasonInvalidAnnotation, "annotation %s: %v", corev1.AnnotationLoadBalancerSourceRangesKey, err)
+		return cfg, provider.Reasonf(provider.ReasonInvalidAnnotation, "annotation %s: %v", corev1.AnnotationLoadBalancerSourceRangesKey, err)
 	}
 	if !servicehelpers.IsAllowAll(ranges) {
 		for _, r := range ranges.StringSlice() {
 			p, err := netip.ParsePrefix(r)
 			if err != nil {
-				return cfg, cloud.Reasonf(cloud.ReasonInvalidSpec, "source range %q: %v", r, err)
+				return cfg, provider.Reasonf(provider.ReasonInvalidSpec, "source range %q: %v", r, err)
 			}
 			cfg.ranges = append(cfg.ranges, p)
 		}
@@ -425,7 +425,7 @@ func (b *balancer) syncListeners(ports []corev1.ServicePort) error {
 	}
 	b.mu.Unlock()
 	if len(errs) > 0 {
-		return cloud.WithReason("PortUnavailable", fmt.Errorf("load balancer %s on %s: %w", b.name, b.vip, errors.Join(errs...)))
+		return provider.WithReason("PortUnavailable", fmt.Errorf("load balancer %s on %s: %w", b.name, b.vip, errors.Join(errs...)))
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // fakeNode is a machine on a loopback address: TCP and UDP servers on its
@@ -319,8 +319,8 @@ func TestVIPChoice(t *testing.T) {
 	}
 	clash := service("clash", tcpPort(testenv.FreePort(t), np))
 	clash.Spec.LoadBalancerIP = "127.0.104.77"
-	if _, err := lbs.EnsureLoadBalancer(ctx, "c", clash, nil); err == nil || cloud.Reason(err) != "LoadBalancerIPNotAvailable" {
-		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, cloud.Reason(err))
+	if _, err := lbs.EnsureLoadBalancer(ctx, "c", clash, nil); err == nil || provider.Reason(err) != "LoadBalancerIPNotAvailable" {
+		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, provider.Reason(err))
 	}
 	outside := service("outside", tcpPort(testenv.FreePort(t), np))
 	outside.Spec.LoadBalancerIP = "10.9.9.9"
@@ -379,7 +379,7 @@ func TestNodesDataPlaneServesNothing(t *testing.T) {
 func TestProxyDataPlaneNeedsNodePorts(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.107.0/24\n")
 	_, err := lbs.EnsureLoadBalancer(context.Background(), "c", service("no-node-ports", tcpPort(testenv.FreePort(t), 0)), nil)
-	if err == nil || cloud.Reason(err) != cloud.ReasonInvalidSpec || !strings.Contains(err.Error(), "dataPlane: nodes") {
+	if err == nil || provider.Reason(err) != provider.ReasonInvalidSpec || !strings.Contains(err.Error(), "dataPlane: nodes") {
 		t.Fatalf("err = %v, want InvalidSpec naming dataPlane: nodes", err)
 	}
 }
@@ -394,7 +394,7 @@ func TestPoolExhausted(t *testing.T) {
 			break
 		}
 	}
-	if err == nil || cloud.Reason(err) != cloud.ReasonQuotaExceeded {
+	if err == nil || provider.Reason(err) != provider.ReasonQuotaExceeded {
 		t.Fatalf("err = %v, want the pool exhausted (QuotaExceeded)", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // FuzzCloudConfig feeds --cloud-config files through the parser: a
@@ -62,8 +63,8 @@ func FuzzServiceAnnotations(f *testing.F) {
 		if err == nil {
 			return
 		}
-		if cloud.Reason(err) != cloud.ReasonInvalidAnnotation {
-			t.Fatalf("reason %q, want %q: %v", cloud.Reason(err), cloud.ReasonInvalidAnnotation, err)
+		if cloud.Reason(err) != provider.ReasonInvalidAnnotation {
+			t.Fatalf("reason %q, want %q: %v", cloud.Reason(err), provider.ReasonInvalidAnnotation, err)
 		}
 		if !strings.Contains(err.Error(), "annotation ") {
 			t.Fatalf("error does not name the annotation: %v", err)

@@ -9,7 +9,7 @@ import (
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -72,11 +72,11 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 func classify(err error) error {
 	switch simcloud.APIErrorCode(err) {
 	case "QuotaExceeded":
-		return cloud.WithReason(cloud.ReasonQuotaExceeded, err)
+		return provider.WithReason(provider.ReasonQuotaExceeded, err)
 	case "IPNotAvailable":
-		return cloud.WithReason("LoadBalancerIPNotAvailable", err)
+		return provider.WithReason("LoadBalancerIPNotAvailable", err)
 	case "BadRequest":
-		return cloud.WithReason(cloud.ReasonInvalidSpec, err)
+		return provider.WithReason(provider.ReasonInvalidSpec, err)
 	}
 	return err
 }
@@ -100,7 +100,7 @@ func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (
 	}
 	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(service)
 	if err != nil {
-		return spec, cloud.Reasonf(cloud.ReasonInvalidAnnotation, "annotation %s: %v", corev1.AnnotationLoadBalancerSourceRangesKey, err)
+		return spec, provider.Reasonf(provider.ReasonInvalidAnnotation, "annotation %s: %v", corev1.AnnotationLoadBalancerSourceRangesKey, err)
 	}
 	if !servicehelpers.IsAllowAll(ranges) {
 		spec.SourceRanges = ranges.StringSlice()
@@ -111,7 +111,7 @@ func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (
 	if v, ok := service.Annotations[AnnotationIdleTimeout]; ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3600 {
-			return spec, cloud.Reasonf(cloud.ReasonInvalidAnnotation, "annotation %s=%q: want whole seconds from 1 to 3600", AnnotationIdleTimeout, v)
+			return spec, provider.Reasonf(provider.ReasonInvalidAnnotation, "annotation %s=%q: want whole seconds from 1 to 3600", AnnotationIdleTimeout, v)
 		}
 		spec.IdleTimeoutSeconds = n
 	}

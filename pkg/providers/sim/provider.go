@@ -20,7 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -96,7 +96,7 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 }
 
 // Provider implements cloudprovider.Interface, cloudprovider.InstancesV2 and
-// Outrigger's optional cloud.BatchInstances.
+// Outrigger's optional provider.BatchInstances.
 type Provider struct {
 	client *simcloud.Client
 }
@@ -104,7 +104,7 @@ type Provider struct {
 var (
 	_ cloudprovider.Interface   = (*Provider)(nil)
 	_ cloudprovider.InstancesV2 = (*Provider)(nil)
-	_ cloud.BatchInstances      = (*Provider)(nil)
+	_ provider.BatchInstances   = (*Provider)(nil)
 )
 
 // Initialize implements cloudprovider.Interface.
@@ -183,15 +183,15 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 	return metadata(in), nil
 }
 
-// InstancesStatus implements cloud.BatchInstances with one BatchGet call.
-func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]cloud.InstanceStatus, error) {
+// InstancesStatus implements provider.BatchInstances with one BatchGet call.
+func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
 	var req simcloud.BatchGetRequest
 	keys := make([]string, len(nodes))
-	out := make([]cloud.InstanceStatus, len(nodes))
+	out := make([]provider.InstanceStatus, len(nodes))
 	for i, n := range nodes {
 		key, err := instanceKey(n)
 		if err != nil {
-			out[i] = cloud.InstanceStatus{Exists: true, Err: err}
+			out[i] = provider.InstanceStatus{Exists: true, Err: err}
 			continue
 		}
 		keys[i] = key
@@ -216,10 +216,10 @@ func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([
 		}
 		in, ok := found[keys[i]]
 		if !ok || in.State == simcloud.StateTerminated {
-			out[i] = cloud.InstanceStatus{Exists: false}
+			out[i] = provider.InstanceStatus{Exists: false}
 			continue
 		}
-		out[i] = cloud.InstanceStatus{Exists: true, Shutdown: in.State == simcloud.StateStopped, Metadata: metadata(in)}
+		out[i] = provider.InstanceStatus{Exists: true, Shutdown: in.State == simcloud.StateStopped, Metadata: metadata(in)}
 	}
 	return out, nil
 }

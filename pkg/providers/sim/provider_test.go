@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -93,7 +93,7 @@ func TestThrottleIsReportedNotRetried(t *testing.T) {
 	_, _ = p.InstanceExists(ctx, nodeNamed("a", "")) // spends the token
 	c.ResetCalls()
 	_, err := p.InstanceExists(ctx, nodeNamed("a", ""))
-	if _, ok := cloud.Throttled(err); !ok {
+	if _, ok := provider.RetryAfter(err); !ok {
 		t.Fatalf("err = %v, want one the cloud-call layer reads as throttling", err)
 	}
 	if n := c.Calls().Total; n != 1 {

@@ -11,13 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 var (
-	_ cloudprovider.Routes = (*Provider)(nil)
-	_ cloud.NodeCIDRSource = (*Provider)(nil)
+	_ cloudprovider.Routes    = (*Provider)(nil)
+	_ provider.NodeCIDRSource = (*Provider)(nil)
 )
 
 // Routes implements cloudprovider.Interface.
@@ -80,7 +80,7 @@ func (p *Provider) DeleteRoute(ctx context.Context, _ string, route *cloudprovid
 	return p.client.DeleteRoute(ctx, route.Name)
 }
 
-// NodeCIDRs implements cloud.NodeCIDRSource.
+// NodeCIDRs implements provider.NodeCIDRSource.
 func (p *Provider) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
 	key, err := instanceKey(node)
 	if err != nil {

@@ -6,11 +6,11 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/examples/staticcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 func main() {
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	reg.Register(staticcloud.Name, staticcloud.New)
 	os.Exit(manager.Main(reg))
 }

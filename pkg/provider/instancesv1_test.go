@@ -1,4 +1,4 @@
-package cloud
+package provider
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
@@ -44,7 +45,7 @@ func TestInstancesV1ProviderIsAdapted(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			inst, ok := New(tc.cloud, Options{}).Instances()
+			inst, ok := InstancesV2(tc.cloud)
 			if !ok {
 				t.Fatal("a provider with Instances (v1) was not adapted")
 			}
@@ -75,11 +76,11 @@ func TestInstancesV1WithoutInstanceIDsGoesByName(t *testing.T) {
 		InstanceTypes: map[types.NodeName]string{"a": "big"},
 		Zone:          cloudprovider.Zone{FailureDomain: "z1", Region: "r1"},
 	}
-	inst, ok := New(providertest.NameOnly{Cloud: fc}, Options{}).Instances()
+	inst, ok := InstancesV2(providertest.NameOnly{Cloud: fc})
 	if !ok {
 		t.Fatal("a provider with Instances (v1) was not adapted")
 	}
-	if !inst.ProviderIDOptional() {
+	if !ProviderIDOptional(inst) {
 		t.Error("ProviderIDOptional = false for a v1 provider")
 	}
 	md, err := inst.InstanceMetadata(context.Background(), node("a"))
@@ -101,11 +102,15 @@ func TestInstancesV1WithoutInstanceIDsGoesByName(t *testing.T) {
 }
 
 func TestInstancesV2ProviderIDIsRequired(t *testing.T) {
-	inst, ok := New(&fake.Cloud{EnableInstancesV2: true}, Options{}).Instances()
+	inst, ok := InstancesV2(&fake.Cloud{EnableInstancesV2: true})
 	if !ok {
 		t.Fatal("no instances")
 	}
-	if inst.ProviderIDOptional() {
+	if ProviderIDOptional(inst) {
 		t.Error("ProviderIDOptional = true for an InstancesV2 provider")
 	}
+}
+
+func node(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }

@@ -1,4 +1,4 @@
-package cloud
+package provider
 
 import (
 	"context"
@@ -22,13 +22,31 @@ type instancesV1 struct {
 
 var _ cloudprovider.InstancesV2 = instancesV1{}
 
-// ProviderIDOptional reports whether the provider may leave a node without a
-// provider ID. Upstream's cloud-node-controller refuses to initialize a node
-// without one, except for a provider with only the older Instances
-// interface, whose InstanceID may be NotImplemented: such a node is found by
-// name and initialized with an empty provider ID.
-func (i *Instances) ProviderIDOptional() bool {
-	_, v1 := i.inner.(instancesV1)
+// InstancesV2 returns the provider's InstancesV2, or, for a provider with
+// only the older Instances (and Zones) interface, an adapter that presents it
+// as InstancesV2. It reports false when the provider has neither.
+func InstancesV2(p cloudprovider.Interface) (cloudprovider.InstancesV2, bool) {
+	if v2, ok := p.InstancesV2(); ok && v2 != nil {
+		return v2, true
+	}
+	v1, ok := p.Instances()
+	if !ok || v1 == nil {
+		return nil, false
+	}
+	zones, ok := p.Zones()
+	if !ok {
+		zones = nil
+	}
+	return instancesV1{provider: p, instances: v1, zones: zones}, true
+}
+
+// ProviderIDOptional reports whether instances (from InstancesV2) may leave a
+// node without a provider ID. Upstream's cloud-node-controller refuses to
+// initialize a node without one, except for a provider with only the older
+// Instances interface, whose InstanceID may be NotImplemented: such a node is
+// found by name and initialized with an empty provider ID.
+func ProviderIDOptional(instances cloudprovider.InstancesV2) bool {
+	_, v1 := instances.(instancesV1)
 	return v1
 }
 

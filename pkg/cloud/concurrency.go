@@ -1,0 +1,178 @@
+package cloud
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Bounds and initial value of a family's adaptive concurrency limit.
+const (
+	initialConcurrency = 8
+	minConcurrency     = 2
+	maxConcurrency     = 1024
+	// latencyWindow is how long the lowest latency seen stays the
+	// baseline; after it a new baseline is learned, so a cloud that got
+	// slower for good is not read as congested forever.
+	latencyWindow = 30 * time.Second
+	// latencySlack is how much above twice the baseline a call may take
+	// before the family reads the cloud as congested: small absolute
+	// differences (a fast local provider, scheduling noise on a busy
+	// machine) say nothing.
+	latencySlack = 50 * time.Millisecond
+)
+
+// concurrency is one method family's adaptive limit on calls in flight, in
+// the manner of TCP congestion control: it starts small and doubles every
+// round trip (slow start) until the first sign of congestion, then grows by
+// one call per round trip (additive increase) and shrinks by a factor on
+// congestion (multiplicative decrease): halved when the cloud throttles
+// calls for several objects or a call times out, and by a tenth when
+// latency rises well above the baseline. Calls sent before a decrease do not trigger another one, so
+// a burst of bad answers decreases once.
+type concurrency struct {
+	mu        sync.Mutex
+	limit     float64
+	slowStart bool
+	inFlight  int
+	waiters   []chan struct{}
+	// baseline is the lowest latency seen since baselineAt (within
+	// latencyWindow).
+	baseline, nextBaseline time.Duration
+	// smoothed is a moving average of recent latencies: one slow answer on
+	// a busy machine says nothing, a run of them does.
+	smoothed     time.Duration
+	baselineAt   time.Time
+	lastDecrease time.Time
+	gauge        prometheus.Gauge
+}
+
+func newConcurrency(gauge prometheus.Gauge) *concurrency {
+	c := &concurrency{limit: initialConcurrency, slowStart: true, gauge: gauge}
+	gauge.Set(c.limit)
+	return c
+}
+
+// acquire waits until a call may go, within ctx.
+func (c *concurrency) acquire(ctx context.Context) error {
+	c.mu.Lock()
+	if c.inFlight < int(c.limit) && len(c.waiters) == 0 {
+		c.inFlight++
+		c.mu.Unlock()
+		return nil
+	}
+	w := make(chan struct{})
+	c.waiters = append(c.waiters, w)
+	c.mu.Unlock()
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, x := range c.waiters {
+			if x == w {
+				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				return ctx.Err()
+			}
+		}
+		// Woken meanwhile: the call's place is ours to give back.
+		c.inFlight--
+		c.wake()
+		return ctx.Err()
+	}
+}
+
+// release ends a call; wake lets waiters in up to the limit. c.mu held.
+func (c *concurrency) wake() {
+	for len(c.waiters) > 0 && c.inFlight < int(c.limit) {
+		w := c.waiters[0]
+		c.waiters = c.waiters[1:]
+		c.inFlight++
+		close(w)
+	}
+}
+
+// done ends a call that was sent at sent and took latency, and adapts the
+// limit: congested says the cloud throttled calls for several objects.
+// A call that failed for another reason ends without adapting.
+func (c *concurrency) done(now, sent time.Time, latency time.Duration, outcome callOutcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	switch outcome {
+	case outcomeOK:
+		if c.slow(now, latency) {
+			c.decrease(now, sent, 0.9)
+		} else {
+			c.increase()
+		}
+	case outcomeCongested:
+		c.decrease(now, sent, 0.5)
+	}
+	c.gauge.Set(float64(int(c.limit)))
+	c.wake()
+}
+
+type callOutcome int
+
+const (
+	outcomeOK        callOutcome = iota
+	outcomeCongested             // throttles across objects, or a timeout
+	outcomeOther                 // an error that says nothing about load
+)
+
+// slow reports whether recent latencies (a moving average over about ten
+// answers) are well above the baseline, and learns both. c.mu held.
+func (c *concurrency) slow(now time.Time, latency time.Duration) bool {
+	if c.baselineAt.IsZero() || now.Sub(c.baselineAt) > latencyWindow {
+		// A fresh window: the lowest of the last one is the baseline
+		// until this one has seen lower.
+		if c.nextBaseline > 0 {
+			c.baseline = c.nextBaseline
+		}
+		c.nextBaseline, c.baselineAt = latency, now
+	}
+	if latency < c.nextBaseline {
+		c.nextBaseline = latency
+	}
+	if c.smoothed == 0 {
+		c.smoothed = latency
+	} else {
+		c.smoothed = (9*c.smoothed + latency) / 10
+	}
+	if c.baseline == 0 || latency < c.baseline {
+		c.baseline = latency
+	}
+	return c.smoothed > 2*c.baseline+latencySlack
+}
+
+// increase: one more call per round trip, or double per round trip in slow
+// start (each answered call adds 1/limit, or 1). c.mu held.
+func (c *concurrency) increase() {
+	if c.slowStart {
+		c.limit++
+	} else {
+		c.limit += 1 / c.limit
+	}
+	c.limit = min(c.limit, maxConcurrency)
+}
+
+// decrease multiplies the limit by factor, once per episode. c.mu held.
+func (c *concurrency) decrease(now, sent time.Time, factor float64) {
+	if sent.Before(c.lastDecrease) {
+		return
+	}
+	c.lastDecrease = now
+	c.slowStart = false
+	c.limit = max(minConcurrency, c.limit*factor)
+}
+
+// current is the limit, for tests and the gauge.
+func (c *concurrency) current() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.limit
+}
