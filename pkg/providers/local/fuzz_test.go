@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // FuzzCloudConfig feeds --cloud-config files through the local provider's
@@ -59,8 +59,10 @@ func FuzzServiceAnnotations(f *testing.F) {
 			svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 			svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(affinityTimeout)}}
 		}
-		if _, err := configFor(svc); err != nil && cloud.Reason(err) == "" {
-			t.Fatalf("error without a reason for the Service's Event: %v", err)
+		for _, needNodePorts := range []bool{true, false} { // the proxy and nodes data planes
+			if _, err := configFor(svc, needNodePorts); err != nil && provider.Reason(err) == "" {
+				t.Fatalf("error without a reason for the Service's Event: %v", err)
+			}
 		}
 	})
 }
