@@ -195,9 +195,10 @@ $(ASSETS)/e2e.test:
 
 ## e2e-images: the images the suite asks for, under its own names (test/utils/image of
 ## $(K8S_VERSION)): agnhost with the shell tools its tests exec (dash as /bin/sh, busybox,
-## OpenBSD nc and curl from this machine's Debian packages, with their libraries), and pause.
-## Not busybox's sh: it runs its own applets before PATH (its nc lacks -v).
-E2E_DEBS := busybox-static netcat-openbsd curl
+## OpenBSD nc, curl and GNU wget from this machine's Debian packages, with their libraries),
+## and pause. Not busybox's sh: it runs its own applets before PATH (its nc lacks -v); not its
+## wget: the static build crashes resolving an address.
+E2E_DEBS := busybox-static netcat-openbsd curl wget
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
 $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
 	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
@@ -205,7 +206,7 @@ $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/m
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
 		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
-		-host-binary /usr/bin/curl=/usr/bin/curl -cmd pause -- /agnhost
+		-host-binary /usr/bin/curl=/usr/bin/curl -host-binary /usr/bin/wget=/usr/bin/wget -cmd pause -- /agnhost
 $(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:3.10.2 -o $@
