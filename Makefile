@@ -9,7 +9,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify verify-proto proto bench clean fuzz
+.PHONY: dev test build controlplane verify verify-proto proto bench clean lint fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
@@ -69,6 +69,13 @@ verify:
 	cd charts/test && go vet ./...
 	@for m in . bench/upstream-ccm examples/aws charts/test controlplane/coredns; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-proto
+	$(MAKE) lint
+
+## lint: golangci-lint (built from tools/lint, pinned there) with .golangci.yml, the root module.
+lint: bin/golangci-lint
+	bin/golangci-lint run ./...
+bin/golangci-lint: tools/lint/go.mod
+	cd tools/lint && go build -o ../../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).
 PROTO_TOOLS := bin/buf bin/protoc-gen-go bin/protoc-gen-go-grpc

@@ -165,7 +165,7 @@ func Preflight(o Options) error {
 		}
 	}
 	if _, err := os.Stat(o.OutriggerImage); err != nil {
-		return fmt.Errorf("Outrigger's image %s: %w (run 'make image')", o.OutriggerImage, err)
+		return fmt.Errorf("the Outrigger image %s: %w (run 'make image')", o.OutriggerImage, err)
 	}
 	for _, name := range ClusterImages {
 		if !slices.ContainsFunc(o.Images, func(p string) bool { return filepath.Base(p) == name }) {

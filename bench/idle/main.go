@@ -155,7 +155,7 @@ func once(ctx context.Context, cfg config, bin string, upstream bool) (result, e
 		return r, err
 	}
 	stop()
-	<-proc.Done
+	_ = <-proc.Done //nolint:staticcheck // its exit after the stop says nothing
 	return r, nil
 }
 

@@ -227,7 +227,7 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 		}
 	}
 	stop()
-	<-done
+	_ = <-done //nolint:staticcheck // its exit after the stop says nothing
 	return r, nil
 }
 

@@ -88,7 +88,11 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
 	dir, err := os.MkdirTemp("", "outrigger-bench-")
 	if err != nil {
 		return err
@@ -239,7 +243,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	r.idleCallsPerPeriod = float64(cloud.Calls().Total-idleTotal) / 3
 	r.idlePeak, _ = samples.peak(idleStart, time.Now())
 	stop()
-	<-done
+	_ = <-done //nolint:staticcheck // the CCM's exit after the stop says nothing
 
 	_ = client.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	return r, nil

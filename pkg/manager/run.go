@@ -119,7 +119,7 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 	migrated := &deferringManager{Manager: mgr}
 	for _, name := range enabled {
-		target := manager.Manager(mgr)
+		target := mgr
 		lease := "main"
 		if migration != nil {
 			switch role, component := migration.role(name); role {

@@ -93,7 +93,8 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-exited:
+		case err := <-exited:
+			t.Logf("outrigger exited: %v", err)
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
 		}

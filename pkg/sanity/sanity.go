@@ -55,9 +55,6 @@ type suite struct {
 	results []Result
 }
 
-// failf ends a case with a message.
-type failure struct{ msg string }
-
 func (s *suite) run(ctx context.Context, capability, name string, fn func(ctx context.Context) error) {
 	start := time.Now()
 	r := Result{Capability: capability, Name: name}

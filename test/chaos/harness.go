@@ -186,10 +186,14 @@ func (h *harness) setUp(ctx context.Context) error {
 		return fmt.Errorf("creating namespace %s: %w", namespace, err)
 	}
 	for range h.cfg.Nodes {
-		h.joinNode()
+		if err := h.joinNode(); err != nil {
+			return fmt.Errorf("initial node: %w", err)
+		}
 	}
 	for i := range h.cfg.Services {
-		h.createService(ctx, uint32(i)*2654435761)
+		if err := h.createService(ctx, uint32(i)*2654435761); err != nil {
+			return fmt.Errorf("initial Service: %w", err)
+		}
 	}
 	return nil
 }

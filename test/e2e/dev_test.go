@@ -118,7 +118,8 @@ func TestDev(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("outrigger dev exited after SIGTERM: %v", err)
 	case <-time.After(time.Minute):
 		t.Fatal("outrigger dev did not exit after SIGTERM")
 	}

@@ -99,10 +99,11 @@ func (u *upstream) stop(t *testing.T) {
 	}
 	_ = u.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-u.done:
+	case err := <-u.done:
+		t.Logf("the upstream CCM exited: %v", err)
 	case <-time.After(30 * time.Second):
 		_ = u.cmd.Process.Kill()
-		<-u.done
+		t.Logf("the upstream CCM was killed: %v", <-u.done)
 	}
 	u.log.Close()
 }

@@ -193,8 +193,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Patch(ctx, updated, patch); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
 			// The taint moved (someone changed the taints meanwhile):
-			// read the node again.
-			return ctrl.Result{Requeue: true}, nil
+			// read the node again, with the controller's backoff.
+			return ctrl.Result{}, fmt.Errorf("initializing node %s: its taints changed meanwhile: %w", node.Name, err)
 		}
 		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, client.IgnoreNotFound(err))
 	}

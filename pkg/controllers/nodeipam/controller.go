@@ -202,8 +202,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		if apierrors.IsInvalid(err) {
-			// Someone set other CIDRs first: take note of theirs.
-			return ctrl.Result{Requeue: true}, nil
+			// Someone set other CIDRs first: take note of theirs, with
+			// the controller's backoff.
+			return ctrl.Result{}, fmt.Errorf("setting pod CIDRs on node %s: someone set others first: %w", node.Name, err)
 		}
 		return ctrl.Result{}, fmt.Errorf("setting pod CIDRs %v on node %s: %w", cidrs, node.Name, err)
 	}

@@ -142,6 +142,8 @@ type reconciler struct {
 	nodes       []*corev1.Node
 	nodesFP     string
 	syncPending atomic.Bool
+	// queue is the controller's work queue, for nodeSync's fan-out.
+	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
 
 	// rounds times node syncs for nodesync_latency_seconds: the Services a
 	// node change queued, and the round each still belongs to.
@@ -247,27 +249,40 @@ func wantsLoadBalancer(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil
 }
 
+// nodeSyncRequest is the work queue's item for a node sync round: no
+// Service has an empty name.
+var nodeSyncRequest = reconcile.Request{}
+
 // nodesChanged invalidates the backend list and, once per window, queues
-// every load balancer Service; each then updates only if its own backend
-// set changed.
+// a node sync round (nodeSync); each Service then updates only if its own
+// backend set changed. The window's timer is the work queue's own
+// (AddAfter), so it ends with the queue.
 func (r *reconciler) nodesChanged(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	r.nodeGen.Add(1)
 	if !r.syncPending.CompareAndSwap(false, true) {
 		return
 	}
-	time.AfterFunc(r.opts.NodeSyncWindow, func() {
-		r.syncPending.Store(false)
-		r.mu.Lock()
-		keys := make([]types.NamespacedName, 0, len(r.applied))
-		for k := range r.applied {
-			keys = append(keys, k)
-		}
-		r.mu.Unlock()
-		r.startRound(keys)
-		for _, k := range keys {
-			q.Add(reconcile.Request{NamespacedName: k})
-		}
-	})
+	r.queue.Store(&q)
+	q.AddAfter(nodeSyncRequest, r.opts.NodeSyncWindow)
+}
+
+// nodeSync queues every load balancer Service for a node sync round.
+func (r *reconciler) nodeSync() {
+	r.syncPending.Store(false)
+	q := r.queue.Load()
+	if q == nil {
+		return
+	}
+	r.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(r.applied))
+	for k := range r.applied {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	r.startRound(keys)
+	for _, k := range keys {
+		(*q).Add(reconcile.Request{NamespacedName: k})
+	}
 }
 
 // startRound starts timing a node sync of keys. A Service still pending in
@@ -354,6 +369,10 @@ func (r *reconciler) forget(key types.NamespacedName) {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req == nodeSyncRequest {
+		r.nodeSync()
+		return ctrl.Result{}, nil
+	}
 	defer r.synced(req.NamespacedName, time.Now())
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {

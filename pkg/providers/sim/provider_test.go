@@ -40,8 +40,12 @@ func TestInstancesV2(t *testing.T) {
 	running, _ := c.Create(simcloud.CreateRequest{Name: "running"})
 	stopped, _ := c.Create(simcloud.CreateRequest{Name: "stopped"})
 	gone, _ := c.Create(simcloud.CreateRequest{Name: "gone"})
-	c.SetState(stopped.ID, simcloud.StateStopped)
-	c.SetState(gone.ID, simcloud.StateTerminated)
+	if _, err := c.SetState(stopped.ID, simcloud.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetState(gone.ID, simcloud.StateTerminated); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name                    string
@@ -87,7 +91,9 @@ func TestInstancesV2(t *testing.T) {
 
 func TestThrottleIsReportedNotRetried(t *testing.T) {
 	c, p := start(t)
-	c.Create(simcloud.CreateRequest{Name: "a"})
+	if _, err := c.Create(simcloud.CreateRequest{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
 	c.SetSettings(simcloud.Settings{RateLimit: 0.001, RateBurst: 1})
 	ctx := context.Background()
 	_, _ = p.InstanceExists(ctx, nodeNamed("a", "")) // spends the token
@@ -103,7 +109,9 @@ func TestThrottleIsReportedNotRetried(t *testing.T) {
 
 func TestServerErrorsAreRetried(t *testing.T) {
 	c, p := start(t)
-	c.Create(simcloud.CreateRequest{Name: "a"})
+	if _, err := c.Create(simcloud.CreateRequest{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
 	c.SetSettings(simcloud.Settings{ErrorRate: 1})
 	_, err := p.InstanceExists(context.Background(), nodeNamed("a", ""))
 	if err == nil {
