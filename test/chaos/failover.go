@@ -169,7 +169,9 @@ func (h *harness) runFailover(ctx context.Context) error {
 	// The leader runs for a seeded while before each kill, so kills fall
 	// at every phase of its renewals, and the first leader gets to work.
 	rng := rand.New(rand.NewPCG(h.cfg.Seed, h.cfg.Seed^0x5deece66d))
-	for range h.cfg.Failover {
+	// A leader that loses the Lease before its kill is not killed; the
+	// attempts are bounded all the same.
+	for kills, attempt := 0, 0; kills < h.cfg.Failover && attempt < 3*h.cfg.Failover; attempt++ {
 		lead := failoverLeadMin + time.Duration(rng.Int64N(int64(failoverLeadSpread))).Truncate(100*time.Millisecond)
 		old, err := h.awaitLeader(ctx, "")
 		if err != nil {
@@ -188,6 +190,7 @@ func (h *harness) runFailover(ctx context.Context) error {
 		h.countFollowerCalls(old, time.Now())
 		at := h.since()
 		killed := time.Now()
+		kills++
 		h.logf("failover: SIGKILL leader %s (%s)", old.caller, old.identity)
 		h.stopReplica(old.index, syscall.SIGKILL)
 		if err := h.startReplica(old.index); err != nil {
