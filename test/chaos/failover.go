@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -308,7 +309,7 @@ func (h *harness) countFollowerCalls(l leader, until time.Time) {
 // isReplica tells a replica's call from the harness's own (the kubelet
 // simulator and the workload call the cloud without a caller name).
 func isReplica(c simcloud.LoggedCall) bool {
-	return len(c.Caller) > len(callerPrefix) && c.Caller[:len(callerPrefix)] == callerPrefix
+	return strings.HasPrefix(c.Caller, callerPrefix)
 }
 
 // callerPrefix starts the caller name of every replica.
