@@ -107,6 +107,8 @@ bench: controlplane build bin/upstream-ccm
 ## chaos: a seeded, bounded chaos run (docs/reliability.md#chaos): Outrigger replicas and the
 ## API server SIGKILLed, etcd paused, the sim cloud failing, invariants checked (10 minutes by
 ## default). CHAOS_FLAGS="-seed N -duration 30m" to change it. A 2-minute run is in make test.
+## CHAOS_FLAGS="-failover 20": 20 leader SIGKILLs among 3 replicas under churn, time to a new
+## leader measured (docs/reliability.md#failover-under-sigkill).
 .PHONY: chaos
 CHAOS_FLAGS ?=
 chaos: controlplane build

@@ -57,3 +57,51 @@ func TestShortChaosRun(t *testing.T) {
 		}
 	}
 }
+
+// TestFailover SIGKILLs the leader of three replicas twice, with upstream's
+// default leader election, during churn: each time another replica must
+// take the Lease and call the cloud, no follower may call it, and the
+// system must settle with every invariant holding. The times are measured
+// (make chaos records them), not asserted.
+func TestFailover(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "outrigger")
+	build := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building outrigger: %v\n%s", err, out)
+	}
+	var log bytes.Buffer
+	cfg := Config{Seed: 1, Failover: 2, Nodes: 5, Services: 5,
+		Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
+	report, err := Run(context.Background(), cfg)
+	t.Logf("run log:\n%s", log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := report.Failover
+	if f == nil {
+		t.Fatal("a failover run reported no failover")
+	}
+	for _, msg := range f.Failures {
+		t.Errorf("failover failed: %s", msg)
+	}
+	if len(f.Samples) != cfg.Failover {
+		t.Errorf("measured %d kills, want %d", len(f.Samples), cfg.Failover)
+	}
+	for _, s := range f.Samples {
+		if s.NewLeader == "" || s.NewLeader == s.Killed {
+			t.Errorf("kill at %.1fs of %s: new leader %q", s.At, s.Killed, s.NewLeader)
+		}
+	}
+	if f.FollowerCalls != 0 {
+		t.Errorf("%d cloud calls by replicas that were not the leader", f.FollowerCalls)
+	}
+	if report.Replicas != 3 {
+		t.Errorf("ran %d replicas, want 3", report.Replicas)
+	}
+	if !report.Quiesced {
+		t.Error("the system did not quiesce after the last kill")
+	}
+	for _, v := range report.Violations {
+		t.Errorf("violation %s %s at %.1fs: %s", v.Invariant, v.Object, v.At, v.Detail)
+	}
+}

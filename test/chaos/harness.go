@@ -47,6 +47,17 @@ type Config struct {
 	Quiesce time.Duration
 	// Log receives one line per step and fault.
 	Log io.Writer
+	// Failover, when positive, makes this a failover run: instead of the
+	// fault schedule, the leader is SIGKILLed this many times while the
+	// workload runs, and the time to a new leader is measured. Replicas
+	// default to 3 and the leader-election timings to upstream's defaults;
+	// the workload is a schedule of Duration (default Failover × 45 s),
+	// cut short once the last kill is measured.
+	Failover int
+	// LeaseDuration, RenewDeadline and RetryPeriod are the replicas'
+	// leader election. Default 4 s, 3 s, 500 ms (upstream's defaults,
+	// 15 s, 10 s, 2 s, in a failover run).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // namespace holds the run's Services.
@@ -78,11 +89,15 @@ type harness struct {
 	created  map[string]time.Time // Service name -> creation, until it gets an ingress
 	lastLift time.Time
 	closing  chan struct{} // closed by tearDown: replicas are not restarted any more
+	starts   int           // replica processes started, for their caller names
 }
 
 type replica struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	// caller names the process in the sim cloud's call log: its index and
+	// incarnation.
+	caller string
 }
 
 // Run starts the environment, runs the schedule of cfg.Seed, waits for
@@ -90,8 +105,22 @@ type replica struct {
 // failed (the control plane did not start, a restart failed); invariant
 // violations are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Failover > 0 {
+		if cfg.Replicas <= 0 {
+			cfg.Replicas = 3
+		}
+		if cfg.Duration <= 0 {
+			cfg.Duration = time.Duration(cfg.Failover) * 45 * time.Second
+		}
+		if cfg.LeaseDuration <= 0 {
+			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = DefaultLeaseDuration, DefaultRenewDeadline, DefaultRetryPeriod
+		}
+	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 2
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	}
 	if cfg.Quiesce <= 0 {
 		cfg.Quiesce = 5 * time.Minute
@@ -104,8 +133,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	sched := NewSchedule(cfg.Seed, cfg.Duration)
 	h := &harness{cfg: cfg, created: map[string]time.Time{}, report: newReport(cfg, sched), closing: make(chan struct{})}
-	fmt.Fprintf(cfg.Log, "chaos: seed %d, %v, schedule %s: %d workload steps, %d faults\n",
-		cfg.Seed, cfg.Duration, sched.Digest(), len(sched.Workload), len(sched.Faults))
+	if cfg.Failover > 0 {
+		h.report.Failover = newFailover(cfg)
+		fmt.Fprintf(cfg.Log, "chaos: seed %d, failover: %d leader kills during a workload of at most %v (schedule %s: %d workload steps), lease %v, renew deadline %v, retry period %v\n",
+			cfg.Seed, cfg.Failover, cfg.Duration, sched.Digest(), len(sched.Workload), cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
+	} else {
+		fmt.Fprintf(cfg.Log, "chaos: seed %d, %v, schedule %s: %d workload steps, %d faults\n",
+			cfg.Seed, cfg.Duration, sched.Digest(), len(sched.Workload), len(sched.Faults))
+	}
 	var err error
 	if h.dir = cfg.WorkDir; h.dir == "" {
 		if h.dir, err = os.MkdirTemp("", "outrigger-chaos-"); err != nil {
@@ -138,7 +173,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	err = h.run(ctx, sched)
 	h.tearDown()
-	if err == nil && cfg.WorkDir == "" && len(h.report.Violations) == 0 {
+	failed := h.report.Failover != nil && len(h.report.Failover.Failures) > 0
+	if err == nil && cfg.WorkDir == "" && len(h.report.Violations) == 0 && !failed {
 		_ = os.RemoveAll(h.dir)
 		h.report.WorkDir = ""
 	}
@@ -210,12 +246,13 @@ func (h *harness) startReplicas() error {
 }
 
 // replicaArgs run Outrigger with every controller, IPAM and routes on, and
-// leader election short enough that a killed leader is replaced within
-// seconds.
-func (h *harness) replicaArgs() []string {
+// the configured leader election: outside failover runs, short enough that
+// a killed leader is replaced within seconds.
+func (h *harness) replicaArgs(cloudConfig string) []string {
 	return []string{
-		"--kubeconfig=" + h.kubecfg, "--cloud-provider=sim", "--cloud-config=" + h.simYAML,
-		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
+		"--kubeconfig=" + h.kubecfg, "--cloud-provider=sim", "--cloud-config=" + cloudConfig,
+		"--leader-elect=true", "--leader-elect-lease-duration=" + h.cfg.LeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + h.cfg.RenewDeadline.String(), "--leader-elect-retry-period=" + h.cfg.RetryPeriod.String(),
 		"--secure-port=0", "--allocate-node-cidrs=true", "--cluster-cidr=198.18.0.0/16", "--configure-cloud-routes=true",
 		"--route-reconciliation-period=2s", "--node-monitor-period=2s",
 	}
@@ -229,13 +266,29 @@ func (h *harness) startReplica(i int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(h.cfg.Outrigger, h.replicaArgs()...)
+	// Each process its own caller name, so the cloud's call log tells who
+	// called: the failover run recognises the leader by it.
+	h.mu.Lock()
+	h.starts++
+	caller := fmt.Sprintf("%s%d-%d", callerPrefix, i, h.starts)
+	h.mu.Unlock()
+	simYAML, err := os.ReadFile(h.simYAML)
+	if err != nil {
+		log.Close()
+		return err
+	}
+	cloudConfig := filepath.Join(h.dir, caller+".yaml")
+	if err := os.WriteFile(cloudConfig, append(simYAML, []byte("caller: "+caller+"\n")...), 0o600); err != nil {
+		log.Close()
+		return err
+	}
+	cmd := exec.Command(h.cfg.Outrigger, h.replicaArgs(cloudConfig)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return fmt.Errorf("starting Outrigger replica %d: %w", i, err)
 	}
-	r := &replica{cmd: cmd, done: make(chan struct{})}
+	r := &replica{cmd: cmd, done: make(chan struct{}), caller: caller}
 	h.mu.Lock()
 	taken := h.replicas[i] != nil
 	select {
@@ -331,8 +384,15 @@ func (h *harness) run(ctx context.Context, sched Schedule) error {
 	h.start.Store(time.Now().UnixNano())
 	var faultErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { h.runWorkload(runCtx, sched.Workload) })
-	wg.Go(func() { faultErr = h.runFaults(runCtx, sched.Faults) })
+	if h.cfg.Failover > 0 {
+		// The workload runs until the last kill is measured.
+		workCtx, stopWork := context.WithCancel(runCtx)
+		wg.Go(func() { h.runWorkload(workCtx, sched.Workload) })
+		wg.Go(func() { defer stopWork(); faultErr = h.runFailover(runCtx) })
+	} else {
+		wg.Go(func() { h.runWorkload(runCtx, sched.Workload) })
+		wg.Go(func() { faultErr = h.runFaults(runCtx, sched.Faults) })
+	}
 	wg.Wait()
 	if faultErr != nil {
 		cancel()

@@ -39,10 +39,12 @@ type Report struct {
 	QuiescenceSeconds float64 `json:"quiescenceSeconds"`
 	// Ingress is how long new Services waited for their load balancer,
 	// faults and all.
-	Ingress     Percentiles `json:"ingressSeconds"`
-	Final       Final       `json:"final"`
-	WallSeconds float64     `json:"wallSeconds"`
-	WorkDir     string      `json:"workDir,omitempty"`
+	Ingress Percentiles `json:"ingressSeconds"`
+	Final   Final       `json:"final"`
+	// Failover is set in a failover run (Config.Failover).
+	Failover    *Failover `json:"failover,omitempty"`
+	WallSeconds float64   `json:"wallSeconds"`
+	WorkDir     string    `json:"workDir,omitempty"`
 
 	ingressTimes []float64
 	seen         map[string]bool
@@ -169,9 +171,11 @@ func (r *Report) Table(w io.Writer) {
 	for _, k := range sortedKeys(r.Workload) {
 		fmt.Fprintf(tw, "  %s\t%d (%d refused)\n", k, r.Workload[k], r.WorkloadErrors[k])
 	}
-	fmt.Fprintf(tw, "faults\t\n")
-	for _, k := range FaultKinds {
-		fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
+	if r.Failover == nil {
+		fmt.Fprintf(tw, "faults\t\n")
+		for _, k := range FaultKinds {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
+		}
 	}
 	fmt.Fprintf(tw, "outrigger exits (lease lost), restarted\t%d\n", r.ReplicaExits)
 	fmt.Fprintf(tw, "invariant violations\t%d\n", len(r.Violations))
@@ -186,10 +190,27 @@ func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(tw, "time to ingress (new Services)\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", r.Ingress.P50, r.Ingress.P90, r.Ingress.Max, r.Ingress.Count)
 	fmt.Fprintf(tw, "final\t%d instances, %d nodes, %d LB Services, %d cloud LBs, %d routes\n",
 		r.Final.Instances, r.Final.Nodes, r.Final.LoadBalancerServices, r.Final.LoadBalancers, r.Final.Routes)
+	if f := r.Failover; f != nil {
+		fmt.Fprintf(tw, "failover: leader SIGKILLs measured\t%d (lease %gs, renew deadline %gs, retry period %gs; bound %gs)\n",
+			f.Kills, f.LeaseDurationSeconds, f.RenewDeadlineSeconds, f.RetryPeriodSeconds, f.BoundSeconds)
+		for _, row := range []struct {
+			name string
+			s    Spread
+		}{{"  kill -> Lease held by another replica", f.LeaseMoved}, {"  kill -> new leader's first cloud call", f.Acting}} {
+			fmt.Fprintf(tw, "%s\tmin %.2fs, median %.2fs, max %.2fs; %d of %d above %gs\n", row.name, row.s.Min, row.s.Median, row.s.Max, row.s.Over, row.s.Count, f.BoundSeconds)
+		}
+		fmt.Fprintf(tw, "  cloud calls by non-leaders\t%d\n", f.FollowerCalls)
+		fmt.Fprintf(tw, "  failed failovers\t%d\n", len(f.Failures))
+	}
 	fmt.Fprintf(tw, "wall time\t%.1fs\n", r.WallSeconds)
 	_ = tw.Flush()
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "VIOLATION %s %s at %.1fs: %s\n", v.Invariant, v.Object, v.At, v.Detail)
+	}
+	if r.Failover != nil {
+		for _, f := range r.Failover.Failures {
+			fmt.Fprintf(w, "FAILOVER FAILED %s\n", f)
+		}
 	}
 }
 

@@ -27,12 +27,27 @@ func main() {
 	flag.StringVar(&cfg.Outrigger, "outrigger", "bin/outrigger", "The outrigger binary the replicas run.")
 	flag.StringVar(&cfg.WorkDir, "workdir", "", "Where logs, kubeconfig and cloud-config go; default a temporary directory, kept when the run fails.")
 	flag.DurationVar(&cfg.Quiesce, "quiesce", 5*time.Minute, "Longest wait for every invariant to hold after the last fault.")
+	flag.IntVar(&cfg.Failover, "failover", 0, "Failover run: SIGKILL the leader this many times during node and Service churn and measure the time to a new leader (3 replicas, upstream's default leader election: 15s lease, 10s renew deadline, 2s retry period); -duration then bounds the workload (default 45s per kill) and no other fault is injected.")
 	jsonOut := flag.String("json", "bin/chaos-report.json", "Where to write the JSON report; empty for none.")
 	flag.Parse()
+	if cfg.Failover > 0 {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["duration"] {
+			cfg.Duration = 0 // the failover run's default
+		}
+		if !set["replicas"] {
+			cfg.Replicas = 0
+		}
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64() >> 1
 	}
-	fmt.Printf("chaos seed: %d (replay with -seed %d -duration %v)\n", cfg.Seed, cfg.Seed, cfg.Duration)
+	if cfg.Failover > 0 {
+		fmt.Printf("chaos seed: %d (replay with -seed %d -failover %d)\n", cfg.Seed, cfg.Seed, cfg.Failover)
+	} else {
+		fmt.Printf("chaos seed: %d (replay with -seed %d -duration %v)\n", cfg.Seed, cfg.Seed, cfg.Duration)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -52,6 +67,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
+	}
+	if report.Failover != nil && (len(report.Failover.Failures) > 0 || report.Failover.FollowerCalls > 0) {
+		fmt.Fprintf(os.Stderr, "chaos: %d failovers failed, %d cloud calls by non-leaders (logs in %s)\n", len(report.Failover.Failures), report.Failover.FollowerCalls, report.WorkDir)
+		os.Exit(1)
 	}
 	if len(report.Violations) > 0 || !report.Quiesced {
 		fmt.Fprintf(os.Stderr, "chaos: %d invariant violations (logs in %s)\n", len(report.Violations), report.WorkDir)
