@@ -209,13 +209,14 @@ $(ASSETS)/e2e.test:
 ## wget: the static build crashes resolving an address.
 E2E_DEBS := busybox-static netcat-openbsd curl wget
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
-$(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go
+$(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go controlplane/images/e2e/wgetrc
 	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
 		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
 		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
-		-host-binary /usr/bin/curl=/usr/bin/curl -host-binary /usr/bin/wget=/usr/bin/wget -cmd pause -- /agnhost
+		-host-binary /usr/bin/curl=/usr/bin/curl -host-binary /usr/bin/wget=/usr/bin/wget \
+		-file ../controlplane/images/e2e/wgetrc=/etc/wgetrc -cmd pause -- /agnhost
 $(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:3.10.2 -o $@
