@@ -92,9 +92,12 @@ func TestDeletesNotReadyNodeWhoseInstanceIsGone(t *testing.T) {
 	if got := metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": "instance_exists", "result": "instance_not_found"}); got < notFound+2 {
 		t.Errorf("cloud_provider_calls_total{instance_exists,instance_not_found} = %v, want at least %v", got, notFound+2)
 	}
-	// Several monitor periods have passed: the Ready node and the node whose
-	// instance runs are still there.
-	time.Sleep(time.Second)
+	// After several more monitor passes (the cloud asked again), the Ready
+	// node and the node whose instance runs are still there.
+	asked := cloud.Calls().Total
+	testenv.Eventually(t, 30*time.Second, "more monitor passes", func() (bool, error) {
+		return cloud.Calls().Total >= asked+4, nil
+	})
 	for _, name := range []string{readyButGone, running} {
 		if !exists(t, name) {
 			t.Errorf("node %s was deleted", name)
