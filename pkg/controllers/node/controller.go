@@ -78,6 +78,8 @@ type Reconciler struct {
 	batcher  *batcher
 	// emptyProviderIDOK: the provider may leave nodes without a provider ID.
 	emptyProviderIDOK bool
+	// answered records the nodes initialized, for the address refresh.
+	answered *answered
 }
 
 // Setup adds the controller and its address refresher to mgr.
@@ -94,10 +96,12 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.BatchWindow <= 0 {
 		opts.BatchWindow = 10 * time.Millisecond
 	}
+	ans := newAnswered()
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
+		answered: ans,
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()
@@ -113,7 +117,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
-	if err := mgr.Add(&refresher{client: mgr.GetClient(), opts: opts}); err != nil {
+	if err := mgr.Add(&refresher{client: mgr.GetClient(), opts: opts, answered: ans}); err != nil {
 		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
 	}
 	return nil
@@ -177,6 +181,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// Addresses first: when the taint goes, the node is complete.
+	if r.answered != nil {
+		r.answered.record(node.Name, time.Now())
+	}
 	if _, err := patchAddresses(ctx, r.client, &node, st.Metadata.NodeAddresses); err != nil {
 		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to set node addresses: %v", err)
 		return ctrl.Result{}, err

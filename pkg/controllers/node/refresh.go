@@ -22,6 +22,9 @@ import (
 type refresher struct {
 	client client.Client
 	opts   Options
+	// answered are the nodes initialization asked the cloud about within
+	// the period: skipped by this pass (nil: none).
+	answered *answered
 }
 
 // Start implements manager.Runnable; it runs only on the leader.
@@ -40,11 +43,26 @@ func (r *refresher) refresh(ctx context.Context) {
 		return
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))
+	now := time.Now()
+	skipped := 0
 	for i := range list.Items {
-		// Tainted nodes belong to the initializing reconciler.
-		if !isUninitialized(&list.Items[i]) {
-			nodes = append(nodes, &list.Items[i])
+		n := &list.Items[i]
+		switch {
+		case isUninitialized(n):
+			// Tainted nodes belong to the initializing reconciler.
+		case r.answered != nil && r.answered.fresh(n.Name, now, r.opts.RefreshPeriod):
+			// Initialized with the cloud's answer less than a period
+			// ago: its addresses are that fresh.
+			skipped++
+		default:
+			nodes = append(nodes, n)
 		}
+	}
+	if r.answered != nil {
+		r.answered.prune(now, r.opts.RefreshPeriod)
+	}
+	if skipped > 0 {
+		log.V(4).Info("Not refreshing nodes initialized within the period", "nodes", skipped)
 	}
 	if len(nodes) == 0 {
 		return
