@@ -46,6 +46,15 @@ func reconnectOptions(endpoint string, maxDelay time.Duration) []grpc.DialOption
 // operator that the plugin is down.
 func annotateUnreachable(endpoint string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if dl, ok := ctx.Deadline(); ok && cc.GetState() != connectivity.Ready {
+			// Waiting for the plugin to come back: stop waiting a little
+			// before the caller's deadline, so that the caller gets this
+			// error, which says why, rather than its own bare timeout.
+			margin := min(time.Until(dl)/10, 200*time.Millisecond)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
+			defer cancel()
+		}
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if err == nil {
 			return nil
