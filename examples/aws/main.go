@@ -10,7 +10,7 @@ import (
 	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
 
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 func main() {
@@ -19,8 +19,8 @@ func main() {
 
 // registry holds the AWS provider under "aws". Importing awsv1 registers its
 // factory in upstream's global registry (an init()); it is taken from there.
-func registry() *providers.Registry {
-	reg := providers.NewRegistry()
+func registry() *provider.Registry {
+	reg := provider.NewRegistry()
 	reg.Register(awsv1.ProviderName, func(config io.Reader) (cloudprovider.Interface, error) {
 		return cloudprovider.GetCloudProvider(awsv1.ProviderName, config)
 	})
