@@ -4,8 +4,6 @@ package plugin_test
 
 import (
 	"context"
-	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,36 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
-
-// garbage serves the plugin's socket with something that is not the plugin
-// protocol (a broken build, another program on the path): every connection
-// gets bytes that are not HTTP/2 and is closed.
-func garbage(t *testing.T, path string) (stop func()) {
-	t.Helper()
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = conn.Write([]byte("HTTP/1.0 418 I'm a teapot\r\n\r\n\x00\xff\xfe garbage \x01\x02"))
-			conn.Close()
-		}
-	}()
-	stop = func() { ln.Close(); <-done; _ = os.Remove(path) }
-	t.Cleanup(func() { ln.Close() })
-	return stop
-}
 
 // The client outlives its plugin: crashed, replaced by garbage, restarted,
 // it is reached again without being redialled, and in between its errors
@@ -72,7 +44,7 @@ func TestClientReconnectsToARestartedPlugin(t *testing.T) {
 		down func() (restore func())
 	}{
 		{"crashed", func() func() { stop(); return func() {} }},
-		{"garbage on its socket", func() func() { return garbage(t, path) }},
+		{"garbage on its socket", func() func() { return providertest.GarbageSocket(t, path) }},
 	} {
 		restore := phase.down()
 		_, err := meta(500 * time.Millisecond)

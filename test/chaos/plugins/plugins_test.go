@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -114,30 +115,6 @@ func (p *process) stop(sig syscall.Signal) {
 	p.cmd = nil
 }
 
-// garbage serves the plugin's socket with bytes that are not the plugin
-// protocol, as a broken build would, until the returned stop.
-func garbage(t *testing.T, path string) (stop func()) {
-	t.Helper()
-	_ = os.Remove(path)
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = conn.Write([]byte("HTTP/1.0 500 not a plugin\r\n\r\n\x00\xff\xfe\x01\x02"))
-			conn.Close()
-		}
-	}()
-	return func() { ln.Close(); <-done; _ = os.Remove(path) }
-}
-
 // fault is one way the plugin fails, and how it comes back; the Events on
 // the objects it holds up say what happened (one of want).
 type fault struct {
@@ -154,7 +131,7 @@ func faults(t *testing.T, p *process) []fault {
 		// Connected but silent: calls run into their deadline; the gRPC
 		// client's error or the call layer's, whichever returns first.
 		{"hang (SIGSTOP)", func() { p.signal(syscall.SIGSTOP) }, func() { p.signal(syscall.SIGCONT) }, []string{"deadline exceeded", "cloud call timed out"}},
-		{"garbage on its socket", func() { p.stop(syscall.SIGKILL); stopGarbage = garbage(t, p.path) }, func() { stopGarbage(); p.start() }, unreachable},
+		{"garbage on its socket", func() { p.stop(syscall.SIGKILL); stopGarbage = providertest.GarbageSocket(t, p.path) }, func() { stopGarbage(); p.start() }, unreachable},
 		{"upgrade (SIGTERM, start again)", func() { p.stop(syscall.SIGTERM) }, p.start, unreachable},
 	}
 }
