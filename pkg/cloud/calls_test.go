@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -492,5 +493,60 @@ func TestThrottledRouteDoesNotDelayOthers(t *testing.T) {
 	}
 	if _, err := routes.ListRoutes(ctx, "c"); err != nil {
 		t.Errorf("route list after a route's throttle: %v", err)
+	}
+}
+
+// TestForegroundCallsGoBeforeBackgroundOnes: when the family's rate is the
+// bottleneck, a node being initialized is not queued behind a refresh pass
+// that started first; background calls still all get answered.
+func TestForegroundCallsGoBeforeBackgroundOnes(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	first := make(chan struct{}, 1)
+	p := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
+		mu.Lock()
+		order = append(order, n.Name)
+		mu.Unlock()
+		select {
+		case first <- struct{}{}:
+		default:
+		}
+		return nil
+	}}
+	inst, _ := New(p, Options{QPS: 20, Burst: 1, ShareWindow: -1}).Instances()
+	const background, foreground = 20, 3
+	var wg sync.WaitGroup
+	bg := Background(context.Background())
+	for i := range background {
+		wg.Go(func() {
+			if _, err := inst.InstanceMetadata(bg, node(fmt.Sprintf("refresh-%02d", i))); err != nil {
+				t.Errorf("background call: %v", err)
+			}
+		})
+	}
+	<-first
+	for i := range foreground {
+		wg.Go(func() {
+			if _, err := inst.InstanceMetadata(context.Background(), node(fmt.Sprintf("join-%d", i))); err != nil {
+				t.Errorf("foreground call: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(order) != background+foreground {
+		t.Fatalf("%d calls answered, want %d", len(order), background+foreground)
+	}
+	// At 20 calls/s, background calls that already hold a reservation of
+	// at most maxReservation (5 calls) may still go first; the rest wait.
+	last := 0
+	for i, name := range order {
+		if strings.HasPrefix(name, "join-") {
+			last = i
+		}
+	}
+	if limit := 1 + int(maxReservation/(50*time.Millisecond)) + foreground + 2; last >= limit {
+		t.Errorf("the last foreground call was sent %dth, want before the %dth; order: %v", last+1, limit+1, order)
 	}
 }

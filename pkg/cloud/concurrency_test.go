@@ -228,3 +228,83 @@ func TestRateDecreaseCooldown(t *testing.T) {
 		})
 	}
 }
+
+// Without --cloud-qps a family probes: from initialRate its rate doubles
+// every probeDoubling while it is used, and when the cloud first throttles
+// several objects it drops in one step to what the cloud accepted, even
+// far below half of the probe's rate; later throttles while it is busy
+// drop it to what the cloud accepted since the last decrease.
+func TestProbeFindsTheCloudsRate(t *testing.T) {
+	l := New(&fake.Cloud{}, Options{})
+	fam := l.families[FamilyInstances]
+	start := time.Now()
+	// The cloud accepts 100 calls a second; the family sends as fast as
+	// its rate allows, each call answered 10 ms later.
+	const cloudRate = 100
+	var (
+		clock    = start
+		credit   float64
+		bucket   = float64(cloudRate)
+		slowedAt time.Time
+		rates    []rate.Limit
+	)
+	for step := 0; step < 400 && slowedAt.IsZero(); step++ {
+		clock = clock.Add(10 * time.Millisecond)
+		bucket = min(cloudRate, bucket+cloudRate*0.01)
+		credit += float64(fam.rate()) * 0.01
+		for ; credit >= 1; credit-- {
+			fam.sent.add(clock)
+			if bucket >= 1 {
+				bucket--
+				fam.succeeded(clock)
+				continue
+			}
+			if slowed, _ := fam.throttled(clock, clock, fmt.Sprint("n", step, credit), l.opts.ThrottleWindow, l.opts.ThrottledObjects); slowed {
+				slowedAt = clock
+				break
+			}
+		}
+		if step%25 == 24 {
+			rates = append(rates, fam.rate())
+		}
+	}
+	if slowedAt.IsZero() {
+		t.Fatalf("the family never slowed down; rates every 250 ms: %v", rates)
+	}
+	if len(rates) < 3 || rates[2] < 1.8*rates[1] {
+		t.Errorf("rates every 250 ms while probing = %v, want doubling from %d each 250 ms", rates, initialRate)
+	}
+	if d := slowedAt.Sub(start); d > 1500*time.Millisecond {
+		t.Errorf("the probe took %s to find a 100 calls/s cloud", d)
+	}
+	// Burst plus refill: what the cloud accepted over the last second.
+	if got := fam.rate(); got > 2*cloudRate || got < cloudRate/2 {
+		t.Errorf("rate after the probe's first throttles = %v, want about the cloud's %d (it accepted that, plus its burst)", got, cloudRate)
+	}
+	// Ten more seconds of calls: the rate settles at the cloud's, and the
+	// cloud never refuses anything like a second's worth of calls.
+	refused := map[int]int{}
+	for step := range 1000 {
+		clock = clock.Add(10 * time.Millisecond)
+		bucket = min(cloudRate, bucket+cloudRate*0.01)
+		credit += float64(fam.rate()) * 0.01
+		for ; credit >= 1; credit-- {
+			fam.sent.add(clock)
+			if bucket >= 1 {
+				bucket--
+				fam.succeeded(clock)
+				continue
+			}
+			refused[step/100]++
+			fam.throttled(clock, clock, fmt.Sprint("m", step, credit), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+		}
+	}
+	for sec, n := range refused {
+		if n > cloudRate/2 {
+			t.Errorf("second %d after the probe: the cloud refused %d calls; refusals per second: %v", sec, n, refused)
+		}
+	}
+	if got := fam.rate(); got < 0.7*cloudRate || got > 1.2*cloudRate {
+		t.Errorf("rate after ten seconds = %v, want close to the cloud's %d", got, cloudRate)
+	}
+}

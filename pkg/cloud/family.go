@@ -34,10 +34,24 @@ const initialRate = 100
 // towards the next one: a cloud's own token bucket is still refilling from
 // the burst that caused the first, and its refusals meanwhile say nothing
 // about the new rate.
-const decreaseCooldown = time.Second
+const decreaseCooldown = 250 * time.Millisecond
 
 // rateTick is how often a family's rate may grow.
 const rateTick = 100 * time.Millisecond
+
+// probeDoubling is how fast a family's rate doubles until the cloud first
+// throttles it, and probeGrowth the factor per rateTick that makes it so.
+// A quarter of a second: fast enough that a cloud that allows thousands of
+// calls a second is found within two seconds, slow enough that a slower
+// cloud's refusals are seen before the rate is far past its limit.
+const (
+	probeDoubling = 250 * time.Millisecond
+	probeGrowth   = 1.3195 // 2^(rateTick/probeDoubling)
+)
+
+// usageWindow is how far back a family's use of its rate is measured
+// before the rate grows.
+const usageWindow = 250 * time.Millisecond
 
 // family adapts one method family's rate to what the cloud accepts: halved
 // when the cloud throttles several objects' calls in a short window
@@ -48,7 +62,9 @@ type family struct {
 	name    Family
 	limiter *rate.Limiter
 	// conc adapts how many calls the family has in flight.
-	conc    *concurrency
+	conc *concurrency
+	// first lets foreground calls go ahead of background ones.
+	first   *precedence
 	ceiling rate.Limit
 	burst   int
 	// slowStart: no throttle seen yet, the rate grows by a factor per
@@ -80,7 +96,7 @@ func newFamily(name Family, ceiling rate.Limit, burst int) *family {
 		start = initialRate
 		burst = 0
 	}
-	f := &family{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf,
+	f := &family{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf, first: newPrecedence(),
 		conc: newConcurrency(familyConcurrencyLimit.WithLabelValues(string(name)))}
 	f.limiter = rate.NewLimiter(start, f.burstFor(start))
 	f.report()
@@ -115,19 +131,32 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 	// One episode: the next decrease needs fresh throttles of calls sent
 	// at the new rate.
 	f.throttles = nil
-	f.lastDecrease = now
 	if cur == rate.Inf {
 		// Unlimited so far: start from the rate the cloud just refused.
 		cur = rate.Limit(max(minRate, float64(f.sent.count(now))))
 	}
-	next := cur / 2
-	// What the cloud accepted over the last second is what it allows now,
-	// so a rate just above the cloud's limit drops to it rather than to
-	// half. Never more than half, though: a family that sent little (its
-	// concurrency was low, or it was idle) accepted little for that reason.
-	if ok := rate.Limit(f.accepted.count(now)); ok >= 1 && ok < cur {
-		next = max(ok, cur/2)
+	// What the cloud accepted since the last decrease (at most over the
+	// last second) is what it allows now: a rate above the cloud's limit
+	// drops to it in one step rather than by halves, and the probe's
+	// overshoot is undone at once. A family that used less than half its
+	// rate accepted little for that reason: it halves at most.
+	since := now.Add(-time.Second)
+	if f.lastDecrease.After(since) {
+		since = f.lastDecrease
 	}
+	next := cur / 2
+	if span := now.Sub(since).Seconds(); span > 0 {
+		ok := rate.Limit(float64(f.accepted.countSince(since)) / span)
+		used := rate.Limit(float64(f.sent.countSince(since)) / span)
+		switch {
+		case ok >= cur:
+		case f.slowStart || used >= cur/2:
+			next = ok
+		default:
+			next = max(ok, cur/2)
+		}
+	}
+	f.lastDecrease = now
 	next = max(next, minRate)
 	f.slowStart = false
 	f.limiter.SetLimit(next)
@@ -139,8 +168,8 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 
 // succeeded raises the rate, at most once per rateTick and only while the
 // family uses at least half of it (an idle family's rate says nothing about
-// what the cloud allows): by 7.2% per tick (doubling every second) until
-// the first throttle, and then by 0.5% per tick (about 5% a second, at least
+// what the cloud allows): doubling every probeDoubling until the first
+// throttle, and then by 0.5% per tick (about 5% a second, at least
 // five calls a second), up to --cloud-qps when set.
 func (f *family) succeeded(now time.Time) {
 	f.accepted.add(now)
@@ -154,13 +183,15 @@ func (f *family) succeeded(now time.Time) {
 	if cur >= f.ceiling {
 		return
 	}
-	if float64(f.sent.count(now)) < float64(cur)/2 {
+	// Measured over a short recent window, so that a probe's rate grows
+	// from its first calls.
+	if used := float64(f.sent.countSince(now.Add(-usageWindow))) / usageWindow.Seconds(); used < float64(cur)/2 {
 		return
 	}
 	next := cur + max(0.5, cur*0.005)
 	if f.slowStart {
-		// Doubles every second.
-		next = cur * 1.072
+		// Doubles every probeDoubling.
+		next = cur * probeGrowth
 	}
 	next = min(f.ceiling, next)
 	f.limiter.SetLimit(next)
@@ -209,11 +240,17 @@ func (w *window) add(t time.Time) {
 }
 
 func (w *window) count(now time.Time) int {
+	return w.countSince(now.Add(-time.Second))
+}
+
+// countSince counts the events at or after since (at most a second's
+// worth are kept).
+func (w *window) countSince(since time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for _, t := range w.times {
-		if now.Sub(t) <= time.Second {
+		if !t.Before(since) {
 			n++
 		}
 	}

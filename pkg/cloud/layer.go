@@ -146,6 +146,14 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, &heldError{wait: wait})
 		}
 	}
+	background := isBackground(ctx)
+	if background {
+		// Before taking the object's slot: a foreground call for the
+		// same object would otherwise wait behind this one.
+		if err := fam.first.yield(ctx); err != nil {
+			return zero, fmt.Errorf("waiting for foreground calls before %s for %s: %w", c.method, c.key, err)
+		}
+	}
 	var sl *slot
 	if c.key != "" {
 		var err error
@@ -162,20 +170,13 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.slots.release(c.key, sl)
 		}
 	}
-	if err := fam.conc.acquire(ctx); err != nil {
+	if err := l.admit(ctx, fam, background); err != nil {
 		release()
-		return zero, fmt.Errorf("waiting for the %s concurrency limit before %s: %w", fam.name, c.method, err)
-	}
-	abort := func() {
-		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
-		release()
-	}
-	if err := waitRate(ctx, fam.limiter); err != nil {
-		abort()
-		return zero, fmt.Errorf("waiting for the %s rate limiter before %s: %w", fam.name, c.method, err)
+		return zero, fmt.Errorf("waiting for the %s limits before %s: %w", fam.name, c.method, err)
 	}
 	if err := l.limiter.Wait(ctx); err != nil {
-		abort()
+		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
+		release()
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
 	}
 	sent := l.now()
@@ -284,18 +285,62 @@ func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err 
 	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
 }
 
+// admit waits until the family's concurrency and rate limits let one call
+// go. A foreground call counts as waiting meanwhile; a background call goes
+// only while none does, and gives its place back (before reserving the
+// rate's next token) when one starts to wait, so background work never
+// queues ahead of a foreground call for longer than one reservation.
+func (l *Layer) admit(ctx context.Context, fam *family, background bool) error {
+	if !background {
+		fam.first.enter()
+		defer fam.first.leave()
+		if err := fam.conc.acquire(ctx); err != nil {
+			return err
+		}
+		if err := waitRate(ctx, fam.limiter, nil); err != nil {
+			fam.conc.done(l.now(), l.now(), 0, outcomeOther)
+			return err
+		}
+		return nil
+	}
+	for {
+		if err := fam.first.yield(ctx); err != nil {
+			return err
+		}
+		if err := fam.conc.acquire(ctx); err != nil {
+			return err
+		}
+		err := waitRate(ctx, fam.limiter, fam.first.pending)
+		if err == nil {
+			return nil
+		}
+		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
+		if !errors.Is(err, errYield) {
+			return err
+		}
+	}
+}
+
+// errYield ends a background call's wait for the rate: a foreground call
+// waits.
+var errYield = errors.New("yielding to a foreground call")
+
 // maxReservation is the longest a call waits on one reservation of a
 // family's rate limiter. Longer, it cancels it and asks again later: the
 // rate adapts, and a reservation made at a low rate would otherwise keep
 // its wait after the rate went up again.
 const maxReservation = 250 * time.Millisecond
 
-// waitRate waits until lim lets one call go, within ctx.
-func waitRate(ctx context.Context, lim *rate.Limiter) error {
+// waitRate waits until lim lets one call go, within ctx. When yield is
+// given and says so before a reservation, it returns errYield instead.
+func waitRate(ctx context.Context, lim *rate.Limiter, yield func() bool) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	for {
+		if yield != nil && yield() {
+			return errYield
+		}
 		r := lim.Reserve()
 		if !r.OK() {
 			return errors.New("rate limiter refused the call")

@@ -69,8 +69,11 @@ func (r *refresher) refresh(ctx context.Context) {
 	}
 	start := time.Now()
 	var failed, changed atomic.Int64
+	// A periodic pass: initializing nodes goes first when the cloud's
+	// rate is short.
+	cloudCtx := cloud.Background(ctx)
 	r.spread(ctx, len(nodes), func(lo, hi int) {
-		statuses := r.opts.Instances.Lookup(ctx, nodes[lo:hi], cloud.NeedMetadata, r.opts.Workers)
+		statuses := r.opts.Instances.Lookup(cloudCtx, nodes[lo:hi], cloud.NeedMetadata, r.opts.Workers)
 		for i, st := range statuses {
 			node := nodes[lo+i]
 			if st.Err != nil || !st.Exists || st.Metadata == nil {

@@ -168,6 +168,9 @@ func (c *Controller) monitor(ctx context.Context) {
 // cloud_provider_calls_total as upstream does. A batch answer counts as the
 // calls it replaces, so the metric reads the same either way.
 func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []provider.InstanceStatus {
+	// A periodic pass: initializing nodes goes first when the cloud's
+	// rate is short.
+	ctx = cloud.Background(ctx)
 	if c.opts.Instances.SupportsBatch() {
 		statuses := c.opts.Instances.Lookup(ctx, nodes, cloud.NeedLiveness, c.opts.Workers)
 		for _, st := range statuses {
