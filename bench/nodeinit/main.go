@@ -237,7 +237,9 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		last, r.events = len(events.Items), len(events.Items)
 	}
 	// Idle cost: cloud calls over three address refresh periods, nothing
-	// changing (the lifecycle check of Ready nodes costs none).
+	// changing (the lifecycle check of Ready nodes costs none), from one
+	// period on: the refresh skips nodes initialized within its period.
+	time.Sleep(refresh)
 	idleStart, idleTotal := time.Now(), cloud.Calls().Total
 	time.Sleep(3 * refresh)
 	r.idleCallsPerPeriod = float64(cloud.Calls().Total-idleTotal) / 3

@@ -3,6 +3,7 @@ package cloud
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -63,6 +64,9 @@ type family struct {
 	limiter *rate.Limiter
 	// conc adapts how many calls the family has in flight.
 	conc *concurrency
+	// decreases counts the rate's decreases: a call that waited for the
+	// rate across one asks again.
+	decreases atomic.Uint64
 	// first lets foreground calls go ahead of background ones.
 	first   *precedence
 	ceiling rate.Limit
@@ -157,6 +161,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 		}
 	}
 	f.lastDecrease = now
+	f.decreases.Add(1)
 	next = max(next, minRate)
 	f.slowStart = false
 	f.limiter.SetLimit(next)

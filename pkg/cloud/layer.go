@@ -297,7 +297,7 @@ func (l *Layer) admit(ctx context.Context, fam *family, background bool) error {
 		if err := fam.conc.acquire(ctx); err != nil {
 			return err
 		}
-		if err := waitRate(ctx, fam.limiter, nil); err != nil {
+		if err := fam.waitRate(ctx, nil); err != nil {
 			fam.conc.done(l.now(), l.now(), 0, outcomeOther)
 			return err
 		}
@@ -310,7 +310,7 @@ func (l *Layer) admit(ctx context.Context, fam *family, background bool) error {
 		if err := fam.conc.acquire(ctx); err != nil {
 			return err
 		}
-		err := waitRate(ctx, fam.limiter, fam.first.pending)
+		err := fam.waitRate(ctx, fam.first.pending)
 		if err == nil {
 			return nil
 		}
@@ -331,9 +331,11 @@ var errYield = errors.New("yielding to a foreground call")
 // its wait after the rate went up again.
 const maxReservation = 250 * time.Millisecond
 
-// waitRate waits until lim lets one call go, within ctx. When yield is
-// given and says so before a reservation, it returns errYield instead.
-func waitRate(ctx context.Context, lim *rate.Limiter, yield func() bool) error {
+// waitRate waits until the family's rate lets one call go, within ctx.
+// When yield is given and says so before a reservation, it returns errYield
+// instead. A call whose wait spanned a decrease of the rate asks again: its
+// reservation was made at the old rate, which the cloud just refused.
+func (f *family) waitRate(ctx context.Context, yield func() bool) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -341,7 +343,8 @@ func waitRate(ctx context.Context, lim *rate.Limiter, yield func() bool) error {
 		if yield != nil && yield() {
 			return errYield
 		}
-		r := lim.Reserve()
+		gen := f.decreases.Load()
+		r := f.limiter.Reserve()
 		if !r.OK() {
 			return errors.New("rate limiter refused the call")
 		}
@@ -357,7 +360,7 @@ func waitRate(ctx context.Context, lim *rate.Limiter, yield func() bool) error {
 		timer.Reset(wait)
 		select {
 		case <-timer.C:
-			if d <= maxReservation {
+			if d <= maxReservation && f.decreases.Load() == gen {
 				return nil
 			}
 		case <-ctx.Done():
