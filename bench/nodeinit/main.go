@@ -51,6 +51,7 @@ func main() {
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
 	upstream := flag.String("upstream", "", "run this upstream cloud-controller-manager binary (bench/upstream-ccm) instead of Outrigger, with its own default flags plus -outrigger-flags")
 	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
+	apiLimit := flag.Bool("api-write-limit", false, "run no CCM: make the two writes that initialize each node (addresses; provider ID, labels and taint removal) from the benchmark itself, 256 at a time and with no client-side limit, to measure the API server's write limit on this machine")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -61,7 +62,7 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin}); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
@@ -78,6 +79,8 @@ type config struct {
 	upstream string
 	// plugin puts the sim provider behind the plugin boundary.
 	plugin bool
+	// apiLimit runs no CCM but the benchmark's own initializing writes.
+	apiLimit bool
 }
 
 // networkFlags turn on IPAM and routes with room for 16,384 nodes.
@@ -115,6 +118,9 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	}
 	if cfg.plugin {
 		ccm = "Outrigger, provider over the plugin boundary (unix socket)"
+	}
+	if cfg.apiLimit {
+		ccm = "No CCM: the API server's write limit (each node's two initializing writes, 256 at a time, no client-side limit)"
 	}
 	fmt.Printf("%s; sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
 		ccm, cfg.latency, cfg.rateLimit, !cfg.noBatch && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
@@ -253,6 +259,9 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 
 // startCCM starts the CCM under test until ctx ends; done receives its exit.
 func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n int) (<-chan error, error) {
+	if cfg.apiLimit {
+		return writeOnly(ctx, kubeconfig)
+	}
 	if cfg.upstream != "" {
 		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
 			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d", n),

@@ -13,8 +13,8 @@ var autoSized = map[string]string{
 	"concurrent-node-syncs":           fmt.Sprint(autoNodeWorkers),
 	"concurrent-node-lifecycle-syncs": fmt.Sprint(autoNodeWorkers),
 	"concurrent-service-syncs":        fmt.Sprint(autoServiceWorkers),
-	"kube-api-qps":                    fmt.Sprint(autoKubeAPIQPS),
-	"kube-api-burst":                  fmt.Sprint(autoKubeAPIBurst),
+	"kube-api-qps":                    "no client-side limit",
+	"kube-api-burst":                  "no client-side limit",
 	"kube-api-content-type":           "JSON",
 }
 

@@ -41,8 +41,12 @@ var flagAliases = map[string]string{
 const (
 	autoNodeWorkers    = 256
 	autoServiceWorkers = 64
-	autoKubeAPIQPS     = 500
-	autoKubeAPIBurst   = 1000
+	// No client-side limit: the API server's priority and fairness paces
+	// the client (its 429s are retried after their Retry-After by
+	// client-go), as controller-runtime's own configs do. A fixed client
+	// limit was the pace of a burst of joining nodes.
+	autoKubeAPIQPS   = -1
+	autoKubeAPIBurst = 1000
 
 	upstreamNodeWorkers    = 1
 	upstreamServiceWorkers = 1
@@ -238,8 +242,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.MinResyncPeriod, "min-resync-period", o.MinResyncPeriod, "The informers' resync period: a random time between it and twice it.")
 	fs.DurationVar(&o.NodeSyncPeriod, "node-sync-period", o.NodeSyncPeriod, "Accepted for compatibility; has no effect, as upstream (see docs/flags.md).")
 	fs.BoolVar(&o.UseServiceAccountCredentials, "use-service-account-credentials", o.UseServiceAccountCredentials, "Each controller acts as its own ServiceAccount in kube-system, with a token from the TokenRequest API.")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, fmt.Sprintf("Queries per second to the API server. Left at the default, Outrigger uses %d.", autoKubeAPIQPS))
-	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, fmt.Sprintf("Burst of queries to the API server. Left at the default, Outrigger uses %d.", autoKubeAPIBurst))
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server. Left at the default, Outrigger sets no client-side limit: the API server's priority and fairness paces it.")
+	fs.Int32Var(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server, with --kube-api-qps. Left at the default with --kube-api-qps unset, no client-side limit applies.")
 	fs.StringVar(&o.KubeAPIContentType, "kube-api-content-type", o.KubeAPIContentType, "Content type of requests to the API server. Left at the default, Outrigger uses JSON, which measured faster for its client.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a Lease before running controllers; run several replicas for availability.")
 	fs.DurationVar(&o.LeaderElectLeaseDuration, "leader-elect-lease-duration", o.LeaderElectLeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
