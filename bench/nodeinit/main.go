@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
+	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
@@ -51,18 +52,23 @@ func main() {
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
 	upstream := flag.String("upstream", "", "run this upstream cloud-controller-manager binary (bench/upstream-ccm) instead of Outrigger, with its own default flags plus -outrigger-flags")
 	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
+	provider := flag.String("provider", sim.ProviderName, "the provider both CCMs run: "+sim.ProviderName+" (the sim provider and its cloud) or "+upstreamfake.ProviderName+" (upstream's k8s.io/cloud-provider/fake, standard interface only, with the same latency and rate limit added)")
 	apiLimit := flag.Bool("api-write-limit", false, "run no CCM: make the two writes that initialize each node (addresses; provider ID, labels and taint removal) from the benchmark itself, 256 at a time and with no client-side limit, to measure the API server's write limit on this machine")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	_ = klogFlags.Set("v", "0")
 	flag.Parse()
+	if *provider != sim.ProviderName && *provider != upstreamfake.ProviderName {
+		fmt.Fprintf(os.Stderr, "nodeinit: -provider must be %s or %s\n", sim.ProviderName, upstreamfake.ProviderName)
+		os.Exit(2)
+	}
 	refresh = *refreshFlag
 	ctrl.SetLogger(klog.NewKlogr())
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit}); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit, *provider == upstreamfake.ProviderName}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
@@ -81,6 +87,15 @@ type config struct {
 	plugin bool
 	// apiLimit runs no CCM but the benchmark's own initializing writes.
 	apiLimit bool
+	// fake runs upstream's fake provider instead of the sim provider.
+	fake bool
+}
+
+func (c config) providerName() string {
+	if c.fake {
+		return upstreamfake.ProviderName
+	}
+	return sim.ProviderName
 }
 
 // networkFlags turn on IPAM and routes with room for 16,384 nodes.
@@ -122,8 +137,8 @@ func run(ctx context.Context, sizes string, cfg config) error {
 	if cfg.apiLimit {
 		ccm = "No CCM: the API server's write limit (each node's two initializing writes, 256 at a time, no client-side limit)"
 	}
-	fmt.Printf("%s; sim cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
-		ccm, cfg.latency, cfg.rateLimit, !cfg.noBatch && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
+	fmt.Printf("%s; provider %s; cloud: %s latency per call, %.0f calls/s rate limit (429 above it); batch lookup: %t; flags: defaults, --node-status-update-frequency=%s %s\n\n",
+		ccm, cfg.providerName(), cfg.latency, cfg.rateLimit, !cfg.noBatch && !cfg.fake && cfg.upstream == "", refresh, strings.Join(cfg.extra, " "))
 	if cfg.networking {
 		fmt.Println("Done when every node is initialized, has pod CIDRs and NetworkUnavailable=False (RouteCreated).")
 		fmt.Println()
@@ -162,23 +177,14 @@ type result struct {
 }
 
 func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir string, n int, cfg config) (result, error) {
-	cloud := simcloud.New("")
-	cloudCtx, stopCloud := context.WithCancel(ctx)
-	defer stopCloud()
-	url, err := cloud.Serve(cloudCtx, "127.0.0.1:0")
-	if err != nil {
-		return result{}, err
-	}
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, []byte("endpoint: "+url+"\n"), 0o600); err != nil {
-		return result{}, err
-	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("bench-%d-%05d", n, i)
-		if _, err := cloud.Create(simcloud.CreateRequest{Name: names[i]}); err != nil {
-			return result{}, err
-		}
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	counts, setLimits, err := startCloud(ctx, cfg, cloudConfig, names)
+	if err != nil {
+		return result{}, err
 	}
 	var createErr error
 	workqueue.ParallelizeUntil(ctx, 64, n, func(i int) {
@@ -192,7 +198,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	defer func() {
 		_ = client.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
 	}()
-	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
+	setLimits()
 
 	untainted, stopWatch, err := watchInitialized(ctx, client, cfg.networking)
 	if err != nil {
@@ -208,7 +214,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	var samples sampler
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	defer stopSampling()
-	go samples.run(sampleCtx, cloud)
+	go samples.run(sampleCtx, counts)
 	start := time.Now()
 	done, err := startCCM(runCtx, cfg, kubeconfig, cloudConfig, n)
 	if err != nil {
@@ -222,7 +228,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 			left--
 		}
 	}
-	r := result{seconds: time.Since(start).Seconds(), calls: cloud.Calls()}
+	r := result{seconds: time.Since(start).Seconds(), calls: counts()}
 	_, r.peakThrottled = samples.peak(start, time.Now())
 	writesAfter, conflictsAfter, err := benchenv.APICounts(ctx, client)
 	if err != nil {
@@ -246,9 +252,9 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	// changing (the lifecycle check of Ready nodes costs none), from one
 	// period on: the refresh skips nodes initialized within its period.
 	time.Sleep(refresh)
-	idleStart, idleTotal := time.Now(), cloud.Calls().Total
+	idleStart, idleTotal := time.Now(), counts().Total
 	time.Sleep(3 * refresh)
-	r.idleCallsPerPeriod = float64(cloud.Calls().Total-idleTotal) / 3
+	r.idleCallsPerPeriod = float64(counts().Total-idleTotal) / 3
 	r.idlePeak, _ = samples.peak(idleStart, time.Now())
 	stop()
 	_ = <-done //nolint:staticcheck // the CCM's exit after the stop says nothing
@@ -263,7 +269,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 		return writeOnly(ctx, kubeconfig)
 	}
 	if cfg.upstream != "" {
-		args := []string{"--cloud-provider=" + sim.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+		args := []string{"--cloud-provider=" + cfg.providerName(), "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
 			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d", n),
 			"--node-status-update-frequency=" + refresh.String(),
 			// The controllers Outrigger runs without -networking; upstream's
@@ -273,12 +279,13 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	}
 	opts := manager.NewOptions()
 	opts.Kubeconfig = kubeconfig
-	opts.CloudProvider = sim.ProviderName
+	opts.CloudProvider = cfg.providerName()
 	opts.CloudConfig = cloudConfig
 	opts.Serving.BindPort = 0
 	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
 	opts.NodeStatusUpdateFrequency = refresh
 	reg := providers.NewRegistry()
+	reg.Register(upstreamfake.ProviderName, upstreamfake.New)
 	if cfg.noBatch {
 		reg.Register(sim.ProviderName, withoutBatch)
 	} else {

@@ -25,11 +25,11 @@ type sample struct {
 }
 
 // sample runs until ctx ends.
-func (s *sampler) run(ctx context.Context, cloud *simcloud.Cloud) {
+func (s *sampler) run(ctx context.Context, counts func() simcloud.Calls) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	for {
-		c := cloud.Calls()
+		c := counts()
 		s.mu.Lock()
 		s.samples = append(s.samples, sample{time.Now(), c.Total, c.Throttled})
 		s.mu.Unlock()

@@ -1,6 +1,6 @@
 // Command upstream-ccm is the upstream cloud-controller-manager
 // (k8s.io/cloud-provider/app, its own command and controllers, unchanged)
-// with Outrigger's sim provider registered, so the benchmarks run both CCMs
+// with Outrigger's sim provider and the benchmarks' upstream fake registered, so the benchmarks run both CCMs
 // on the same provider code, cloud and control plane. It is a module of its
 // own: the product module never depends on upstream's app.
 package main
@@ -19,6 +19,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
+	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
@@ -27,6 +28,7 @@ func main() {
 	cloudprovider.RegisterCloudProvider(sim.ProviderName, func(config io.Reader) (cloudprovider.Interface, error) {
 		return sim.New(config)
 	})
+	cloudprovider.RegisterCloudProvider(upstreamfake.ProviderName, upstreamfake.New)
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("upstream-ccm: options: %v", err)

@@ -40,19 +40,24 @@ const decreaseCooldown = 250 * time.Millisecond
 // rateTick is how often a family's rate may grow.
 const rateTick = 100 * time.Millisecond
 
-// probeDoubling is how fast a family's rate doubles until the cloud first
-// throttles it, and probeGrowth the factor per rateTick that makes it so.
-// A quarter of a second: fast enough that a cloud that allows thousands of
-// calls a second is found within two seconds, slow enough that a slower
-// cloud's refusals are seen before the rate is far past its limit.
-const (
-	probeDoubling = 250 * time.Millisecond
-	probeGrowth   = 1.3195 // 2^(rateTick/probeDoubling)
-)
+// probeGrowth is the factor per rateTick by which a family's rate grows until
+// the cloud first throttles it: doubling every tick, as TCP's slow start doubles every round trip. The
+// rate only grows while the family uses it, and the family's concurrency
+// (doubling every round trip of the cloud) bounds what it sends, so against
+// a slow cloud the probe is as fast as its answers and no faster; against a
+// fast one it reaches thousands of calls a second within half a second.
+const probeGrowth = 2.0
 
 // usageWindow is how far back a family's use of its rate is measured
-// before the rate grows.
-const usageWindow = 250 * time.Millisecond
+// before the rate grows: about ten calls' worth, within [rateTick, 1s], so
+// that a probe's rate grows from its first calls and a slow family's use
+// is not read from one call.
+func usageWindow(r rate.Limit) time.Duration {
+	if r <= 0 {
+		return time.Second
+	}
+	return min(time.Second, max(rateTick, time.Duration(float64(10*time.Second)/float64(r))))
+}
 
 // family adapts one method family's rate to what the cloud accepts: halved
 // when the cloud throttles several objects' calls in a short window
@@ -173,7 +178,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 
 // succeeded raises the rate, at most once per rateTick and only while the
 // family uses at least half of it (an idle family's rate says nothing about
-// what the cloud allows): doubling every probeDoubling until the first
+// what the cloud allows): doubling every rateTick until the first
 // throttle, and then by 0.5% per tick (about 5% a second, at least
 // five calls a second), up to --cloud-qps when set.
 func (f *family) succeeded(now time.Time) {
@@ -190,12 +195,12 @@ func (f *family) succeeded(now time.Time) {
 	}
 	// Measured over a short recent window, so that a probe's rate grows
 	// from its first calls.
-	if used := float64(f.sent.countSince(now.Add(-usageWindow))) / usageWindow.Seconds(); used < float64(cur)/2 {
+	w := usageWindow(cur)
+	if used := float64(f.sent.countSince(now.Add(-w))) / w.Seconds(); used < float64(cur)/2 {
 		return
 	}
 	next := cur + max(0.5, cur*0.005)
 	if f.slowStart {
-		// Doubles every probeDoubling.
 		next = cur * probeGrowth
 	}
 	next = min(f.ceiling, next)
