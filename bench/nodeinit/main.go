@@ -249,9 +249,11 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		last, r.events = len(events.Items), len(events.Items)
 	}
 	// Idle cost: cloud calls over three address refresh periods, nothing
-	// changing (the lifecycle check of Ready nodes costs none), from one
-	// period on: the refresh skips nodes initialized within its period.
-	time.Sleep(refresh)
+	// changing (the lifecycle check of Ready nodes costs none), from two
+	// periods after the start: the refresh skips nodes initialized within
+	// its period, so the first pass that asks about every node starts one
+	// period in, and a window starting before it would count a skipped pass.
+	time.Sleep(max(refresh, time.Until(start.Add(2*refresh))))
 	idleStart, idleTotal := time.Now(), counts().Total
 	time.Sleep(3 * refresh)
 	r.idleCallsPerPeriod = float64(counts().Total-idleTotal) / 3
