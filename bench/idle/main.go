@@ -36,6 +36,8 @@ type config struct {
 	rateLimit        float64
 	outrigger        string
 	upstream         string
+	// outriggerFlags are added to Outrigger's command line.
+	outriggerFlags []string
 }
 
 func main() {
@@ -47,15 +49,17 @@ func main() {
 	flag.Float64Var(&cfg.rateLimit, "cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
 	flag.StringVar(&cfg.outrigger, "outrigger-bin", "bin/outrigger", "the outrigger binary (make build)")
 	flag.StringVar(&cfg.upstream, "upstream", "", "also run this upstream cloud-controller-manager binary (make bin/upstream-ccm)")
+	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated, e.g. --feature-gates=BatchInstanceLookups=false for a provider with only the standard interface")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	flag.Parse()
+	cfg.outriggerFlags = strings.Fields(*extra)
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 	ctrl.SetLogger(klog.NewKlogr())
 
-	fmt.Printf("%d initialized Ready nodes, nothing changing; each CCM with its default flags (cloud-node, cloud-node-lifecycle and service-lb controllers); warm-up %s, measured over %s; sim cloud: %s latency, %.0f calls/s rate limit\n\n",
-		cfg.nodes, cfg.warmup, cfg.duration, cfg.latency, cfg.rateLimit)
+	fmt.Printf("%d initialized Ready nodes, nothing changing; each CCM with its default flags (cloud-node, cloud-node-lifecycle and service-lb controllers); Outrigger also %q; warm-up %s, measured over %s; sim cloud: %s latency, %.0f calls/s rate limit\n\n",
+		cfg.nodes, strings.Join(cfg.outriggerFlags, " "), cfg.warmup, cfg.duration, cfg.latency, cfg.rateLimit)
 	fmt.Println("| CCM | cloud calls | cloud calls per second | throttled (429) | API writes | peak RSS (MiB) | binary size (MiB) | modules linked |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	runs := [][2]string{{"Outrigger", cfg.outrigger}}
@@ -125,6 +129,8 @@ func once(ctx context.Context, cfg config, bin string, upstream bool) (result, e
 	logName := "outrigger-idle.log"
 	if upstream {
 		logName = "upstream-ccm-idle.log"
+	} else {
+		args = append(args, cfg.outriggerFlags...)
 	}
 	proc, err := benchenv.StartProcess(runCtx, bin, args, logName)
 	if err != nil {
