@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,10 @@ import (
 // refresh is the address refresh period Outrigger runs with.
 var refresh time.Duration
 
+// runs numbers the CCM runs, so that each elects its leader on a lease of
+// its own rather than wait for the previous run's to expire.
+var runs atomic.Int64
+
 func main() {
 	sizes := flag.String("nodes", "1000,5000", "comma-separated node counts, one run each")
 	latency := flag.Duration("cloud-latency", 20*time.Millisecond, "latency of every sim cloud call")
@@ -54,6 +59,10 @@ func main() {
 	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
 	provider := flag.String("provider", sim.ProviderName, "the provider both CCMs run: "+sim.ProviderName+" (the sim provider and its cloud) or "+upstreamfake.ProviderName+" (upstream's k8s.io/cloud-provider/fake, standard interface only, with the same latency and rate limit added)")
 	apiLimit := flag.Bool("api-write-limit", false, "run no CCM: make the two writes that initialize each node (addresses; provider ID, labels and taint removal) from the benchmark itself, 256 at a time and with no client-side limit, to measure the API server's write limit on this machine")
+	matrix := flag.Bool("matrix", false, "run the standard-provider comparison in one table: for each of -matrix-providers, -matrix-limits and -nodes, Outrigger with defaults, the -upstream CCM tuned and (up to -upstream-defaults-max nodes) with its defaults, after the API server's write limit")
+	matrixProviders := flag.String("matrix-providers", sim.ProviderName+","+upstreamfake.ProviderName, "with -matrix: the providers (the sim provider runs with its batch lookup hidden)")
+	matrixLimits := flag.String("matrix-limits", "100,0", "with -matrix: the cloud's rate limits, calls per second (0: none)")
+	upstreamDefaultsMax := flag.Int("upstream-defaults-max", 1000, "with -matrix: the most nodes the upstream CCM runs with its own defaults (it initializes about five nodes a second)")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -68,6 +77,17 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
+	if *matrix {
+		m, err := parseMatrix(*sizes, *matrixProviders, *matrixLimits, *upstream, *upstreamDefaultsMax)
+		if err == nil {
+			err = runMatrix(context.Background(), config{latency: *latency, extra: strings.Fields(*extra)}, m)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "nodeinit:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit, *provider == upstreamfake.ProviderName}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
@@ -101,28 +121,47 @@ func (c config) providerName() string {
 // networkFlags turn on IPAM and routes with room for 16,384 nodes.
 var networkFlags = []string{"--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/12,fd00:10::/48", "--node-cidr-mask-size-ipv4=26"}
 
-func run(ctx context.Context, sizes string, cfg config) error {
+// env is the control plane the runs share.
+type env struct {
+	client     *kubernetes.Clientset
+	kubeconfig string
+	dir        string
+}
+
+// startEnv starts the control plane; stop stops it.
+func startEnv(ctx context.Context) (e env, stop func(), err error) {
 	cp, err := controlplane.Start(ctx)
 	if err != nil {
-		return err
+		return env{}, nil, err
 	}
-	defer func() {
+	stopCP := func() {
 		if err := cp.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
-	}()
+	}
 	dir, err := os.MkdirTemp("", "outrigger-bench-")
 	if err != nil {
-		return err
+		stopCP()
+		return env{}, nil, err
 	}
-	defer os.RemoveAll(dir)
+	stop = func() { _ = os.RemoveAll(dir); stopCP() }
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
-		return err
+		stop()
+		return env{}, nil, err
 	}
 	admin := *cp.Config
 	admin.QPS, admin.Burst = 5000, 5000
-	client := kubernetes.NewForConfigOrDie(&admin)
+	return env{client: kubernetes.NewForConfigOrDie(&admin), kubeconfig: kubeconfig, dir: dir}, stop, nil
+}
+
+func run(ctx context.Context, sizes string, cfg config) error {
+	e, stop, err := startEnv(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	client, kubeconfig, dir := e.client, e.kubeconfig, e.dir
 
 	if cfg.networking {
 		cfg.extra = append(slices.Clone(networkFlags), cfg.extra...)
@@ -272,7 +311,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	}
 	if cfg.upstream != "" {
 		args := []string{"--cloud-provider=" + cfg.providerName(), "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
-			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d", n),
+			"--secure-port=0", "--leader-elect-resource-name=" + fmt.Sprintf("bench-upstream-%d-%d", n, runs.Add(1)),
 			"--node-status-update-frequency=" + refresh.String(),
 			// The controllers Outrigger runs without -networking; upstream's
 			// route controller refuses to start without a cluster CIDR.
@@ -284,7 +323,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	opts.CloudProvider = cfg.providerName()
 	opts.CloudConfig = cloudConfig
 	opts.Serving.BindPort = 0
-	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d", n)
+	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d-%d", n, runs.Add(1))
 	opts.NodeStatusUpdateFrequency = refresh
 	reg := providers.NewRegistry()
 	reg.Register(upstreamfake.ProviderName, upstreamfake.New)

@@ -120,8 +120,11 @@ func hasShutdownTaint(node *corev1.Node) bool {
 func (c *Controller) monitor(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName(Name)
 	start := time.Now()
+	// The cache's own objects, not copies of every node every period:
+	// nothing here modifies them (the provider gets them as upstream's
+	// does, from its lister; a delete or patch copies first).
 	var list corev1.NodeList
-	if err := c.client.List(ctx, &list); err != nil {
+	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		log.Error(err, "Listing nodes")
 		return
 	}

@@ -1,0 +1,180 @@
+// Package upstreamfake serves upstream's fake provider
+// (k8s.io/cloud-provider/fake) to the benchmarks, as a second provider with
+// only the standard interface next to the sim provider: both CCMs run it,
+// Outrigger in the benchmark's process and the upstream CCM in its own.
+//
+// The fake answers from memory. What a cloud adds around it is added here,
+// the same in both processes: the benchmark's latency per call (the fake's
+// own RequestDelay), a token bucket that answers a retry hint above its rate
+// as a cloud's 429 does, and a count of the calls, served as JSON on a
+// loopback address so that the benchmark reads the calls made in another
+// process.
+package upstreamfake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/cloud-provider/fake"
+	"sigs.k8s.io/yaml"
+)
+
+// ProviderName is the name both CCMs register the provider under.
+const ProviderName = "upstream-fake"
+
+// Config is the provider's cloud-config.
+type Config struct {
+	// Nodes are the names of the nodes whose instances exist; the fake
+	// answers each with the provider ID "fake://<name>".
+	Nodes []string `json:"nodes"`
+	// Latency is added to every call.
+	Latency metav1.Duration `json:"latency"`
+	// RateLimit is the calls per second accepted before a call is answered
+	// with a retry hint (burst: one second's calls); 0 means no limit.
+	RateLimit float64 `json:"rateLimit"`
+	// Stats is the loopback address where the call counts are served.
+	Stats string `json:"stats"`
+}
+
+// Calls are the counts served at Config.Stats.
+type Calls struct {
+	Total     int64            `json:"total"`
+	Throttled int64            `json:"throttled"`
+	ByOp      map[string]int64 `json:"byOp"`
+}
+
+// New builds the provider from its cloud-config and starts serving its
+// call counts.
+func New(config io.Reader) (cloudprovider.Interface, error) {
+	raw, err := io.ReadAll(config)
+	if err != nil {
+		return nil, fmt.Errorf("reading the upstream-fake cloud-config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("parsing the upstream-fake cloud-config: %w", err)
+	}
+	ids := make(map[types.NodeName]string, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		ids[types.NodeName(n)] = "fake://" + n
+	}
+	p := &provider{
+		Cloud: &fake.Cloud{
+			EnableInstancesV2:  true,
+			ExistsByProviderID: true,
+			ProviderID:         ids,
+			Addresses:          []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.0.1"}},
+			Provider:           ProviderName,
+			RequestDelay:       cfg.Latency.Duration,
+		},
+		limiter: rate.NewLimiter(rate.Inf, 1),
+		byOp:    map[string]int64{},
+	}
+	if cfg.RateLimit > 0 {
+		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, int(cfg.RateLimit)))
+	}
+	if cfg.Stats != "" {
+		ln, err := net.Listen("tcp", cfg.Stats)
+		if err != nil {
+			return nil, fmt.Errorf("serving the upstream-fake call counts: %w", err)
+		}
+		go func() { _ = http.Serve(ln, p) }()
+	}
+	return p, nil
+}
+
+// provider is the fake with only its InstancesV2 offered, behind the
+// cloud's limit and count.
+type provider struct {
+	*fake.Cloud
+	limiter *rate.Limiter
+
+	mu        sync.Mutex
+	total     int64
+	throttled int64
+	byOp      map[string]int64
+}
+
+func (p *provider) Instances() (cloudprovider.Instances, bool)       { return nil, false }
+func (p *provider) InstancesV2() (cloudprovider.InstancesV2, bool)   { return p, true }
+func (p *provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+func (p *provider) Routes() (cloudprovider.Routes, bool)             { return nil, false }
+func (p *provider) Zones() (cloudprovider.Zones, bool)               { return nil, false }
+func (p *provider) Clusters() (cloudprovider.Clusters, bool)         { return nil, false }
+
+// admit counts a call and tells whether the cloud's rate lets it through.
+func (p *provider) admit(op string) error {
+	ok := p.limiter.Allow()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.total++
+	p.byOp[op]++
+	if !ok {
+		p.throttled++
+		return cloudproviderapi.NewRetryError("rate limit exceeded", time.Second)
+	}
+	return nil
+}
+
+func (p *provider) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
+	if err := p.admit("InstanceExists"); err != nil {
+		return false, err
+	}
+	return p.Cloud.InstanceExists(ctx, node)
+}
+
+func (p *provider) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
+	if err := p.admit("InstanceShutdown"); err != nil {
+		return false, err
+	}
+	return p.Cloud.InstanceShutdown(ctx, node)
+}
+
+func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if err := p.admit("InstanceMetadata"); err != nil {
+		return nil, err
+	}
+	return p.Cloud.InstanceMetadata(ctx, node)
+}
+
+// ServeHTTP answers the call counts.
+func (p *provider) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	p.mu.Lock()
+	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: make(map[string]int64, len(p.byOp))}
+	for k, v := range p.byOp {
+		c.ByOp[k] = v
+	}
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(c)
+}
+
+// Read fetches the call counts served at addr.
+func Read(ctx context.Context, addr string) (Calls, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return Calls{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Calls{}, fmt.Errorf("reading the upstream-fake call counts: %w", err)
+	}
+	defer resp.Body.Close()
+	var c Calls
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		return Calls{}, fmt.Errorf("decoding the upstream-fake call counts: %w", err)
+	}
+	return c, nil
+}
