@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"net/http"
 	"os"
 	"time"
@@ -296,10 +297,8 @@ func managerOptions(opts *Options, readyz map[string]healthz.Checker) (manager.O
 		// Controllers are named as upstream's; several managers in one
 		// process (tests, `outrigger dev`) reuse the names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		// No controller reads managedFields; dropping them from the cache
-		// is a good part of its memory at thousands of nodes.
 		Cache: cache.Options{
-			DefaultTransform: cache.TransformStripManagedFields(),
+			DefaultTransform: stripUnread,
 			SyncPeriod:       ptr.To(opts.MinResyncPeriod),
 		},
 		HealthProbeBindAddress: "0",
@@ -336,3 +335,22 @@ func (b clientBuilder) ClientOrDie(name string) kubernetes.Interface {
 }
 
 var _ cloudprovider.ControllerClientBuilder = clientBuilder{}
+
+// stripUnread drops from cached objects what no controller reads, a good
+// part of the cache's memory at thousands of nodes: managedFields, and a
+// node's list of container images (up to 50 entries a kubelet reports by
+// default, often the largest part of a node). Controllers only ever patch
+// nodes, with diffs between two cached or copied objects, so what is dropped
+// here is never written back.
+func stripUnread(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return obj, err
+	}
+	if node, ok := obj.(*corev1.Node); ok {
+		node.Status.Images = nil
+	}
+	return obj, nil
+}
+
+var stripManagedFields = cache.TransformStripManagedFields()
