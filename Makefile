@@ -90,17 +90,15 @@ proto: $(PROTO_TOOLS)
 verify-proto: proto
 	@test -z "$$(git status --porcelain -- pkg/plugin/pluginpb)" || { git status --short -- pkg/plugin/pluginpb; git diff --stat -- pkg/plugin/pluginpb; echo "pkg/plugin/pluginpb is stale: run 'make proto' and commit"; exit 1; }
 
-## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side.
+## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side
+## (about two hours; the standard-provider matrix is about one of them).
 bench: controlplane build bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
-	go run ./bench/nodeinit -nodes 1000,5000 -no-batch
-	go run ./bench/nodeinit -nodes 1000,5000 -no-batch -cloud-rate-limit 0
-	go run ./bench/nodeinit -nodes 1000 -upstream bin/upstream-ccm
-	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -cloud-rate-limit 0 -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
-	go run ./bench/nodeinit -nodes 1000,5000 -upstream bin/upstream-ccm -outrigger-flags "--concurrent-node-syncs=256 --kube-api-qps=500 --kube-api-burst=1000"
+	go run ./bench/nodeinit -matrix -nodes 1000,5000 -upstream bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -networking
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm
 	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm
+	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm -outrigger-flags "--feature-gates=BatchInstanceLookups=false"
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
 

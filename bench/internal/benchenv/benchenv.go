@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 	"slices"
 	"strings"
 
@@ -45,6 +46,9 @@ func StartProcess(ctx context.Context, bin string, args []string, logName string
 	}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	// A CCM busy retrying throttled calls may not exit on the interrupt
+	// (the upstream CCM was seen not to): it is killed after a while.
+	cmd.WaitDelay = 15 * time.Second
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
