@@ -62,6 +62,7 @@ func main() {
 	matrix := flag.Bool("matrix", false, "run the standard-provider comparison in one table: for each of -matrix-providers, -matrix-limits and -nodes, Outrigger with defaults, the -upstream CCM tuned and (up to -upstream-defaults-max nodes) with its defaults, after the API server's write limit")
 	matrixProviders := flag.String("matrix-providers", sim.ProviderName+","+upstreamfake.ProviderName, "with -matrix: the providers (the sim provider runs with its batch lookup hidden)")
 	matrixLimits := flag.String("matrix-limits", "100,0", "with -matrix: the cloud's rate limits, calls per second (0: none)")
+	matrixCCMs := flag.String("matrix-ccms", "outrigger,upstream-tuned,upstream-defaults", "with -matrix: the CCM variants")
 	upstreamDefaultsMax := flag.Int("upstream-defaults-max", 1000, "with -matrix: the most nodes the upstream CCM runs with its own defaults (it initializes about five nodes a second)")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
@@ -78,7 +79,7 @@ func main() {
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
 	if *matrix {
-		m, err := parseMatrix(*sizes, *matrixProviders, *matrixLimits, *upstream, *upstreamDefaultsMax)
+		m, err := parseMatrix(*sizes, *matrixProviders, *matrixLimits, *matrixCCMs, *upstream, *upstreamDefaultsMax)
 		if err == nil {
 			err = runMatrix(context.Background(), config{latency: *latency, extra: strings.Fields(*extra)}, m)
 		}

@@ -25,10 +25,21 @@ type matrixConfig struct {
 	// upstreamDefaultsMax is the largest node count the upstream CCM runs
 	// with its own defaults (one node at a time).
 	upstreamDefaultsMax int
+	// ccms are the CCM variants run: outrigger, upstream-tuned,
+	// upstream-defaults.
+	ccms map[string]bool
 }
 
-func parseMatrix(sizes, providers, limits, upstream string, upstreamDefaultsMax int) (matrixConfig, error) {
-	m := matrixConfig{upstream: upstream, upstreamDefaultsMax: upstreamDefaultsMax}
+func parseMatrix(sizes, providers, limits, ccms, upstream string, upstreamDefaultsMax int) (matrixConfig, error) {
+	m := matrixConfig{upstream: upstream, upstreamDefaultsMax: upstreamDefaultsMax, ccms: map[string]bool{}}
+	for _, c := range strings.Split(ccms, ",") {
+		switch c = strings.TrimSpace(c); c {
+		case "outrigger", "upstream-tuned", "upstream-defaults":
+			m.ccms[c] = true
+		default:
+			return m, fmt.Errorf("bad -matrix-ccms entry %q: outrigger, upstream-tuned or upstream-defaults", c)
+		}
+	}
 	if upstream == "" {
 		return m, fmt.Errorf("-matrix needs -upstream, the upstream CCM binary (make bin/upstream-ccm)")
 	}
@@ -90,11 +101,14 @@ func runMatrix(ctx context.Context, base config, m matrixConfig) error {
 					upstream string
 					extra    []string
 				}
-				variants := []variant{
-					{name: "Outrigger, defaults"},
-					{name: "upstream, tuned", upstream: m.upstream, extra: upstreamTuned},
+				var variants []variant
+				if m.ccms["outrigger"] {
+					variants = append(variants, variant{name: "Outrigger, defaults"})
 				}
-				if n <= m.upstreamDefaultsMax {
+				if m.ccms["upstream-tuned"] {
+					variants = append(variants, variant{name: "upstream, tuned", upstream: m.upstream, extra: upstreamTuned})
+				}
+				if m.ccms["upstream-defaults"] && n <= m.upstreamDefaultsMax {
 					variants = append(variants, variant{name: "upstream, defaults", upstream: m.upstream})
 				}
 				for _, v := range variants {

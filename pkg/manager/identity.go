@@ -42,11 +42,22 @@ type identities struct {
 
 	mu   sync.Mutex
 	made map[string]*identityManager
+	// events sends the controllers' Events when they all act as the
+	// process's own identity.
+	events *eventSink
 }
 
 func newIdentities(mgr manager.Manager, root *rest.Config, opts *Options) (*identities, error) {
 	ids := &identities{mgr: mgr, opts: opts, made: map[string]*identityManager{}}
 	if !opts.UseServiceAccountCredentials {
+		events, err := newEventSink(root, opts)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(events); err != nil {
+			return nil, err
+		}
+		ids.events = events
 		return ids, nil
 	}
 	core, err := kubernetes.NewForConfig(root)
@@ -66,7 +77,7 @@ func newIdentities(mgr manager.Manager, root *rest.Config, opts *Options) (*iden
 // controller's ServiceAccount.
 func (ids *identities) forController(target manager.Manager, controller string) (manager.Manager, error) {
 	if ids.builder == nil {
-		return target, nil
+		return &identityManager{Manager: target, client: target.GetClient(), events: ids.events}, nil
 	}
 	sa := serviceAccounts[controller]
 	ids.mu.Lock()
@@ -87,11 +98,10 @@ func (ids *identities) forController(target manager.Manager, controller string) 
 	if err != nil {
 		return nil, fmt.Errorf("client of service account kube-system/%s: %w", sa, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	events, err := newEventSink(cfg, ids.opts)
 	if err != nil {
-		return nil, fmt.Errorf("client of service account kube-system/%s: %w", sa, err)
+		return nil, fmt.Errorf("Event client of service account kube-system/%s: %w", sa, err)
 	}
-	events := &eventSink{broadcaster: record.NewBroadcaster(), client: cs}
 	if err := ids.mgr.Add(events); err != nil {
 		return nil, err
 	}
@@ -119,6 +129,23 @@ func (m *identityManager) GetEventRecorderFor(name string) record.EventRecorder 
 type eventSink struct {
 	broadcaster record.EventBroadcaster
 	client      kubernetes.Interface
+}
+
+// newEventSink sends Events with a client of their own, limited to
+// --kube-api-qps/--kube-api-burst when given (shared with the controllers'
+// writes, as upstream), else to the kubelet's default --event-qps and
+// --event-burst: without a client-side limit on the controllers' writes,
+// Events would take a third of the API server's writes while nodes join
+// and delay them; a burst of thousands of Events gets the broadcaster's
+// queue and drop policy, as upstream's.
+func newEventSink(cfg *rest.Config, opts *Options) (*eventSink, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.EventQPS()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for Events: %w", err)
+	}
+	return &eventSink{broadcaster: record.NewBroadcaster(), client: cs}, nil
 }
 
 func (e *eventSink) Start(ctx context.Context) error {

@@ -389,6 +389,21 @@ func (o *Options) ServiceWorkers() int {
 	return auto(o, "concurrent-service-syncs", int(o.ConcurrentServiceSyncs), upstreamServiceWorkers, autoServiceWorkers)
 }
 
+// EventQPS is the Event client's rate and burst: the API client's when
+// --kube-api-qps is given, else the kubelet's Event defaults.
+func (o *Options) EventQPS() (float32, int) {
+	if qps := o.APIQPS(); qps > 0 {
+		return qps, o.APIBurst()
+	}
+	return eventQPS, eventBurst
+}
+
+// The kubelet's --event-qps and --event-burst defaults.
+const (
+	eventQPS   = 50
+	eventBurst = 100
+)
+
 // APIQPS and APIBurst are the API client's limits.
 func (o *Options) APIQPS() float32 {
 	return float32(auto(o, "kube-api-qps", int(o.KubeAPIQPS), upstreamKubeAPIQPS, autoKubeAPIQPS))
