@@ -100,7 +100,7 @@ func (ids *identities) forController(target manager.Manager, controller string) 
 	}
 	events, err := newEventSink(cfg, ids.opts)
 	if err != nil {
-		return nil, fmt.Errorf("Event client of service account kube-system/%s: %w", sa, err)
+		return nil, fmt.Errorf("the Event client of service account kube-system/%s: %w", sa, err)
 	}
 	if err := ids.mgr.Add(events); err != nil {
 		return nil, err
