@@ -242,13 +242,14 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 	// its rate allows, each call answered 10 ms later.
 	const cloudRate = 100
 	var (
-		clock    = start
-		credit   float64
-		bucket   = float64(cloudRate)
-		slowedAt time.Time
-		rates    []rate.Limit
+		clock  = start
+		credit float64
+		bucket = float64(cloudRate)
 	)
-	for step := 0; step < 400 && slowedAt.IsZero(); step++ {
+	// tick advances 10 ms and sends the calls the family's rate allows in
+	// them; it reports how many the cloud refused and whether the family
+	// slowed down (stopping there when asked).
+	tick := func(step int, stopOnSlowdown bool) (refused int, slowed bool) {
 		clock = clock.Add(10 * time.Millisecond)
 		bucket = min(cloudRate, bucket+cloudRate*0.01)
 		credit += float64(fam.rate()) * 0.01
@@ -259,10 +260,23 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 				fam.succeeded(clock)
 				continue
 			}
-			if slowed, _ := fam.throttled(clock, clock, fmt.Sprint("n", step, credit), l.opts.ThrottleWindow, l.opts.ThrottledObjects); slowed {
-				slowedAt = clock
-				break
+			refused++
+			if s, _ := fam.throttled(clock, clock, fmt.Sprint("n", step, credit), l.opts.ThrottleWindow, l.opts.ThrottledObjects); s {
+				slowed = true
+				if stopOnSlowdown {
+					return refused, slowed
+				}
 			}
+		}
+		return refused, slowed
+	}
+	var (
+		slowedAt time.Time
+		rates    []rate.Limit
+	)
+	for step := 0; step < 400 && slowedAt.IsZero(); step++ {
+		if _, slowed := tick(step, true); slowed {
+			slowedAt = clock
 		}
 		if step%10 == 9 {
 			rates = append(rates, fam.rate())
@@ -285,19 +299,8 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 	// cloud never refuses anything like a second's worth of calls.
 	refused := map[int]int{}
 	for step := range 1000 {
-		clock = clock.Add(10 * time.Millisecond)
-		bucket = min(cloudRate, bucket+cloudRate*0.01)
-		credit += float64(fam.rate()) * 0.01
-		for ; credit >= 1; credit-- {
-			fam.sent.add(clock)
-			if bucket >= 1 {
-				bucket--
-				fam.succeeded(clock)
-				continue
-			}
-			refused[step/100]++
-			fam.throttled(clock, clock, fmt.Sprint("m", step, credit), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
-		}
+		n, _ := tick(400+step, false)
+		refused[step/100] += n
 	}
 	for sec, n := range refused {
 		if n > cloudRate/2 {
