@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -117,7 +118,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
-	if err := mgr.Add(&refresher{client: mgr.GetClient(), opts: opts, answered: ans}); err != nil {
+	if err := mgr.Add(&refresher{client: mgr.GetClient(), nodes: cachednodes.FromCache(mgr.GetCache()), opts: opts, answered: ans}); err != nil {
 		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
 	}
 	return nil

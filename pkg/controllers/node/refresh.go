@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -21,7 +22,10 @@ import (
 // them, and patches only the nodes whose addresses changed.
 type refresher struct {
 	client client.Client
-	opts   Options
+	// nodes lists the cache's own nodes: a pass holds its list for most of
+	// the period, and a copy would double the memory the node cache takes.
+	nodes cachednodes.Lister
+	opts  Options
 	// answered are the nodes initialization asked the cloud about within
 	// the period: skipped by this pass (nil: none).
 	answered *answered
@@ -37,19 +41,15 @@ func (r *refresher) Start(ctx context.Context) error {
 
 func (r *refresher) refresh(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName("address-refresh")
-	// The cache's own objects, not copies: a pass holds its list for most
-	// of the period, and a copy of every node would double the memory the
-	// node cache takes. Nothing here modifies them; a write copies first.
-	var list corev1.NodeList
-	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	all, err := r.nodes(ctx)
+	if err != nil {
 		log.Error(err, "Listing nodes")
 		return
 	}
-	nodes := make([]*corev1.Node, 0, len(list.Items))
+	nodes := all[:0]
 	now := time.Now()
 	skipped := 0
-	for i := range list.Items {
-		n := &list.Items[i]
+	for _, n := range all {
 		switch {
 		case isUninitialized(n):
 			// Tainted nodes belong to the initializing reconciler.

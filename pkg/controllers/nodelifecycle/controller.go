@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -69,7 +70,11 @@ type Options struct {
 
 // Controller is a manager.Runnable that runs only on the leader.
 type Controller struct {
-	client   client.Client
+	client client.Client
+	// nodes lists the cache's own nodes: nothing here modifies them (the
+	// provider gets them as upstream's does, from its lister; a delete or
+	// patch copies first), and a copy every period is garbage every period.
+	nodes    cachednodes.Lister
 	recorder record.EventRecorder
 	opts     Options
 }
@@ -87,6 +92,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	c := &Controller{
 		client:   mgr.GetClient(),
+		nodes:    cachednodes.FromCache(mgr.GetCache()),
 		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 	}
@@ -120,18 +126,14 @@ func hasShutdownTaint(node *corev1.Node) bool {
 func (c *Controller) monitor(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName(Name)
 	start := time.Now()
-	// The cache's own objects, not copies of every node every period:
-	// nothing here modifies them (the provider gets them as upstream's
-	// does, from its lister; a delete or patch copies first).
-	var list corev1.NodeList
-	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+	nodes, err := c.nodes(ctx)
+	if err != nil {
 		log.Error(err, "Listing nodes")
 		return
 	}
 	defer func() { monitorDuration.Observe(time.Since(start).Seconds()) }()
 	var notReady []*corev1.Node
-	for i := range list.Items {
-		node := &list.Items[i]
+	for _, node := range nodes {
 		if !isReady(node) {
 			notReady = append(notReady, node)
 			continue
@@ -162,7 +164,7 @@ func (c *Controller) monitor(ctx context.Context) {
 			}
 		}
 	})
-	log.V(4).Info("Monitored nodes", "nodes", len(list.Items), "notReady", len(notReady), "deleted", deleted.Load())
+	log.V(4).Info("Monitored nodes", "nodes", len(nodes), "notReady", len(notReady), "deleted", deleted.Load())
 }
 
 // liveness asks whether each node's instance exists and, if so, whether it

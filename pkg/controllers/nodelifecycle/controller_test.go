@@ -18,6 +18,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -71,7 +72,7 @@ func TestMonitorPerNodeCalls(t *testing.T) {
 		failing:  map[string]error{"failing": errors.New("boom")},
 	}
 	rec := record.NewFakeRecorder(10)
-	ctrl := &Controller{client: c, recorder: rec, opts: Options{Instances: p, Workers: 4}}
+	ctrl := &Controller{client: c, nodes: cachednodes.FromReader(c), recorder: rec, opts: Options{Instances: p, Workers: 4}}
 
 	calls := func(op, result string) float64 {
 		return metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": op, "result": result})
@@ -136,7 +137,7 @@ func TestMonitorPerNodeCalls(t *testing.T) {
 func TestMonitorBatchCountsAsUpstreamCalls(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(lcNode("b-gone", corev1.ConditionFalse), lcNode("b-running", corev1.ConditionFalse)).Build()
 	b := batchOnly{"b-gone": {Exists: false}, "b-running": {Exists: true}}
-	ctrl := &Controller{client: c, recorder: record.NewFakeRecorder(10), opts: Options{Instances: b, Workers: 4}}
+	ctrl := &Controller{client: c, nodes: cachednodes.FromReader(c), recorder: record.NewFakeRecorder(10), opts: Options{Instances: b, Workers: 4}}
 	calls := func(op, result string) float64 {
 		return metricstest.Value(t, "cloud_node_lifecycle_controller_cloud_provider_calls_total", map[string]string{"operation": op, "result": result})
 	}
