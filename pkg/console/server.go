@@ -70,6 +70,9 @@ type Server struct {
 	sampler *sampler
 
 	startOnce sync.Once
+	// visited is closed at the first request: the metrics sampling waits
+	// for it, so that an unvisited console gathers nothing every second.
+	visited chan struct{}
 	// life ends when Start's context does; the informers stop with it.
 	life     context.Context
 	endLife  context.CancelFunc
@@ -112,14 +115,21 @@ func New(opts Options) *Server {
 	}
 	life, end := context.WithCancel(context.Background())
 	return &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
-		ready: make(chan struct{}), changed: make(chan struct{}, 1)}
+		ready: make(chan struct{}), visited: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
-// Start samples the call metrics every Interval until ctx ends; the
-// informers started by requests stop then too. It is a controller-runtime
-// Runnable, so a manager can run it.
+// Start samples the call metrics every Interval, from the first request
+// on, until ctx ends; the informers started by requests stop then too. It
+// is a controller-runtime Runnable, so a manager can run it.
 func (s *Server) Start(ctx context.Context) error {
 	defer s.endLife()
+	// Gathering the whole registry every second is garbage every second:
+	// nobody has asked for the charts until someone opens the console.
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.visited:
+	}
 	t := time.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	s.sample(time.Now())
@@ -163,6 +173,7 @@ func (s *Server) poke() {
 // may not is named in the page's warnings instead of retried for ever.
 func (s *Server) start() {
 	s.startOnce.Do(func() {
+		close(s.visited)
 		ctx := s.life
 		c := s.opts.Client
 		strip := func(obj any) (any, error) {

@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,5 +174,32 @@ func TestForbiddenResourcesAreNamed(t *testing.T) {
 	}
 	if len(snap.LoadBalancers) != 1 || snap.LoadBalancers[0].Reason != "NotSyncedYet" {
 		t.Errorf("the rest still shows: %+v", snap.LoadBalancers)
+	}
+}
+
+// countingGatherer counts the registry reads the console makes.
+type countingGatherer struct{ n atomic.Int64 }
+
+func (g *countingGatherer) Gather() ([]*dto.MetricFamily, error) {
+	g.n.Add(1)
+	return nil, nil
+}
+
+// A console nobody opens costs nothing: no registry read every second
+// until the first request, and the charts move from then on.
+func TestUnvisitedConsoleDoesNotSample(t *testing.T) {
+	g := &countingGatherer{}
+	srv, _ := newTestServer(t, Options{Gatherer: g, Interval: 5 * time.Millisecond})
+	time.Sleep(100 * time.Millisecond) // twenty intervals
+	if n := g.n.Load(); n != 0 {
+		t.Fatalf("an unvisited console read the metrics %d times", n)
+	}
+	get(t, srv.URL+"/api/snapshot")
+	deadline := time.Now().Add(10 * time.Second)
+	for g.n.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a request the console read the metrics %d times in 10s", g.n.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
