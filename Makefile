@@ -92,7 +92,7 @@ verify-proto: proto
 
 ## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side
 ## (about two hours; the standard-provider matrix is about one of them).
-bench: controlplane build bin/upstream-ccm
+bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
 	go run ./bench/nodeinit -matrix -nodes 1000,5000 -upstream bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -networking
@@ -111,6 +111,10 @@ bench: controlplane build bin/upstream-ccm
 CHAOS_FLAGS ?=
 chaos: controlplane build
 	go run ./test/chaos/cmd/chaos -outrigger bin/outrigger $(CHAOS_FLAGS)
+
+## bin/outrigger-ccm: Outrigger's command with the benchmarks' providers, run as its own process by bench/nodeinit.
+bin/outrigger-ccm: $(shell git ls-files pkg cmd bench/outrigger-ccm bench/internal) go.mod
+	go build -o bin/outrigger-ccm ./bench/outrigger-ccm
 
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
 bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod

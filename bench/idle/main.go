@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ import (
 type config struct {
 	nodes            int
 	duration, warmup time.Duration
+	runs             int
 	latency          time.Duration
 	rateLimit        float64
 	outrigger        string
@@ -49,6 +51,7 @@ func main() {
 	flag.Float64Var(&cfg.rateLimit, "cloud-rate-limit", 100, "calls per second the sim cloud accepts before answering 429")
 	flag.StringVar(&cfg.outrigger, "outrigger-bin", "bin/outrigger", "the outrigger binary (make build)")
 	flag.StringVar(&cfg.upstream, "upstream", "", "also run this upstream cloud-controller-manager binary (make bin/upstream-ccm)")
+	flag.IntVar(&cfg.runs, "runs", 1, "runs of each CCM, alternating; peak RSS varies with when the Go collector runs, so several runs give its median and range")
 	extra := flag.String("outrigger-flags", "", "extra Outrigger flags, space-separated, e.g. --feature-gates=BatchInstanceLookups=false for a provider with only the standard interface")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -60,25 +63,46 @@ func main() {
 
 	fmt.Printf("%d initialized Ready nodes, nothing changing; each CCM with its default flags (cloud-node, cloud-node-lifecycle and service-lb controllers); Outrigger also %q; warm-up %s, measured over %s; sim cloud: %s latency, %.0f calls/s rate limit\n\n",
 		cfg.nodes, strings.Join(cfg.outriggerFlags, " "), cfg.warmup, cfg.duration, cfg.latency, cfg.rateLimit)
-	fmt.Println("| CCM | cloud calls | cloud calls per second | throttled (429) | API writes | peak RSS (MiB) | binary size (MiB) | modules linked |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-	runs := [][2]string{{"Outrigger", cfg.outrigger}}
+	fmt.Println("| CCM | run | cloud calls | cloud calls per second | throttled (429) | API writes | peak RSS (MiB) | binary size (MiB) | modules linked |")
+	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	ccms := [][2]string{{"Outrigger", cfg.outrigger}}
 	if cfg.upstream != "" {
-		runs = append(runs, [2]string{"upstream", cfg.upstream})
+		ccms = append(ccms, [2]string{"upstream", cfg.upstream})
 	}
-	for _, run := range runs {
-		r, err := once(context.Background(), cfg, run[1], run[0] == "upstream")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "idle:", err)
-			os.Exit(1)
+	peaks := map[string][]float64{}
+	for i := range max(1, cfg.runs) {
+		for _, ccm := range ccms {
+			r, err := once(context.Background(), cfg, ccm[1], ccm[0] == "upstream")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "idle:", err)
+				os.Exit(1)
+			}
+			size, modules, err := binaryFacts(ccm[1])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "idle:", err)
+				os.Exit(1)
+			}
+			peaks[ccm[0]] = append(peaks[ccm[0]], r.rss)
+			fmt.Printf("| %s | %d | %d | %.2f | %d | %d | %.0f | %.1f | %d |\n", ccm[0], i+1, r.calls.Total, float64(r.calls.Total)/cfg.duration.Seconds(), r.calls.Throttled, r.writes, r.rss, size, modules)
 		}
-		size, modules, err := binaryFacts(run[1])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "idle:", err)
-			os.Exit(1)
-		}
-		fmt.Printf("| %s | %d | %.2f | %d | %d | %.0f | %.1f | %d |\n", run[0], r.calls.Total, float64(r.calls.Total)/cfg.duration.Seconds(), r.calls.Throttled, r.writes, r.rss, size, modules)
 	}
+	if cfg.runs > 1 {
+		fmt.Println()
+		for _, ccm := range ccms {
+			p := peaks[ccm[0]]
+			slices.Sort(p)
+			fmt.Printf("%s: peak RSS median %.0f MiB, range %.0f to %.0f over %d runs\n", ccm[0], median(p), p[0], p[len(p)-1], len(p))
+		}
+	}
+}
+
+// median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 type result struct {

@@ -44,6 +44,9 @@ import (
 // refresh is the address refresh period Outrigger runs with.
 var refresh time.Duration
 
+// timeline, when set, prints each run's progress every 100 ms to stderr.
+var timeline bool
+
 // runs numbers the CCM runs, so that each elects its leader on a lease of
 // its own rather than wait for the previous run's to expire.
 var runs atomic.Int64
@@ -56,6 +59,7 @@ func main() {
 	refreshFlag := flag.Duration("refresh", 10*time.Second, "--node-status-update-frequency for the idle measurement (upstream and Outrigger default: 5m)")
 	noBatch := flag.Bool("no-batch", false, "hide the sim provider's batch lookup, as for a provider that lacks one")
 	upstream := flag.String("upstream", "", "run this upstream cloud-controller-manager binary (bench/upstream-ccm) instead of Outrigger, with its own default flags plus -outrigger-flags")
+	outriggerBin := flag.String("outrigger-bin", "bin/outrigger-ccm", "Outrigger's command with the benchmark providers registered, run as its own process (make bin/outrigger-ccm)")
 	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
 	provider := flag.String("provider", sim.ProviderName, "the provider both CCMs run: "+sim.ProviderName+" (the sim provider and its cloud) or "+upstreamfake.ProviderName+" (upstream's k8s.io/cloud-provider/fake, standard interface only, with the same latency and rate limit added)")
 	apiLimit := flag.Bool("api-write-limit", false, "run no CCM: make the two writes that initialize each node (addresses; provider ID, labels and taint removal) from the benchmark itself, 256 at a time and with no client-side limit, to measure the API server's write limit on this machine")
@@ -64,6 +68,7 @@ func main() {
 	matrixLimits := flag.String("matrix-limits", "100,0", "with -matrix: the cloud's rate limits, calls per second (0: none)")
 	matrixCCMs := flag.String("matrix-ccms", "outrigger,upstream-tuned,upstream-defaults", "with -matrix: the CCM variants")
 	upstreamDefaultsMax := flag.Int("upstream-defaults-max", 1000, "with -matrix: the most nodes the upstream CCM runs with its own defaults (it initializes about five nodes a second)")
+	flag.BoolVar(&timeline, "timeline", false, "print each run's progress to stderr: per 100 ms, the cloud calls and the nodes initialized so far, to see where the time goes")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -81,7 +86,7 @@ func main() {
 	if *matrix {
 		m, err := parseMatrix(*sizes, *matrixProviders, *matrixLimits, *matrixCCMs, *upstream, *upstreamDefaultsMax)
 		if err == nil {
-			err = runMatrix(context.Background(), config{latency: *latency, extra: strings.Fields(*extra)}, m)
+			err = runMatrix(context.Background(), config{latency: *latency, extra: strings.Fields(*extra), outriggerBin: *outriggerBin}, m)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "nodeinit:", err)
@@ -89,7 +94,7 @@ func main() {
 		}
 		return
 	}
-	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit, *provider == upstreamfake.ProviderName}); err != nil {
+	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit, *provider == upstreamfake.ProviderName, *outriggerBin}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)
 	}
@@ -110,6 +115,9 @@ type config struct {
 	apiLimit bool
 	// fake runs upstream's fake provider instead of the sim provider.
 	fake bool
+	// outriggerBin is Outrigger's command with the benchmark providers
+	// registered (bench/outrigger-ccm).
+	outriggerBin string
 }
 
 func (c config) providerName() string {
@@ -206,10 +214,10 @@ type result struct {
 	// firstSeconds is when the first node was initialized: the CCM's
 	// start-up (process, leader election, caches) and one node's work.
 	firstSeconds float64
-	calls     simcloud.Calls
-	writes    int64
-	conflicts int64
-	events    int
+	calls        simcloud.Calls
+	writes       int64
+	conflicts    int64
+	events       int
 	// idleCallsPerPeriod is the cloud calls per --node-status-update-frequency
 	// once all nodes are initialized.
 	idleCallsPerPeriod float64
@@ -264,6 +272,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 		return result{}, err
 	}
 	var first time.Duration
+	initialized := make([]time.Time, 0, n)
 	for left := n; left > 0; {
 		select {
 		case err := <-done:
@@ -272,8 +281,12 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 			if left == n {
 				first = time.Since(start)
 			}
+			initialized = append(initialized, time.Now())
 			left--
 		}
+	}
+	if timeline {
+		samples.print(os.Stderr, start, initialized)
 	}
 	r := result{seconds: time.Since(start).Seconds(), firstSeconds: first.Seconds(), calls: counts()}
 	_, r.peakThrottled = samples.peak(start, time.Now())
@@ -326,28 +339,33 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 			"--controllers=cloud-node-controller,cloud-node-lifecycle-controller"}
 		return benchenv.StartUpstream(ctx, cfg.upstream, append(args, cfg.extra...), fmt.Sprintf("upstream-ccm-%d.log", n))
 	}
+	lease := fmt.Sprintf("bench-%d-%d", n, runs.Add(1))
+	if !cfg.plugin {
+		// Its own process, as the upstream CCM runs: sharing the
+		// benchmark's process would share its collector and CPU with the
+		// cloud and the watchers.
+		args := []string{"--cloud-provider=" + cfg.providerName(), "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+			"--secure-port=0", "--leader-elect-resource-name=" + lease, "--node-status-update-frequency=" + refresh.String()}
+		if cfg.noBatch {
+			args = append(args, "--feature-gates=BatchInstanceLookups=false")
+		}
+		return benchenv.StartUpstream(ctx, cfg.outriggerBin, append(args, cfg.extra...), fmt.Sprintf("outrigger-%d.log", n))
+	}
+	// The plugin boundary is measured in-process: the benchmark serves the
+	// provider on a unix socket next to the manager.
 	opts := manager.NewOptions()
 	opts.Kubeconfig = kubeconfig
-	opts.CloudProvider = cfg.providerName()
 	opts.CloudConfig = cloudConfig
 	opts.Serving.BindPort = 0
-	opts.LeaderElectResourceName = fmt.Sprintf("bench-%d-%d", n, runs.Add(1))
+	opts.LeaderElectResourceName = lease
 	opts.NodeStatusUpdateFrequency = refresh
 	reg := providers.NewRegistry()
-	reg.Register(upstreamfake.ProviderName, upstreamfake.New)
-	if cfg.noBatch {
-		reg.Register(sim.ProviderName, withoutBatch)
-	} else {
-		reg.Register(sim.ProviderName, sim.New)
+	grpcConfig, err := servePlugin(ctx, cloudConfig)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.plugin {
-		grpcConfig, err := servePlugin(ctx, cloudConfig)
-		if err != nil {
-			return nil, err
-		}
-		reg.Register(plugin.ProviderName, plugin.NewProvider)
-		opts.CloudProvider, opts.CloudConfig = plugin.ProviderName, grpcConfig
-	}
+	reg.Register(plugin.ProviderName, plugin.NewProvider)
+	opts.CloudProvider, opts.CloudConfig = plugin.ProviderName, grpcConfig
 	return benchenv.StartOutrigger(ctx, opts, cfg.extra, reg)
 }
 

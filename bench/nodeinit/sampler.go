@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -59,4 +61,34 @@ func (s *sampler) peak(from, to time.Time) (calls, throttled int64) {
 		}
 	}
 	return calls, throttled
+}
+
+// print writes, for every sample from start on until the last node was
+// initialized, the time since start, the cloud calls and the nodes
+// initialized so far (initialized holds the times, in order).
+func (s *sampler) print(w io.Writer, start time.Time, initialized []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(initialized) == 0 {
+		return
+	}
+	end := initialized[len(initialized)-1]
+	var base int64 = -1
+	done := 0
+	fmt.Fprintln(w, "seconds\tcloud calls\tthrottled\tinitialized")
+	for _, x := range s.samples {
+		if x.at.Before(start) {
+			continue
+		}
+		if base < 0 {
+			base = x.total
+		}
+		for done < len(initialized) && !initialized[done].After(x.at) {
+			done++
+		}
+		fmt.Fprintf(w, "%.1f\t%d\t%d\t%d\n", x.at.Sub(start).Seconds(), x.total-base, x.throttled, done)
+		if x.at.After(end) {
+			return
+		}
+	}
 }
