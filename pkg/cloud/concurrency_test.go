@@ -278,15 +278,15 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 		if _, slowed := tick(step, true); slowed {
 			slowedAt = clock
 		}
-		if step%10 == 9 {
+		if step%5 == 4 {
 			rates = append(rates, fam.rate())
 		}
 	}
 	if slowedAt.IsZero() {
-		t.Fatalf("the family never slowed down; rates every 100 ms: %v", rates)
+		t.Fatalf("the family never slowed down; rates every 50 ms: %v", rates)
 	}
 	if len(rates) < 3 || rates[2] < 1.8*rates[1] {
-		t.Errorf("rates every 100 ms while probing = %v, want doubling from %d each 100 ms", rates, initialRate)
+		t.Errorf("rates every 50 ms while probing = %v, want doubling from %d each 50 ms", rates, initialRate)
 	}
 	if d := slowedAt.Sub(start); d > time.Second {
 		t.Errorf("the probe took %s to find a 100 calls/s cloud", d)

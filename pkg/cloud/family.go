@@ -37,26 +37,33 @@ const initialRate = 100
 // about the new rate.
 const decreaseCooldown = 250 * time.Millisecond
 
-// rateTick is how often a family's rate may grow.
+// rateTick is how often a family's rate may grow once it has been
+// throttled (additive increase).
 const rateTick = 100 * time.Millisecond
 
-// probeGrowth is the factor per rateTick by which a family's rate grows until
-// the cloud first throttles it: doubling every tick, as TCP's slow start doubles every round trip. The
-// rate only grows while the family uses it, and the family's concurrency
-// (doubling every round trip of the cloud) bounds what it sends, so against
-// a slow cloud the probe is as fast as its answers and no faster; against a
-// fast one it reaches thousands of calls a second within half a second.
+// probeTick is how often a probing family's rate may grow: the probe's
+// doubling every 50 ms takes a family from 100 to 3,200 calls a second in a
+// quarter of a second, so that a cloud without a limit does not wait on it.
+const probeTick = 50 * time.Millisecond
+
+// probeGrowth is the factor per probeTick by which a family's rate grows
+// until the cloud first throttles it: doubling every tick, as TCP's slow
+// start doubles every round trip. The rate only grows while the family uses
+// it, and the family's concurrency (doubling every round trip of the cloud)
+// bounds what it sends, so against a slow cloud the probe is as fast as its
+// answers and no faster; against a fast one it reaches thousands of calls a
+// second within a quarter of a second.
 const probeGrowth = 2.0
 
 // usageWindow is how far back a family's use of its rate is measured
-// before the rate grows: about ten calls' worth, within [rateTick, 1s], so
+// before the rate grows: about ten calls' worth, within [probeTick, 1s], so
 // that a probe's rate grows from its first calls and a slow family's use
 // is not read from one call.
 func usageWindow(r rate.Limit) time.Duration {
 	if r <= 0 {
 		return time.Second
 	}
-	return min(time.Second, max(rateTick, time.Duration(float64(10*time.Second)/float64(r))))
+	return min(time.Second, max(probeTick, time.Duration(float64(10*time.Second)/float64(r))))
 }
 
 // family adapts one method family's rate to what the cloud accepts: halved
@@ -185,7 +192,11 @@ func (f *family) succeeded(now time.Time) {
 	f.accepted.add(now)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if now.Sub(f.lastGrowth) < rateTick {
+	tick := rateTick
+	if f.slowStart {
+		tick = probeTick
+	}
+	if now.Sub(f.lastGrowth) < tick {
 		return
 	}
 	f.lastGrowth = now
