@@ -98,7 +98,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -networking
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm
 	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm
-	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm -outrigger-flags "--feature-gates=BatchInstanceLookups=false"
+	go run ./bench/idle -nodes 5000 -duration 2m -runs 3 -upstream bin/upstream-ccm -outrigger-flags "--feature-gates=BatchInstanceLookups=false"
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
 

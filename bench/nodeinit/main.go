@@ -382,7 +382,12 @@ func watchInitialized(ctx context.Context, client *kubernetes.Clientset, routed 
 		if !ok || seen[n.Name] {
 			return
 		}
-		done := !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider })
+		// Initialized: the taint gone and the cloud's addresses set (a
+		// kubelet registers with its host name only). Upstream removes the
+		// taint before it writes the addresses; counting the taint alone
+		// would stop its clock before it is done.
+		done := !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) &&
+			slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Type == corev1.NodeInternalIP })
 		if routed {
 			done = done && len(n.Spec.PodCIDRs) == 2 && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
 				return c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated"
