@@ -318,6 +318,9 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	time.Sleep(3 * refresh)
 	r.idleCallsPerPeriod = float64(counts().Total-idleTotal) / 3
 	r.idlePeak, _ = samples.peak(idleStart, time.Now())
+	if timeline {
+		samples.printPerSecond(os.Stderr, idleStart, time.Now())
+	}
 	stop()
 	_ = <-done //nolint:staticcheck // the CCM's exit after the stop says nothing
 

@@ -92,3 +92,35 @@ func (s *sampler) print(w io.Writer, start time.Time, initialized []time.Time) {
 		}
 	}
 }
+
+// printPerSecond writes the cloud calls in each whole second from from
+// to to (each second's count read from the last sample at or before its
+// end), to see how a period's calls are spread.
+func (s *sampler) printPerSecond(w io.Writer, from, to time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintln(w, "idle second\tcloud calls")
+	var prev *sample
+	second := 1
+	for i := range s.samples {
+		x := &s.samples[i]
+		if x.at.Before(from) {
+			continue
+		}
+		if prev == nil {
+			prev = x
+			continue
+		}
+		end := from.Add(time.Duration(second) * time.Second)
+		if end.After(to) {
+			return
+		}
+		if x.at.After(end) {
+			// The previous sample is the last at or before this second's end.
+			before := &s.samples[i-1]
+			fmt.Fprintf(w, "%d\t%d\n", second-1, before.total-prev.total)
+			prev = before
+			second++
+		}
+	}
+}

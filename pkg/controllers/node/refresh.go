@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +72,12 @@ func (r *refresher) refresh(ctx context.Context) {
 	if len(nodes) == 0 {
 		return
 	}
+	// The same order every pass, so each node is asked one period after
+	// the last time. The cache lists in no set order: a node asked at the
+	// end of one pass and at the start of the next would get the answer
+	// shared from a moment before, and its addresses would next be asked
+	// for nearly two periods later.
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	start := time.Now()
 	var failed, changed atomic.Int64
 	// A periodic pass: initializing nodes goes first when the cloud's

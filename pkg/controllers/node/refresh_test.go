@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -99,5 +100,59 @@ func TestAnsweredWithinThePeriod(t *testing.T) {
 	a.prune(now, period)
 	if _, ok := a.at["old"]; ok || len(a.at) != 1 {
 		t.Errorf("after prune: %v, want only the new record", a.at)
+	}
+}
+
+// orderRecorder answers nothing and records the nodes each Lookup asked
+// about, in order.
+type orderRecorder struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (*orderRecorder) SupportsBatch() bool { return false }
+func (o *orderRecorder) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need, _ int) []provider.InstanceStatus {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]provider.InstanceStatus, len(nodes))
+	for i, n := range nodes {
+		o.asked = append(o.asked, n.Name)
+		out[i] = provider.InstanceStatus{Exists: true, Err: errors.New("not answered")}
+	}
+	return out
+}
+
+// Every pass asks about the nodes in the same order, whatever order the
+// cache lists them in: each node is then asked one period after the last
+// time, never at the end of one pass and again at the start of the next
+// (the second ask would be answered from the first, and the node's next
+// real answer would be almost two periods away).
+func TestRefreshAsksInTheSameOrderEveryPass(t *testing.T) {
+	names := []string{"node-c", "node-a", "node-e", "node-b", "node-d"}
+	listed := 0
+	list := func(context.Context) ([]*corev1.Node, error) {
+		// Each list in another order, as a cache's may be.
+		listed++
+		out := make([]*corev1.Node, len(names))
+		for i := range names {
+			n := &corev1.Node{}
+			n.Name = names[(i+listed)%len(names)]
+			out[i] = n
+		}
+		return out, nil
+	}
+	rec := &orderRecorder{}
+	r := &refresher{nodes: list, opts: Options{Instances: rec, Workers: 1, RefreshPeriod: 10 * time.Millisecond}}
+	var passes [][]string
+	for range 3 {
+		rec.asked = nil
+		r.refresh(context.Background())
+		passes = append(passes, rec.asked)
+	}
+	want := slices.Sorted(slices.Values(names))
+	for i, got := range passes {
+		if !slices.Equal(got, want) {
+			t.Errorf("pass %d asked %v, want %v", i, got, want)
+		}
 	}
 }
