@@ -36,9 +36,10 @@ type Options struct {
 	ThrottledObjects int
 	// ShareWindow is how long a positive answer about a node's instance
 	// (it exists, is shut down or not, its metadata) is shared between the
-	// controllers that ask. Default 5s, the default --node-monitor-period:
-	// the lifecycle controller notices a change no later than it would
-	// asking itself. Negative: nothing is shared.
+	// controllers that ask. The manager sets it to --node-monitor-period,
+	// so the lifecycle controller notices a change no later than it would
+	// asking itself. Default 5s (that flag's default); negative: nothing is
+	// shared.
 	ShareWindow time.Duration
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.

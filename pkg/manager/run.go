@@ -113,7 +113,11 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		return nil, err
 	}
 	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout,
-		NoBatch: !featureGate.Enabled(BatchInstanceLookups)})
+		NoBatch: !featureGate.Enabled(BatchInstanceLookups),
+		// Shared no longer than the lifecycle monitor's period, so it
+		// notices a vanished or stopped instance no later than asking
+		// itself each pass would.
+		ShareWindow: opts.NodeMonitorPeriod})
 	ids, err := newIdentities(mgr, restConfig, opts)
 	if err != nil {
 		return nil, err
