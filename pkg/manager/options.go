@@ -14,6 +14,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
@@ -595,4 +596,14 @@ func (o *Options) warnIgnored(log klog.Logger) {
 			log.Info("Warning: flag accepted for compatibility has no effect", "flag", "--"+name, "reason", IgnoredFlags[name])
 		}
 	}
+}
+
+// callLayer is the cloud-call layer's configuration from the flags.
+func (o *Options) callLayer() cloud.Options {
+	return cloud.Options{QPS: o.CloudQPS, Burst: o.CloudBurst, Timeout: o.CloudCallTimeout,
+		NoBatch: !featureGate.Enabled(BatchInstanceLookups),
+		// Answers are shared no longer than the lifecycle monitor's
+		// period, so it notices a vanished or stopped instance no later
+		// than asking itself each pass would.
+		ShareWindow: o.NodeMonitorPeriod}
 }

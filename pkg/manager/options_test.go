@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestEnabledControllers(t *testing.T) {
@@ -56,5 +59,39 @@ func TestValidateReportsEveryProblemOnOneLine(t *testing.T) {
 	}
 	if strings.Contains(msg, "\n") {
 		t.Errorf("error spans lines: %q", msg)
+	}
+}
+
+// The call layer gets its ceilings and timeout from the flags, and shares
+// answers about an instance for no longer than the lifecycle monitor's
+// period: with a shorter --node-monitor-period the monitor must not be
+// given an answer older than its own pass.
+func TestCallLayerOptionsFromFlags(t *testing.T) {
+	tests := []struct {
+		args            []string
+		wantQPS         float64
+		wantBurst       int
+		wantShareWindow time.Duration
+		wantNoBatch     bool
+	}{
+		{args: nil, wantShareWindow: 5 * time.Second},
+		{args: []string{"--node-monitor-period=1s"}, wantShareWindow: time.Second},
+		{args: []string{"--cloud-qps=20", "--cloud-burst=40", "--node-monitor-period=30s"}, wantQPS: 20, wantBurst: 40, wantShareWindow: 30 * time.Second},
+		{args: []string{"--feature-gates=BatchInstanceLookups=false"}, wantShareWindow: 5 * time.Second, wantNoBatch: true},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = featureGate.Set("BatchInstanceLookups=true") })
+			got := o.callLayer()
+			if got.QPS != tc.wantQPS || got.Burst != tc.wantBurst || got.ShareWindow != tc.wantShareWindow || got.NoBatch != tc.wantNoBatch {
+				t.Errorf("call layer options %+v, want QPS %v, burst %d, share window %v, no batch %v", got, tc.wantQPS, tc.wantBurst, tc.wantShareWindow, tc.wantNoBatch)
+			}
+		})
 	}
 }

@@ -112,12 +112,7 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	if err := mgr.Add(init); err != nil {
 		return nil, err
 	}
-	layer := cloud.New(provider, cloud.Options{QPS: opts.CloudQPS, Burst: opts.CloudBurst, Timeout: opts.CloudCallTimeout,
-		NoBatch: !featureGate.Enabled(BatchInstanceLookups),
-		// Shared no longer than the lifecycle monitor's period, so it
-		// notices a vanished or stopped instance no later than asking
-		// itself each pass would.
-		ShareWindow: opts.NodeMonitorPeriod})
+	layer := cloud.New(provider, opts.callLayer())
 	ids, err := newIdentities(mgr, restConfig, opts)
 	if err != nil {
 		return nil, err
