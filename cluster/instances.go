@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 )
 
 // The local cloud's instances: the harness made the machines (the nodes),
@@ -76,11 +78,13 @@ func (c *Cluster) instanceHandler(control bool) http.Handler {
 		c.mu.Lock()
 		state, ok := c.instances[name]
 		c.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
 		if !ok {
-			http.Error(w, "no instance "+name, http.StatusNotFound)
+			// The typed answer: a bare 404 is not "gone" to the provider.
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": local.InstanceNotFoundCode, "message": "no instance " + name})
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(instanceInfo{Name: name, State: state})
 	})
 	if control {

@@ -294,3 +294,27 @@ func RunController(t testing.TB, setup func(crmanager.Manager) error, modify ...
 		}
 	})
 }
+
+// SecondControlPlane is another cluster's API server and etcd, for tests
+// of two clusters sharing one cloud.
+type SecondControlPlane struct {
+	Client     kubernetes.Interface
+	Kubeconfig string
+}
+
+// StartSecondControlPlane starts another control plane until the test ends.
+func StartSecondControlPlane(t testing.TB) *SecondControlPlane {
+	t.Helper()
+	cp, err := controlplane.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := cp.WriteAdminKubeconfig(kc); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	return &SecondControlPlane{Client: kubernetes.NewForConfigOrDie(cfg), Kubeconfig: kc}
+}

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // LoadBalancer returns the provider's load balancer interface behind the
@@ -14,7 +16,31 @@ func (l *Layer) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !ok || lb == nil {
 		return nil, false
 	}
-	return loadBalancer{l, lb}, true
+	w := loadBalancer{l, lb}
+	if owners, ok := lb.(provider.LoadBalancerOwnership); ok {
+		return ownedLoadBalancer{w, owners}, true
+	}
+	return w, true
+}
+
+// ownedLoadBalancer is a loadBalancer whose provider records ownership: it
+// offers provider.LoadBalancerOwnership behind the layer too.
+type ownedLoadBalancer struct {
+	loadBalancer
+	owners provider.LoadBalancerOwnership
+}
+
+type lbOwner struct {
+	owner  provider.LoadBalancerOwner
+	exists bool
+}
+
+func (b ownedLoadBalancer) LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (provider.LoadBalancerOwner, bool, error) {
+	r, err := do(ctx, b.layer, call{"LoadBalancerOwner", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (lbOwner, error) {
+		o, ok, err := b.owners.LoadBalancerOwner(ctx, clusterName, service)
+		return lbOwner{o, ok}, err
+	})
+	return r.owner, r.exists, err
 }
 
 type loadBalancer struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
@@ -47,4 +48,37 @@ type NodeCIDRSource interface {
 	// instance, at most one IPv4 and one IPv6, assigning them first if
 	// needed. Calling it again for the same instance returns the same CIDRs.
 	NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error)
+}
+
+// LoadBalancerOwnership is an optional interface for a provider's
+// LoadBalancer value: each load balancer records in the cloud (its tags or
+// its name) what it was made for, so that who owns it survives restarts and
+// is never inferred from a name alone. With it, Outrigger deletes the load
+// balancer of a Service whose class moved away while Outrigger was down,
+// but only when the record says Outrigger's class made it; without it,
+// Outrigger leaves such a load balancer alone.
+type LoadBalancerOwnership interface {
+	// LoadBalancerOwner returns the ownership record of the load balancer
+	// the provider would use for service, and false when there is none
+	// under that name. A load balancer without a record is returned with
+	// an empty LoadBalancerOwner: it is nobody's that Outrigger can prove.
+	LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (LoadBalancerOwner, bool, error)
+}
+
+// LoadBalancerOwner is what a load balancer was made for.
+type LoadBalancerOwner struct {
+	// ClusterName is the --cluster-name of the CCM that made it.
+	ClusterName string
+	// ServiceUID is the UID of the Service it was made for.
+	ServiceUID types.UID
+	// Class is the Service's spec.loadBalancerClass when it was made: ""
+	// for a Service without a class.
+	Class string
+}
+
+// Owns reports whether the record names the given cluster, Service and
+// class: the only proof that a load balancer is theirs.
+func (o LoadBalancerOwner) Owns(clusterName string, uid types.UID, class string) bool {
+	return o.ClusterName != "" && o.ServiceUID != "" &&
+		o.ClusterName == clusterName && o.ServiceUID == uid && o.Class == class
 }

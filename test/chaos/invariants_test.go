@@ -50,7 +50,7 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 		{cloudprovider.DefaultLoadBalancerName(svc), "chaos/svc-1"}, {"a-duplicate", "chaos/svc-1"}, {"a-leaked", "chaos/gone"},
 	} {
 		spec := simcloud.LoadBalancerSpec{Tags: map[string]string{"service": lb.owner}, Listeners: []simcloud.Listener{{Protocol: "TCP", Port: 1, NodePort: 30001}}}
-		if _, err := h.cloud.PutLoadBalancer(lb.name, spec); err != nil {
+		if _, err := h.cloud.PutLoadBalancer(lb.name, spec, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,13 +11,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,78 +30,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var ctx = context.Background()
 
-// buildUpstream builds the upstream CCM from its module.
-func buildUpstream(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "upstream-ccm")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	cmd.Dir = filepath.Join("..", "..", "bench", "upstream-ccm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the upstream CCM: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // The flags both CCMs run with: the same controllers, cluster CIDR and
 // periods.
 var common = []string{
 	"--cluster-cidr=10.244.0.0/16", "--allocate-node-cidrs=true", "--configure-cloud-routes=true",
 	"--route-reconciliation-period=1s", "--node-monitor-period=1s",
 	"--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller,node-route-controller",
-}
-
-// upstream runs the upstream CCM until stopped.
-type upstream struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan error
-}
-
-func startUpstream(t *testing.T, bin string, cloud *testenv.Cloud) *upstream {
-	t.Helper()
-	log, err := os.Create(filepath.Join(t.TempDir(), "upstream.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"--cloud-provider=sim", "--cloud-config=" + cloud.ConfigFile, "--kubeconfig=" + testenv.Kubeconfig,
-		"--leader-elect=false", "--secure-port=0"}, common...)
-	u := &upstream{cmd: exec.Command(bin, args...), log: log, done: make(chan error, 1)}
-	u.cmd.Stdout, u.cmd.Stderr = log, log
-	if err := u.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { u.done <- u.cmd.Wait() }()
-	t.Cleanup(func() {
-		u.stop(t)
-		if t.Failed() {
-			if b, err := os.ReadFile(log.Name()); err == nil {
-				t.Logf("upstream CCM log (last 3000 bytes):\n%s", tail(string(b), 3000))
-			}
-		}
-	})
-	return u
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-func (u *upstream) stop(t *testing.T) {
-	if u.cmd.ProcessState != nil {
-		return
-	}
-	_ = u.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-u.done:
-		t.Logf("the upstream CCM exited: %v", err)
-	case <-time.After(30 * time.Second):
-		_ = u.cmd.Process.Kill()
-		t.Logf("the upstream CCM was killed: %v", <-u.done)
-	}
-	u.log.Close()
 }
 
 // state is everything a switch must not change.
@@ -214,7 +144,7 @@ func checkNothingChanged(t *testing.T, who string, before, after state, calls si
 }
 
 func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
-	bin := buildUpstream(t)
+	bin := testenv.BuildUpstreamCCM(t)
 	cloud := testenv.StartCloud(t)
 	var nodes []string
 	for i := range 3 {
@@ -235,7 +165,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 	}
 
 	// 1. The upstream CCM runs the cluster.
-	up := startUpstream(t, bin, cloud)
+	up := testenv.StartUpstreamCCM(t, bin, cloud, common...)
 	testenv.Eventually(t, 60*time.Second, "nodes initialized and routed by the upstream CCM", func() (bool, error) {
 		for _, name := range nodes {
 			n := testenv.GetNode(t, name)
@@ -274,7 +204,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second) // let upstream finish its passes
 	before := capture(t, cloud, ns, nodes)
-	up.stop(t)
+	up.Stop(t)
 
 	// 2. Outrigger takes over: nothing changes, the cloud sees only reads.
 	cloud.ResetCalls()
@@ -301,7 +231,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 
 	// 3. And back to upstream: nothing changes either.
 	cloud.ResetCalls()
-	startUpstream(t, bin, cloud)
+	testenv.StartUpstreamCCM(t, bin, cloud, common...)
 	settle(t, cloud, services)
 	checkNothingChanged(t, "the upstream CCM", before, capture(t, cloud, ns, nodes), cloud.Calls())
 }

@@ -82,9 +82,11 @@ func waitRouted(t *testing.T, cloud *testenv.Cloud, names []string) {
 
 func TestRoutesFollowNodes(t *testing.T) {
 	cloud := testenv.StartCloud(t)
-	// Someone else's route outside the cluster CIDR, and a stale one of ours.
-	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "192.168.0.0/24", Target: "gateway"}
-	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "10.110.99.0/24", Target: "gone"}
+	// A route of this cluster's outside the cluster CIDR (someone else's
+	// job: upstream's rule keeps it), and a stale one of ours.
+	ours := map[string]string{"cluster": "kubernetes"}
+	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "192.168.0.0/24", Target: "gateway", Tags: ours}
+	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "10.110.99.0/24", Target: "gone", Tags: ours}
 	for _, r := range []simcloud.Route{foreign, stale} {
 		if _, err := cloud.CreateRoute(r); err != nil {
 			t.Fatal(err)

@@ -397,27 +397,26 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // reclaim deletes the load balancer this Outrigger made for a Service that
 // is no longer of its class: the class changed (through a type change, the
-// only way the API server lets it change) perhaps while Outrigger was down,
-// so memory cannot be trusted to know. What survives a restart is on the
-// Service, the finalizer a CCM adds before provisioning, and in the cloud,
-// the load balancer under the name and tags the provider derives from the
-// cluster name and the Service's UID. A Service with the finalizer whose
-// load balancer our cloud has is ours to clean up.
+// only way the API server lets it change), perhaps while Outrigger was
+// down, so memory cannot be trusted to know. The finalizer (upstream's name,
+// shared by every CCM) says only that some CCM provisioned the Service, and
+// a load balancer under the Service's name may be another CCM's on the same
+// cloud: the proof is the ownership record the provider keeps in the cloud
+// (provider.LoadBalancerOwnership), naming this cluster, this Service object
+// and this Outrigger's class. Without that record, only what this process
+// remembers making is reclaimed.
 func (r *reconciler) reclaim(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
-	if _, remembered := r.lastApplied(key); !remembered {
-		if !slices.Contains(svc.Finalizers, Finalizer) || r.checkedNotOurs(svc.UID) {
-			return nil
-		}
+	last, remembered := r.lastApplied(key)
+	remembered = remembered && last.service.UID == svc.UID
+	if !remembered && (!slices.Contains(svc.Finalizers, Finalizer) || r.checkedNotOurs(svc.UID)) {
+		return nil
 	}
-	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
-	switch {
-	case elsewhere(err):
-		exists = false
-	case err != nil:
+	ours, err := r.madeHere(ctx, svc, remembered)
+	if err != nil {
 		return r.syncFailed(svc, fmt.Errorf("failed to check for a load balancer made before the Service's class changed: %w", err))
 	}
-	if !exists {
+	if !ours {
 		r.forget(key)
 		r.mu.Lock()
 		r.notOurs[svc.UID] = true
@@ -431,8 +430,7 @@ func (r *reconciler) reclaim(ctx context.Context, svc *corev1.Service) error {
 		return r.cleanup(ctx, svc)
 	}
 	// Another class's controller owns the Service now, its status and the
-	// finalizer (upstream's name, shared by every CCM) with it: only the
-	// load balancer is ours.
+	// finalizer with it: only the load balancer is ours.
 	r.recorder.Eventf(svc, corev1.EventTypeNormal, EventDeleting, "Deleting load balancer: the Service's class is now %q", ptr.Deref(svc.Spec.LoadBalancerClass, ""))
 	if err := r.opts.LoadBalancer.EnsureLoadBalancerDeleted(ctx, r.opts.ClusterName, svc); err != nil && !elsewhere(err) {
 		return r.syncFailed(svc, fmt.Errorf("failed to delete the load balancer made before the Service's class changed: %w", err))
@@ -440,6 +438,33 @@ func (r *reconciler) reclaim(ctx context.Context, svc *corev1.Service) error {
 	r.forget(key)
 	r.recorder.Event(svc, corev1.EventTypeNormal, EventDeleted, "Deleted load balancer")
 	return nil
+}
+
+// madeHere reports whether the cloud holds a load balancer this Outrigger
+// made for svc: by the provider's ownership record when it keeps one, else
+// only when this process remembers making it. A load balancer merely
+// existing under the Service's name proves nothing.
+func (r *reconciler) madeHere(ctx context.Context, svc *corev1.Service, remembered bool) (bool, error) {
+	if owners, ok := r.opts.LoadBalancer.(provider.LoadBalancerOwnership); ok {
+		owner, exists, err := owners.LoadBalancerOwner(ctx, r.opts.ClusterName, svc)
+		switch {
+		case elsewhere(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		return exists && owner.Owns(r.opts.ClusterName, svc.UID, r.opts.Class), nil
+	}
+	if !remembered {
+		klog.FromContext(ctx).V(2).Info("Service of another class carries the load balancer finalizer; the provider keeps no ownership record, so its load balancer is left alone",
+			"service", klog.KObj(svc), "class", ptr.Deref(svc.Spec.LoadBalancerClass, ""))
+		return false, nil
+	}
+	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
+	if elsewhere(err) {
+		return false, nil
+	}
+	return exists, err
 }
 
 func (r *reconciler) checkedNotOurs(uid types.UID) bool {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
@@ -31,12 +33,53 @@ type balancers struct {
 	byName map[string]*balancer
 	vips   map[netip.Addr]string
 	next   netip.Addr
+	// held are the pool's addresses that Services' statuses hold, by the
+	// Service's UID (SetInformers): a process that restarted, or a new
+	// leader, has no load balancers yet, but an address a Service still
+	// advertises is not free for another Service.
+	held map[netip.Addr]types.UID
+	// heldSynced is the Service handler's registration: allocation waits
+	// until it has seen every Service once.
+	heldSynced atomic.Pointer[cache.ResourceEventHandlerRegistration]
+}
+
+// waitHeld waits until the addresses Services hold are known (at once when
+// no informer feeds them).
+func (bs *balancers) waitHeld(ctx context.Context) error {
+	reg := bs.heldSynced.Load()
+	if reg == nil || (*reg).HasSynced() {
+		return nil
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), (*reg).HasSynced) {
+		return fmt.Errorf("waiting for the addresses Services hold: %w", context.Cause(ctx))
+	}
+	return nil
 }
 
 var _ cloudprovider.LoadBalancer = (*balancers)(nil)
 
 func newBalancers(s settings) *balancers {
-	return &balancers{s: s, prober: newProber(s), byName: map[string]*balancer{}, vips: map[netip.Addr]string{}}
+	return &balancers{s: s, prober: newProber(s), byName: map[string]*balancer{}, vips: map[netip.Addr]string{}, held: map[netip.Addr]types.UID{}}
+}
+
+// holdStatus records the pool addresses svc's status advertises, replacing
+// what it held before; nil (deleted) releases them.
+func (bs *balancers) holdStatus(uid types.UID, svc *corev1.Service) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	for ip, holder := range bs.held {
+		if holder == uid {
+			delete(bs.held, ip)
+		}
+	}
+	if svc == nil {
+		return
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(ing.IP); err == nil && bs.s.pool.Contains(ip) {
+			bs.held[ip] = uid
+		}
+	}
 }
 
 // GetLoadBalancerName is upstream's default, so names carry over between
@@ -64,6 +107,9 @@ func (bs *balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc
 		return nil, err
 	}
 	name := bs.GetLoadBalancerName(ctx, cluster, svc)
+	if err := bs.waitHeld(ctx); err != nil {
+		return nil, err
+	}
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	b, exists := bs.byName[name]
@@ -99,6 +145,9 @@ func (bs *balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc
 // restarted Outrigger keeps its VIPs); the next free address in the pool.
 func (bs *balancers) chooseVIP(name string, b *balancer, svc *corev1.Service) (netip.Addr, error) {
 	free := func(ip netip.Addr) bool {
+		if holder, held := bs.held[ip]; held && holder != svc.UID {
+			return false
+		}
 		owner, used := bs.vips[ip]
 		return !used || owner == name
 	}
@@ -108,7 +157,7 @@ func (bs *balancers) chooseVIP(name string, b *balancer, svc *corev1.Service) (n
 			return netip.Addr{}, provider.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is not in the pool %s", req, bs.s.pool)
 		}
 		if !free(ip) {
-			return netip.Addr{}, provider.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is in use by load balancer %s", req, bs.vips[ip])
+			return netip.Addr{}, provider.Reasonf("LoadBalancerIPNotAvailable", "spec.loadBalancerIP %s is in use by another Service", req)
 		}
 		return ip, nil
 	}

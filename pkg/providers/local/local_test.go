@@ -472,16 +472,21 @@ func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
 // an API that fails is an error (the lifecycle controller then does
 // nothing), never "gone".
 func TestInstanceAPI(t *testing.T) {
-	states := map[string]string{"up": `{"state":"running"}`, "off": `{"state":"stopped"}`, "garbled": `{"state":`}
+	states := map[string]string{"up": `{"state":"running"}`, "off": `{"state":"stopped"}`, "garbled": `{"state":`, "ended": `{"state":"terminated"}`}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := strings.TrimPrefix(r.URL.Path, "/instances/")
 		if name == "broken" {
 			http.Error(w, "boom", http.StatusInternalServerError)
 			return
 		}
+		if name == "gone" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"code":"InstanceNotFound"}`)
+			return
+		}
 		body, ok := states[name]
 		if !ok {
-			http.NotFound(w, r)
+			http.NotFound(w, r) // a bare 404: a wrong path, a proxy's page
 			return
 		}
 		_, _ = io.WriteString(w, body)
@@ -500,6 +505,8 @@ func TestInstanceAPI(t *testing.T) {
 		{node: "up", exists: true},
 		{node: "off", exists: true, shutdown: true},
 		{node: "gone"},
+		{node: "ended"},
+		{node: "unknown-path", wantErr: true},
 		{node: "broken", wantErr: true},
 		{node: "garbled", wantErr: true},
 	}

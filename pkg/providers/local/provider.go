@@ -33,6 +33,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
 )
@@ -65,8 +67,11 @@ type Config struct {
 }
 
 // InstancesConfig points at an instance API: GET URL/instances/NODE
-// answers {"state": "running"|"stopped"} for a machine that exists and 404
-// for one that does not (the real-cluster harness serves it).
+// answers 200 {"state": "running"|"stopped"} for a machine that exists, and
+// for one that does not either 200 {"state": "terminated"} or 404
+// {"code": "InstanceNotFound"} (the real-cluster harness serves it). Any
+// other answer, a bare 404 among them (a wrong URL, a proxy's default
+// page), is an error: a machine is gone only when the API says so.
 type InstancesConfig struct {
 	URL string `json:"url,omitempty"`
 	// Timeout of one request. Default 5s.
@@ -207,9 +212,38 @@ type Provider struct {
 }
 
 var (
-	_ cloudprovider.Interface   = (*Provider)(nil)
-	_ cloudprovider.InstancesV2 = (*Provider)(nil)
+	_ cloudprovider.Interface    = (*Provider)(nil)
+	_ cloudprovider.InstancesV2  = (*Provider)(nil)
+	_ cloudprovider.InformerUser = (*Provider)(nil)
 )
+
+// SetInformers implements cloudprovider.InformerUser: the addresses
+// Services' statuses hold are watched, so that a restarted process (or a new
+// leader) never gives a Service an address another Service still
+// advertises. Outrigger, as upstream, starts the informers and waits for
+// them before any controller runs.
+func (p *Provider) SetInformers(factory informers.SharedInformerFactory) {
+	hold := func(obj any) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			p.lbs.holdStatus(svc.UID, svc)
+		}
+	}
+	reg, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    hold,
+		UpdateFunc: func(_, obj any) { hold(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if svc, ok := obj.(*corev1.Service); ok {
+				p.lbs.holdStatus(svc.UID, nil)
+			}
+		},
+	})
+	if err == nil {
+		p.lbs.heldSynced.Store(&reg)
+	}
+}
 
 // New is the provider's factory (a cloudprovider.Factory).
 func New(config io.Reader) (cloudprovider.Interface, error) {
@@ -296,21 +330,29 @@ func (c *instanceClient) state(ctx context.Context, name string) (string, error)
 		return "", fmt.Errorf("instance API: %w", err)
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		return "", nil
-	case http.StatusOK:
-		var got struct {
-			State string `json:"state"`
-		}
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&got); err != nil || got.State == "" {
-			return "", fmt.Errorf("instance API: malformed answer for %s: %v", name, err)
-		}
-		return got.State, nil
-	default:
-		return "", fmt.Errorf("instance API: %s for %s", resp.Status, name)
+	var got struct {
+		State string `json:"state"`
+		Code  string `json:"code"`
 	}
+	decodeErr := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&got)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && decodeErr == nil && got.Code == InstanceNotFoundCode:
+		return "", nil
+	case resp.StatusCode != http.StatusOK:
+		return "", fmt.Errorf("instance API: %s for %s, not a typed answer (a wrong instances.url?)", resp.Status, name)
+	case decodeErr != nil || got.State == "":
+		return "", fmt.Errorf("instance API: malformed answer for %s: %v", name, decodeErr)
+	case got.State == StateTerminated:
+		return "", nil
+	}
+	return got.State, nil
 }
+
+// The instance API's typed answers for a machine that is gone.
+const (
+	InstanceNotFoundCode = "InstanceNotFound"
+	StateTerminated      = "terminated"
+)
 
 // ProvidedNodeIPAnnotation is where a kubelet started with
 // --cloud-provider=external and --node-ip records the address it was given.

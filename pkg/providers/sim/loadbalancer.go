@@ -2,9 +2,11 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/utils/ptr"
@@ -20,7 +22,51 @@ const AnnotationIdleTimeout = "sim.outrigger.io/idle-timeout-seconds"
 // LoadBalancer implements cloudprovider.Interface.
 func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p, true }
 
-var _ cloudprovider.LoadBalancer = (*Provider)(nil)
+var (
+	_ cloudprovider.LoadBalancer     = (*Provider)(nil)
+	_ provider.LoadBalancerOwnership = (*Provider)(nil)
+)
+
+// The tags that record, on every load balancer, what it was made for. The
+// cloud checks them in the same request that changes the load balancer
+// (simcloud.IfTagsHeader), so the provider changes only what it can prove
+// it made: for this cluster, this Service object, and, for anything but a
+// deletion, this Service's class. Two CCMs on one cloud (two clusters, or
+// two classes in one cluster) never change each other's load balancers.
+const (
+	TagCluster    = "cluster"
+	TagServiceUID = "service-uid"
+	TagClass      = "load-balancer-class"
+	// TagService is namespace/name, for operators.
+	TagService = "service"
+)
+
+// ownerTags are the tags that prove a load balancer is the one made for
+// service by clusterName; withClass adds the Service's class.
+func ownerTags(clusterName string, service *corev1.Service, withClass bool) map[string]string {
+	m := map[string]string{TagCluster: clusterName, TagServiceUID: string(service.UID)}
+	if withClass {
+		m[TagClass] = ptr.Deref(service.Spec.LoadBalancerClass, "")
+	}
+	return m
+}
+
+// LoadBalancerOwner implements provider.LoadBalancerOwnership from the
+// load balancer's tags.
+func (p *Provider) LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (provider.LoadBalancerOwner, bool, error) {
+	lb, err := p.client.GetLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service))
+	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) {
+		return provider.LoadBalancerOwner{}, false, nil
+	}
+	if err != nil {
+		return provider.LoadBalancerOwner{}, false, err
+	}
+	return provider.LoadBalancerOwner{
+		ClusterName: lb.Tags[TagCluster],
+		ServiceUID:  types.UID(lb.Tags[TagServiceUID]),
+		Class:       lb.Tags[TagClass],
+	}, true, nil
+}
 
 // GetLoadBalancerName is the upstream default ("a" + the Service UID), so a
 // cluster moving between CCMs finds its load balancers under the same names.
@@ -28,14 +74,19 @@ func (p *Provider) GetLoadBalancerName(_ context.Context, _ string, service *cor
 	return cloudprovider.DefaultLoadBalancerName(service)
 }
 
-// GetLoadBalancer implements cloudprovider.LoadBalancer.
+// GetLoadBalancer implements cloudprovider.LoadBalancer. A load balancer
+// under the Service's name made for another cluster or another Service
+// object is not this Service's: it does not exist for the caller.
 func (p *Provider) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	lb, err := p.client.GetLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service))
-	if simcloud.IsNotFound(err) {
+	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if lb.Tags[TagCluster] != clusterName || lb.Tags[TagServiceUID] != string(service.UID) {
+		return nil, false, nil
 	}
 	return lbStatus(lb), true, nil
 }
@@ -46,7 +97,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return nil, err
 	}
-	lb, err := p.client.PutLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), spec)
+	lb, err := p.client.PutLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), spec, ownerTags(clusterName, service, true))
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -56,21 +107,30 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 // UpdateLoadBalancer replaces the backends only: one small call per Service
 // when nodes come and go.
 func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	return classify(p.client.SetBackends(ctx, p.GetLoadBalancerName(ctx, clusterName, service), backends(nodes)))
+	return classify(p.client.SetBackends(ctx, p.GetLoadBalancerName(ctx, clusterName, service), backends(nodes), ownerTags(clusterName, service, true)))
 }
 
-// EnsureLoadBalancerDeleted deletes the load balancer; a missing one is
-// already deleted.
+// EnsureLoadBalancerDeleted deletes the load balancer made for this
+// cluster and Service object (whatever its class: a Service whose class
+// moved away is cleaned up under its new class). A missing one, or one
+// made for another cluster or Service, is not there for this Service.
 func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	err := p.client.DeleteLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service))
-	if simcloud.IsNotFound(err) {
+	err := p.client.DeleteLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), ownerTags(clusterName, service, false))
+	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) || simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
 		return nil
 	}
 	return err
 }
 
+// ReasonNotOwned is the reason of an ensure refused because the load
+// balancer under the Service's name was made for another cluster, Service
+// object or class.
+const ReasonNotOwned = "LoadBalancerNotOwned"
+
 func classify(err error) error {
 	switch simcloud.APIErrorCode(err) {
+	case simcloud.CodeTagsMismatch:
+		return provider.WithReason(ReasonNotOwned, fmt.Errorf("the load balancer under this Service's name is not this Service's to change (left alone): %w", err))
 	case "QuotaExceeded":
 		return provider.WithReason(provider.ReasonQuotaExceeded, err)
 	case "IPNotAvailable":
@@ -90,11 +150,12 @@ func lbStatus(lb simcloud.LoadBalancer) *corev1.LoadBalancerStatus {
 
 func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (simcloud.LoadBalancerSpec, error) {
 	spec := simcloud.LoadBalancerSpec{
-		Tags:            map[string]string{"cluster": clusterName, "service": service.Namespace + "/" + service.Name},
+		Tags:            ownerTags(clusterName, service, true),
 		RequestedIP:     service.Spec.LoadBalancerIP,
 		Backends:        backends(nodes),
 		SessionAffinity: string(service.Spec.SessionAffinity),
 	}
+	spec.Tags[TagService] = service.Namespace + "/" + service.Name
 	for _, port := range service.Spec.Ports {
 		spec.Listeners = append(spec.Listeners, simcloud.Listener{Protocol: string(port.Protocol), Port: port.Port, NodePort: port.NodePort})
 	}

@@ -146,7 +146,7 @@ func (p *Provider) get(ctx context.Context, node *corev1.Node) (simcloud.Instanc
 		return simcloud.Instance{}, false, err
 	}
 	in, err := p.client.Get(ctx, key)
-	if simcloud.IsNotFound(err) {
+	if simcloud.IsCode(err, simcloud.CodeInstanceNotFound) {
 		return simcloud.Instance{}, false, nil
 	}
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,10 +23,18 @@ var (
 func (p *Provider) Routes() (cloudprovider.Routes, bool) { return p, true }
 
 // routeName is unique per cluster, node and destination (a dual-stack node
-// has two routes).
+// has two routes). The hash covers all three, so uniqueness never rests on
+// where the cluster's name ends.
 func routeName(clusterName, nameHint, cidr string) string {
-	sum := sha256.Sum256([]byte(cidr))
+	sum := sha256.Sum256([]byte(clusterName + "\x00" + nameHint + "\x00" + cidr))
 	return fmt.Sprintf("%s-%s-%s", clusterName, nameHint, hex.EncodeToString(sum[:4]))
+}
+
+// routeTags record the cluster a route was made for: ListRoutes shows, and
+// DeleteRoute deletes, only routes carrying this cluster's name exactly
+// (never by a name prefix, which another cluster's name may share).
+func routeTags(clusterName string) map[string]string {
+	return map[string]string{TagCluster: clusterName}
 }
 
 // ListRoutes implements cloudprovider.Routes: the cluster's routes, those
@@ -39,7 +46,7 @@ func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]*cloud
 	}
 	var out []*cloudprovider.Route
 	for _, r := range all {
-		if !strings.HasPrefix(r.Name, clusterName+"-") {
+		if r.Tags[TagCluster] != clusterName {
 			continue
 		}
 		out = append(out, &cloudprovider.Route{
@@ -59,6 +66,7 @@ func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string
 		Name:        routeName(clusterName, nameHint, route.DestinationCIDR),
 		Destination: route.DestinationCIDR,
 		Target:      string(route.TargetNode),
+		Tags:        routeTags(clusterName),
 	}
 	err := p.client.CreateRoute(ctx, r)
 	if simcloud.IsConflict(err) {
@@ -67,7 +75,7 @@ func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string
 			return lerr
 		}
 		for _, e := range existing {
-			if e.Name == r.Name && e.Destination == r.Destination && e.Target == r.Target {
+			if e.Name == r.Name && e.Destination == r.Destination && e.Target == r.Target && e.Tags[TagCluster] == clusterName {
 				return nil
 			}
 		}
@@ -75,9 +83,10 @@ func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string
 	return err
 }
 
-// DeleteRoute implements cloudprovider.Routes.
-func (p *Provider) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
-	return p.client.DeleteRoute(ctx, route.Name)
+// DeleteRoute implements cloudprovider.Routes: only a route made for
+// clusterName is deleted, checked by the cloud in the same request.
+func (p *Provider) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
+	return p.client.DeleteRoute(ctx, route.Name, routeTags(clusterName))
 }
 
 // NodeCIDRs implements provider.NodeCIDRSource.

@@ -124,6 +124,21 @@ const callLogSize = 100_000
 // is neither counted nor subject to faults.
 const AdminHeader = "X-Sim-Admin"
 
+// IfTagsHeader makes a change to a load balancer or a route conditional on
+// its tags: the header holds URL-encoded key=value pairs, every one of
+// which an existing object must carry (a missing tag reads as ""), or the
+// cloud answers 412 CodeTagsMismatch and changes nothing. A client proves
+// with it that what it changes is its own, in the same request.
+const IfTagsHeader = "X-Sim-If-Tags"
+
+// Error codes the cloud answers with. A missing object is always a typed
+// code, never a bare 404: a client reads "gone" only from these.
+const (
+	CodeInstanceNotFound     = "InstanceNotFound"
+	CodeLoadBalancerNotFound = "LoadBalancerNotFound"
+	CodeTagsMismatch         = "TagsMismatch"
+)
+
 // Error is the body of every non-2xx answer.
 type Error struct {
 	Code    string `json:"code"`

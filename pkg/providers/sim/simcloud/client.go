@@ -65,10 +65,12 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("sim cloud: %s (HTTP %d): %s", e.Err.Code, e.Status, e.Err.Message)
 }
 
-// IsNotFound reports whether err is the cloud's 404.
-func IsNotFound(err error) bool {
+// IsCode reports whether err is the cloud's typed answer code (one of the
+// Code constants). A bare HTTP status is never enough: a 404 from a wrong
+// URL or a proxy is not "the instance is gone".
+func IsCode(err error, code string) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+	return errors.As(err, &ae) && ae.Err.Code == code
 }
 
 // Get returns the instance with the given ID or name.
@@ -126,6 +128,11 @@ func (c *Client) Calls(ctx context.Context) (Calls, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.doIf(ctx, method, path, nil, in, out)
+}
+
+// doIf is do with IfTagsHeader carrying match, when not nil.
+func (c *Client) doIf(ctx context.Context, method, path string, match map[string]string, in, out any) error {
 	var body []byte
 	if in != nil {
 		var err error
@@ -135,7 +142,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	backoff := 50 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, method, path, body, out)
+		err := c.once(ctx, method, path, match, body, out)
 		if err == nil || !transient(err) || attempt >= c.Retries || ctx.Err() != nil {
 			return err
 		}
@@ -159,7 +166,7 @@ func transient(err error) bool {
 	return !errors.As(err, &te) // connection errors and timeouts
 }
 
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) error {
+func (c *Client) once(ctx context.Context, method, path string, match map[string]string, body []byte, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("building %s %s: %w", method, path, err)
@@ -170,6 +177,13 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	if c.Caller != "" {
 		req.Header.Set(CallerHeader, c.Caller)
+	}
+	if match != nil {
+		v := url.Values{}
+		for k, val := range match {
+			v.Set(k, val)
+		}
+		req.Header.Set(IfTagsHeader, v.Encode())
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
@@ -214,9 +228,9 @@ func (c *Client) CreateRoute(ctx context.Context, r Route) error {
 	return c.do(ctx, http.MethodPost, "/v1/routes", r, nil)
 }
 
-// DeleteRoute removes a route by name.
-func (c *Client) DeleteRoute(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/routes/"+name, nil, nil)
+// DeleteRoute removes a route by name, when its tags carry match (nil: any).
+func (c *Client) DeleteRoute(ctx context.Context, name string, match map[string]string) error {
+	return c.doIf(ctx, http.MethodDelete, "/v1/routes/"+url.PathEscape(name), match, nil, nil)
 }
 
 // PodCIDRs returns the pod CIDRs the cloud assigned an instance.
@@ -239,28 +253,32 @@ func (c *Client) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 	return out, err
 }
 
-// GetLoadBalancer returns one load balancer; IsNotFound tells a missing one.
+// GetLoadBalancer returns one load balancer; CodeLoadBalancerNotFound tells
+// a missing one.
 func (c *Client) GetLoadBalancer(ctx context.Context, name string) (LoadBalancer, error) {
 	var out LoadBalancer
 	err := c.do(ctx, http.MethodGet, "/v1/loadbalancers/"+url.PathEscape(name), nil, &out)
 	return out, err
 }
 
-// PutLoadBalancer creates or replaces a load balancer.
-func (c *Client) PutLoadBalancer(ctx context.Context, name string, spec LoadBalancerSpec) (LoadBalancer, error) {
+// PutLoadBalancer creates a load balancer, or replaces one whose tags carry
+// match (nil: any).
+func (c *Client) PutLoadBalancer(ctx context.Context, name string, spec LoadBalancerSpec, match map[string]string) (LoadBalancer, error) {
 	var out LoadBalancer
-	err := c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name), spec, &out)
+	err := c.doIf(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name), match, spec, &out)
 	return out, err
 }
 
-// SetBackends replaces a load balancer's backends.
-func (c *Client) SetBackends(ctx context.Context, name string, backends []Backend) error {
-	return c.do(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name)+"/backends", backends, nil)
+// SetBackends replaces the backends of a load balancer whose tags carry
+// match (nil: any).
+func (c *Client) SetBackends(ctx context.Context, name string, backends []Backend, match map[string]string) error {
+	return c.doIf(ctx, http.MethodPut, "/v1/loadbalancers/"+url.PathEscape(name)+"/backends", match, backends, nil)
 }
 
-// DeleteLoadBalancer deletes a load balancer; IsNotFound tells a missing one.
-func (c *Client) DeleteLoadBalancer(ctx context.Context, name string) error {
-	return c.do(ctx, http.MethodDelete, "/v1/loadbalancers/"+url.PathEscape(name), nil, nil)
+// DeleteLoadBalancer deletes a load balancer whose tags carry match (nil:
+// any); CodeLoadBalancerNotFound tells a missing one.
+func (c *Client) DeleteLoadBalancer(ctx context.Context, name string, match map[string]string) error {
+	return c.doIf(ctx, http.MethodDelete, "/v1/loadbalancers/"+url.PathEscape(name), match, nil, nil)
 }
 
 // APIErrorCode returns the cloud's error code ("QuotaExceeded", ...) of err,

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // LoadBalancer is an L4 load balancer: a VIP with listeners forwarding to
@@ -22,7 +26,9 @@ type LoadBalancer struct {
 
 // LoadBalancerSpec is what a client asks for; PUT replaces it whole.
 type LoadBalancerSpec struct {
-	// Tags identify the owner (cluster, service) for operators.
+	// Tags record who made the load balancer (a cluster, a Service): a
+	// client changes only load balancers whose tags it proves
+	// (IfTagsHeader).
 	Tags map[string]string `json:"tags,omitempty"`
 	// RequestedIP is honoured on creation when it is in the pool and free.
 	RequestedIP string     `json:"requestedIP,omitempty"`
@@ -57,6 +63,7 @@ var (
 	ErrIPNotAvailable  = errors.New("requested IP is not available")
 	ErrInvalidLBSpec   = errors.New("invalid load balancer")
 	ErrLBNotFound      = errors.New("load balancer not found")
+	ErrTagsMismatch    = errors.New("tags do not match")
 	defaultVIPPool     = netip.MustParsePrefix("198.18.0.0/15")
 	validLBProtocols   = map[string]bool{"TCP": true, "UDP": true, "SCTP": true}
 	validLBAffinities  = map[string]bool{"": true, "None": true, "ClientIP": true}
@@ -87,9 +94,31 @@ func (s LoadBalancerSpec) validate() error {
 	return nil
 }
 
+// tagsMatch reports whether tags carry every key=value of match; a missing
+// tag reads as "".
+func tagsMatch(tags, match map[string]string) bool {
+	for k, v := range match {
+		if tags[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mismatch(kind, name string, tags, match map[string]string) error {
+	var diffs []string
+	for _, k := range slices.Sorted(maps.Keys(match)) {
+		if tags[k] != match[k] {
+			diffs = append(diffs, fmt.Sprintf("%s=%q (not %q)", k, tags[k], match[k]))
+		}
+	}
+	return fmt.Errorf("%w: %s %s carries %s", ErrTagsMismatch, kind, name, strings.Join(diffs, ", "))
+}
+
 // PutLoadBalancer creates the load balancer name or replaces its spec,
-// keeping its VIP.
-func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec) (LoadBalancer, error) {
+// keeping its VIP. An existing load balancer is replaced only when its tags
+// carry match (nil: any).
+func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec, match map[string]string) (LoadBalancer, error) {
 	if name == "" {
 		return LoadBalancer{}, fmt.Errorf("%w: a name is required", ErrInvalidLBSpec)
 	}
@@ -99,6 +128,9 @@ func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec) (LoadBalance
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if lb, ok := c.lbs[name]; ok {
+		if !tagsMatch(lb.Tags, match) {
+			return LoadBalancer{}, mismatch("load balancer", name, lb.Tags, match)
+		}
 		lb.LoadBalancerSpec = spec
 		return *lb, nil
 	}
@@ -144,13 +176,17 @@ func (c *Cloud) allocateVIP(requested string) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("%w: the pool %s is exhausted", ErrIPNotAvailable, defaultVIPPool)
 }
 
-// SetBackends replaces a load balancer's backends.
-func (c *Cloud) SetBackends(name string, backends []Backend) (LoadBalancer, error) {
+// SetBackends replaces a load balancer's backends, when its tags carry
+// match (nil: any).
+func (c *Cloud) SetBackends(name string, backends []Backend, match map[string]string) (LoadBalancer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lb, ok := c.lbs[name]
 	if !ok {
 		return LoadBalancer{}, fmt.Errorf("%w: %s", ErrLBNotFound, name)
+	}
+	if !tagsMatch(lb.Tags, match) {
+		return LoadBalancer{}, mismatch("load balancer", name, lb.Tags, match)
 	}
 	lb.Backends = backends
 	return *lb, nil
@@ -167,18 +203,21 @@ func (c *Cloud) GetLoadBalancer(name string) (LoadBalancer, bool) {
 	return *lb, true
 }
 
-// DeleteLoadBalancer removes a load balancer and frees its VIP; it reports
-// whether it existed.
-func (c *Cloud) DeleteLoadBalancer(name string) bool {
+// DeleteLoadBalancer removes a load balancer whose tags carry match (nil:
+// any) and frees its VIP. A missing one is ErrLBNotFound.
+func (c *Cloud) DeleteLoadBalancer(name string, match map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lb, ok := c.lbs[name]
 	if !ok {
-		return false
+		return fmt.Errorf("%w: %s", ErrLBNotFound, name)
+	}
+	if !tagsMatch(lb.Tags, match) {
+		return mismatch("load balancer", name, lb.Tags, match)
 	}
 	delete(c.lbs, name)
 	delete(c.vips, netip.MustParseAddr(lb.VIP))
-	return true
+	return nil
 }
 
 // LoadBalancers lists load balancers sorted by name.
@@ -200,7 +239,7 @@ func (c *Cloud) listLoadBalancers(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) getLoadBalancer(w http.ResponseWriter, r *http.Request) {
 	lb, ok := c.GetLoadBalancer(r.PathValue("name"))
 	if !ok {
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("load balancer %q not found", r.PathValue("name"))})
+		writeJSON(w, http.StatusNotFound, Error{Code: CodeLoadBalancerNotFound, Message: fmt.Sprintf("load balancer %q not found", r.PathValue("name"))})
 		return
 	}
 	writeJSON(w, http.StatusOK, lb)
@@ -214,7 +253,12 @@ func (c *Cloud) putLoadBalancer(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	lb, err := c.PutLoadBalancer(r.PathValue("name"), spec)
+	match, err := ifTags(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	lb, err := c.PutLoadBalancer(r.PathValue("name"), spec, match)
 	if err == nil {
 		c.mu.Lock()
 		hook := c.afterPut
@@ -241,7 +285,12 @@ func (c *Cloud) putBackends(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	lb, err := c.SetBackends(r.PathValue("name"), backends)
+	match, err := ifTags(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	lb, err := c.SetBackends(r.PathValue("name"), backends, match)
 	writeLBResult(w, lb, err)
 }
 
@@ -254,16 +303,39 @@ func writeLBResult(w http.ResponseWriter, lb LoadBalancer, err error) {
 	case errors.Is(err, ErrIPNotAvailable):
 		writeJSON(w, http.StatusConflict, Error{Code: "IPNotAvailable", Message: err.Error()})
 	case errors.Is(err, ErrLBNotFound):
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: err.Error()})
+		writeJSON(w, http.StatusNotFound, Error{Code: CodeLoadBalancerNotFound, Message: err.Error()})
+	case errors.Is(err, ErrTagsMismatch):
+		writeJSON(w, http.StatusPreconditionFailed, Error{Code: CodeTagsMismatch, Message: err.Error()})
 	default:
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 	}
 }
 
 func (c *Cloud) deleteLoadBalancer(w http.ResponseWriter, r *http.Request) {
-	if !c.DeleteLoadBalancer(r.PathValue("name")) {
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("load balancer %q not found", r.PathValue("name"))})
+	match, err := ifTags(r)
+	if err == nil {
+		err = c.DeleteLoadBalancer(r.PathValue("name"), match)
+	}
+	if err != nil {
+		writeLBResult(w, LoadBalancer{}, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// ifTags reads IfTagsHeader: nil when absent.
+func ifTags(r *http.Request) (map[string]string, error) {
+	h := r.Header.Get(IfTagsHeader)
+	if h == "" {
+		return nil, nil
+	}
+	v, err := url.ParseQuery(h)
+	if err != nil {
+		return nil, fmt.Errorf("header %s: %w", IfTagsHeader, err)
+	}
+	match := make(map[string]string, len(v))
+	for k := range v {
+		match[k] = v.Get(k)
+	}
+	return match, nil
 }

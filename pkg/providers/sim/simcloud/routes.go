@@ -18,6 +18,9 @@ type Route struct {
 	// Blackhole is set by the cloud when Target no longer exists: the route
 	// drops its traffic.
 	Blackhole bool `json:"blackhole,omitempty"`
+	// Tags record who made the route (a cluster): a client deletes only
+	// routes whose tags it proves (IfTagsHeader).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // ErrRouteQuota is returned when the route table is full.
@@ -47,11 +50,20 @@ func (c *Cloud) CreateRoute(r Route) (Route, error) {
 	return r, nil
 }
 
-// DeleteRoute removes a route; a missing route is not an error.
-func (c *Cloud) DeleteRoute(name string) {
+// DeleteRoute removes a route whose tags carry match (nil: any); a missing
+// route is not an error.
+func (c *Cloud) DeleteRoute(name string, match map[string]string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	r, ok := c.routes[name]
+	if !ok {
+		return nil
+	}
+	if !tagsMatch(r.Tags, match) {
+		return mismatch("route", name, r.Tags, match)
+	}
 	delete(c.routes, name)
+	return nil
 }
 
 // Routes lists the route table sorted by name.
@@ -92,7 +104,15 @@ func (c *Cloud) createRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cloud) deleteRoute(w http.ResponseWriter, r *http.Request) {
-	c.DeleteRoute(r.PathValue("name"))
+	match, err := ifTags(r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
+		return
+	}
+	if err := c.DeleteRoute(r.PathValue("name"), match); err != nil {
+		writeJSON(w, http.StatusPreconditionFailed, Error{Code: CodeTagsMismatch, Message: err.Error()})
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -125,7 +145,7 @@ func (c *Cloud) PodCIDRs(idOrName string) ([]string, error) {
 func (c *Cloud) podCIDRs(w http.ResponseWriter, r *http.Request) {
 	cidrs, err := c.PodCIDRs(r.PathValue("id"))
 	if err != nil {
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: err.Error()})
+		writeJSON(w, http.StatusNotFound, Error{Code: CodeInstanceNotFound, Message: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, cidrs)

@@ -438,7 +438,7 @@ func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) getInstance(w http.ResponseWriter, r *http.Request) {
 	in, ok := c.Get(r.PathValue("id"))
 	if !ok {
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
+		writeJSON(w, http.StatusNotFound, Error{Code: CodeInstanceNotFound, Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
 		return
 	}
 	writeJSON(w, http.StatusOK, in)
@@ -464,7 +464,7 @@ func (c *Cloud) createInstance(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) instanceAction(w http.ResponseWriter, r *http.Request) {
 	in, ok := c.Get(r.PathValue("id"))
 	if !ok {
-		writeJSON(w, http.StatusNotFound, Error{Code: "NotFound", Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
+		writeJSON(w, http.StatusNotFound, Error{Code: CodeInstanceNotFound, Message: fmt.Sprintf("instance %q not found", r.PathValue("id"))})
 		return
 	}
 	var state string
