@@ -7,7 +7,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,11 +27,13 @@ import (
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -119,6 +120,7 @@ func StartCloud(t testing.TB) *Cloud {
 func Registry() *providers.Registry {
 	reg := providers.NewRegistry()
 	reg.Register(sim.ProviderName, sim.New)
+	reg.Register(local.ProviderName, local.New)
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	return reg
 }
@@ -253,15 +255,7 @@ func SetReady(t testing.TB, name string, ready bool) {
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func FreePort(t testing.TB) int { return freeport.Get(t) }
 
 // RunController runs, until the test ends, a manager on the package's API
 // server holding what setup adds (one controller, wired to a provider double

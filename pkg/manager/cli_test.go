@@ -58,6 +58,9 @@ func TestBadInputExitsWithOneClearLine(t *testing.T) {
 		{"zero service workers", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--concurrent-service-syncs=0"}, "--concurrent-service-syncs must be positive"},
 		{"zero qps", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--kube-api-qps=0"}, "--kube-api-qps must be positive"},
 		{"lease shorter than renew", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--leader-elect-lease-duration=5s"}, "must be greater than --leader-elect-renew-deadline"},
+		{"malformed platform", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--cloud-provider-platforms=sim://"}, `--cloud-provider-platforms: "sim://" is not a providerID scheme`},
+		{"platform given twice", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--cloud-provider-platforms=sim,sim"}, `--cloud-provider-platforms: "sim" is given twice`},
+		{"platform the provider does not serve", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--cloud-provider-platforms=aws"}, `--cloud-provider-platforms names "aws", but provider "sim" serves only the providerID schemes [sim]`},
 		{"bad bind address", []string{kc, "--cloud-provider=sim", "--cloud-config=" + good, "--bind-address=localhost"}, `invalid argument "localhost" for "--bind-address" flag`},
 	}
 	for _, tc := range tests {

@@ -20,6 +20,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 )
 
 // shippedControllers are the controllers this build runs, in start order.
@@ -107,6 +108,8 @@ type Options struct {
 
 	// Outrigger's own.
 	LoadBalancerClass            string
+	CloudProviderPlatforms       []string
+	ProviderIDWait               time.Duration
 	NodeCIDRMaskSizeIPv4         int
 	NodeCIDRMaskSizeIPv6         int
 	CloudQPS                     float64
@@ -205,6 +208,7 @@ func NewOptions() *Options {
 		CloudQPS:             0,
 		CloudBurst:           0,
 		CloudCallTimeout:     30 * time.Second,
+		ProviderIDWait:       node.ProviderIDWait,
 	}
 }
 
@@ -293,6 +297,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 
 	fs = nfs.FlagSet("outrigger")
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
+	fs.StringSliceVar(&o.CloudProviderPlatforms, "cloud-provider-platforms", o.CloudProviderPlatforms, "The providerID schemes (the part before \"://\", as in KEP-5778) of the nodes this CCM serves, e.g. \"aws\"; a node of any other scheme is never initialized, refreshed, tainted, deleted, routed, given a pod CIDR or used as a load balancer backend. Empty: every node, as upstream.")
+	fs.DurationVar(&o.ProviderIDWait, "provider-id-wait", o.ProviderIDWait, "With --cloud-provider-platforms: how long a new node without a providerID is given for its kubelet to set one before the provider is asked for it by name.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
@@ -489,6 +495,12 @@ func (o *Options) Validate() error {
 		if o.NodeCIDRMaskSizeIPv4 < 1 || o.NodeCIDRMaskSizeIPv4 > 32 || o.NodeCIDRMaskSizeIPv6 < 1 || o.NodeCIDRMaskSizeIPv6 > 128 {
 			errs = append(errs, fmt.Errorf("--node-cidr-mask-size-ipv4 (%d) must be 1-32 and --node-cidr-mask-size-ipv6 (%d) 1-128", o.NodeCIDRMaskSizeIPv4, o.NodeCIDRMaskSizeIPv6))
 		}
+	}
+	if _, err := platform.Parse(o.CloudProviderPlatforms); err != nil {
+		errs = append(errs, fmt.Errorf("--cloud-provider-platforms: %w", err))
+	}
+	if o.ProviderIDWait <= 0 {
+		errs = append(errs, errors.New("--provider-id-wait must be positive"))
 	}
 	if o.LoadBalancerClass != "" {
 		for _, msg := range validation.IsQualifiedName(o.LoadBalancerClass) {

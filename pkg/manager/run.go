@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -28,6 +29,8 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
+	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
 
@@ -66,6 +69,9 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", opts.CloudProvider)
 		}
 		log.Info("Warning: the provider reports no cluster ID; a cluster ID will be required in the future, tag your cluster", "provider", opts.CloudProvider)
+	}
+	if err := checkPlatforms(provider, opts); err != nil {
+		return nil, err
 	}
 	restConfig, err := restConfig(opts)
 	if err != nil {
@@ -186,15 +192,33 @@ func skipController(name string, layer *cloud.Layer, opts *Options) string {
 	return ""
 }
 
+// checkPlatforms refuses --cloud-provider-platforms naming a scheme the
+// provider says it does not serve (provider.Platforms).
+func checkPlatforms(p cloudprovider.Interface, opts *Options) error {
+	served, ok := p.(contract.Platforms)
+	if !ok {
+		return nil
+	}
+	for _, scheme := range opts.CloudProviderPlatforms {
+		if !slices.Contains(served.Platforms(), scheme) {
+			return fmt.Errorf("--cloud-provider-platforms names %q, but provider %q serves only the providerID schemes %v", scheme, opts.CloudProvider, served.Platforms())
+		}
+	}
+	return nil
+}
+
 // setupController adds one controller to mgr.
 func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) error {
+	platforms, _ := platform.Parse(opts.CloudProviderPlatforms) // validated
 	switch name {
 	case node.Name:
 		instances, _ := layer.Instances()
 		return node.Setup(mgr, node.Options{
-			Instances:     instances,
-			Workers:       opts.NodeWorkers(),
-			RefreshPeriod: opts.NodeStatusUpdateFrequency,
+			Instances:      instances,
+			Workers:        opts.NodeWorkers(),
+			RefreshPeriod:  opts.NodeStatusUpdateFrequency,
+			Platforms:      platforms,
+			ProviderIDWait: opts.ProviderIDWait,
 		})
 	case nodelifecycle.Name:
 		instances, _ := layer.Instances()
@@ -202,6 +226,7 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			Instances:     instances,
 			MonitorPeriod: opts.NodeMonitorPeriod,
 			Workers:       opts.LifecycleWorkers(),
+			Platforms:     platforms,
 		})
 	case service.Name:
 		lb, _ := layer.LoadBalancer()
@@ -210,6 +235,7 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			ClusterName:  opts.ClusterName,
 			Class:        opts.LoadBalancerClass,
 			Workers:      opts.ServiceWorkers(),
+			Platforms:    platforms,
 		})
 	case nodeipam.Name:
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
@@ -221,6 +247,7 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			MaskV6:       opts.NodeCIDRMaskSizeIPv6,
 			Cloud:        src,
 			Workers:      opts.NodeWorkers(),
+			Platforms:    platforms,
 		})
 	case route.Name:
 		routes, _ := layer.Routes()
@@ -231,6 +258,7 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			ClusterCIDRs: cidrs,
 			Period:       opts.RouteReconciliationPeriod,
 			Workers:      opts.NodeWorkers(),
+			Platforms:    platforms,
 		})
 	}
 	return fmt.Errorf("controller %s has no setup", name)

@@ -50,6 +50,15 @@ type NodeCIDRSource interface {
 	NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error)
 }
 
+// Platforms is an optional interface for a provider (the
+// cloudprovider.Interface value): the providerID schemes (the part before
+// "://", KEP-5778's platforms) of the nodes it serves, such as "aws".
+// Outrigger refuses to start when --cloud-provider-platforms names a scheme
+// the provider says it does not serve.
+type Platforms interface {
+	Platforms() []string
+}
+
 // LoadBalancerOwnership is an optional interface for a provider's
 // LoadBalancer value: each load balancer records in the cloud (its tags or
 // its name) what it was made for, so that who owns it survives restarts and

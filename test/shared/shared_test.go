@@ -10,7 +10,14 @@ package shared
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,4 +345,189 @@ func TestTwoClustersOneCloud(t *testing.T) {
 		}
 	}
 	t.Logf("invariants: %d foreign routes and 1 foreign load balancer, %d changed or deleted, %d written to", len(bRoutes), changed, written)
+}
+
+// instanceAPI is the local provider's instance API (cloud-config
+// instances.url) for the test's "local" machines, logging what it is asked.
+type instanceAPI struct {
+	mu     sync.Mutex
+	states map[string]string
+	asked  []string
+}
+
+func (a *instanceAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/instances/")
+	a.mu.Lock()
+	state, ok := a.states[name]
+	a.asked = append(a.asked, name)
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if !ok {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"code":"InstanceNotFound"}`)
+		return
+	}
+	_, _ = fmt.Fprintf(w, `{"state":%q}`, state)
+}
+
+func (a *instanceAPI) set(name, state string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if state == "" {
+		delete(a.states, name)
+	} else {
+		a.states[name] = state
+	}
+}
+
+// askedSince returns the names asked about after the first n requests.
+func (a *instanceAPI) askedSince(n int) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.asked[n:])
+}
+
+func (a *instanceAPI) requests() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.asked)
+}
+
+const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
+func tainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == uninitialized })
+}
+
+func shutdownTainted(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "node.cloudprovider.kubernetes.io/shutdown" })
+}
+
+func nodeGone(t *testing.T, name string) bool {
+	_, err := testenv.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return apierrors.IsNotFound(err)
+}
+
+// KEP-5778's split: two CCMs in one cluster, each serving one providerID
+// scheme (platform): sim:// nodes on the sim cloud and local:// machines
+// behind an instance API. The sim side is another Outrigger (with
+// --cloud-provider-platforms=sim), or the upstream CCM, whose sim provider
+// answers an error, not "not found", for a providerID it does not serve.
+// Nodes of both join (with a providerID from their kubelet, or without one,
+// found by name), go NotReady, are shut down, and are deleted; a node no
+// platform knows stays tainted and is never deleted by Outrigger.
+func TestTwoPlatformsOneCluster(t *testing.T) {
+	for _, simSide := range []string{"outrigger", "upstream"} {
+		t.Run("sim side "+simSide, func(t *testing.T) { twoPlatforms(t, simSide) })
+	}
+}
+
+func twoPlatforms(t *testing.T, simSide string) {
+	cloud := testenv.StartCloud(t)
+	api := &instanceAPI{states: map[string]string{}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	localConfig := filepath.Join(t.TempDir(), "local.yaml")
+	if err := os.WriteFile(localConfig, []byte("instances: {url: "+srv.URL+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nodeFlags := "--controllers=cloud-node-controller,cloud-node-lifecycle-controller"
+	testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider=local", "--cloud-config="+localConfig,
+		"--cloud-provider-platforms=local", "--provider-id-wait=1s")
+	if simSide == "outrigger" {
+		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider-platforms=sim", "--provider-id-wait=1s")
+	} else {
+		testenv.StartUpstreamCCM(t, testenv.BuildUpstreamCCM(t), cloud, nodeFlags, "--node-monitor-period=1s")
+	}
+
+	simNamed, simByID := testenv.Name("sim"), testenv.Name("sim")
+	locNamed, locByID := testenv.Name("loc"), testenv.Name("loc")
+	var simIDs = map[string]string{}
+	for _, n := range []string{simNamed, simByID} {
+		in, err := cloud.Create(simcloud.CreateRequest{Name: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		simIDs[n] = "sim://" + in.ID
+	}
+	api.set(locNamed, "running")
+	api.set(locByID, "running")
+	join := func(name, providerID string) {
+		testenv.CreateNode(t, name, func(n *corev1.Node) { n.Spec.ProviderID = providerID })
+		testenv.SetReady(t, name, true)
+	}
+	join(simNamed, "")
+	join(simByID, simIDs[simByID])
+	join(locNamed, "")
+	join(locByID, "local://"+locByID)
+	// A node no platform knows (bare metal without a CCM, a virtual
+	// kubelet): the upstream CCM, which owns every node, would delete it
+	// when NotReady, so it joins only beside another Outrigger.
+	bare := ""
+	if simSide == "outrigger" {
+		bare = testenv.Name("bare")
+		join(bare, "")
+	}
+
+	testenv.Eventually(t, 60*time.Second, "every node initialized by its own platform's CCM", func() (bool, error) {
+		for name, scheme := range map[string]string{simNamed: "sim://", simByID: "sim://", locNamed: "local://", locByID: "local://"} {
+			n := testenv.GetNode(t, name)
+			if tainted(n) || !strings.HasPrefix(n.Spec.ProviderID, scheme) {
+				return false, nil
+			}
+		}
+		return bare == "" || len(testenv.Events(t, bare)["NodeNotOwned"]) >= 2, nil
+	})
+	if got := testenv.GetNode(t, simNamed).Spec.ProviderID; got != simIDs[simNamed] {
+		t.Errorf("node %s found by name got providerID %q, want %q", simNamed, got, simIDs[simNamed])
+	}
+	if bare != "" {
+		if n := testenv.GetNode(t, bare); !tainted(n) || n.Spec.ProviderID != "" {
+			t.Errorf("the node no platform knows was changed: providerID %q, taints %v", n.Spec.ProviderID, n.Spec.Taints)
+		}
+	}
+
+	// Every node goes NotReady: two are shut down, two are gone, the one
+	// nobody knows is just NotReady.
+	asked := api.requests()
+	for _, n := range []string{simNamed, simByID, locNamed, locByID, bare} {
+		if n != "" {
+			testenv.SetReady(t, n, false)
+		}
+	}
+	if _, err := cloud.SetState(strings.TrimPrefix(simIDs[simNamed], "sim://"), simcloud.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cloud.SetState(strings.TrimPrefix(simIDs[simByID], "sim://"), simcloud.StateTerminated); err != nil {
+		t.Fatal(err)
+	}
+	api.set(locNamed, "stopped")
+	api.set(locByID, "")
+	testenv.Eventually(t, 60*time.Second, "gone nodes deleted and stopped ones tainted, each by its own CCM", func() (bool, error) {
+		return nodeGone(t, simByID) && nodeGone(t, locByID) &&
+			shutdownTainted(testenv.GetNode(t, simNamed)) && shutdownTainted(testenv.GetNode(t, locNamed)), nil
+	})
+
+	// Invariants: the local side never asked its cloud about a sim:// node
+	// once it had its providerID, and nobody deleted a node that exists.
+	foreignAsks := 0
+	for _, name := range api.askedSince(asked) {
+		if name == simNamed || name == simByID {
+			foreignAsks++
+		}
+	}
+	if foreignAsks > 0 {
+		t.Errorf("the local platform's Outrigger asked its cloud %d times about sim:// nodes", foreignAsks)
+	}
+	deletedWrongly := 0
+	for _, n := range []string{simNamed, locNamed, bare} {
+		if n != "" && nodeGone(t, n) {
+			deletedWrongly++
+			t.Errorf("node %s, whose machine exists or which no platform knows, was deleted", n)
+		}
+	}
+	t.Logf("invariants (%s beside Outrigger): %d foreign nodes asked about, %d wrongly deleted; 4 own nodes converged", simSide, foreignAsks, deletedWrongly)
 }

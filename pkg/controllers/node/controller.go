@@ -23,6 +23,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -39,7 +40,17 @@ const (
 	// ReasonSyncFailed is recorded when the node cannot be initialized
 	// yet; the controller keeps retrying with backoff.
 	ReasonSyncFailed = "SyncFailed"
+	// ReasonNotOwned is recorded once on a tainted node this Outrigger
+	// leaves alone: its providerID has a scheme of another platform, or it
+	// has none and the provider does not know it by name. The node keeps
+	// its taint for its own platform's CCM.
+	ReasonNotOwned = "NodeNotOwned"
 )
+
+// ProviderIDWait is how long a node without a providerID is given for its
+// kubelet to set one (KEP-5778) before the provider is asked for it by name,
+// when --cloud-provider-platforms is set.
+const ProviderIDWait = 30 * time.Second
 
 // Instances is what this controller needs from the cloud-call layer.
 type Instances interface {
@@ -61,6 +72,10 @@ type Options struct {
 	// BatchWindow is how long a lookup waits for others to share its batch
 	// call. Default 10ms.
 	BatchWindow time.Duration
+	// Platforms are the nodes this Outrigger serves (the zero Set: all).
+	Platforms platform.Set
+	// ProviderIDWait overrides ProviderIDWait (tests).
+	ProviderIDWait time.Duration
 }
 
 // providerIDOptional is implemented by instances that may leave a node
@@ -96,6 +111,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	if opts.BatchWindow <= 0 {
 		opts.BatchWindow = 10 * time.Millisecond
+	}
+	if opts.ProviderIDWait <= 0 {
+		opts.ProviderIDWait = ProviderIDWait
 	}
 	ans := newAnswered()
 	r := &Reconciler{
@@ -143,11 +161,19 @@ func needsInitialization() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool { return tainted(e.Object) || lagging(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return tainted(e.ObjectNew) && !tainted(e.ObjectOld) || lagging(e.ObjectNew)
+			return tainted(e.ObjectNew) && (!tainted(e.ObjectOld) || providerIDChanged(e)) || lagging(e.ObjectNew)
 		},
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(e event.GenericEvent) bool { return tainted(e.Object) || lagging(e.Object) },
 	}
+}
+
+// providerIDChanged: a tainted node left alone as another platform's (or
+// as unknown) is looked at again when its providerID changes.
+func providerIDChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*corev1.Node)
+	n, ok2 := e.ObjectNew.(*corev1.Node)
+	return ok1 && ok2 && o.Spec.ProviderID != n.Spec.ProviderID
 }
 
 // Reconcile initializes one node if it still carries the uninitialized
@@ -158,11 +184,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, &node); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	owner := r.opts.Platforms.Of(&node)
+	if owner == platform.NotOwned {
+		if isUninitialized(&node) {
+			r.recorder.Eventf(&node, corev1.EventTypeNormal, ReasonNotOwned,
+				"Left for its own platform's cloud-controller-manager: providerID scheme %q is not among this one's platforms %v", platform.Scheme(node.Spec.ProviderID), r.opts.Platforms.Schemes())
+		}
+		return ctrl.Result{}, nil
+	}
 	if !isUninitialized(&node) {
+		if owner != platform.Owned {
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, r.reconcileLabels(ctx, &node)
+	}
+	if owner == platform.Undecided {
+		// The kubelet may still set the providerID (its --provider-id):
+		// give it a bounded time before asking the provider by name.
+		if wait := r.opts.ProviderIDWait - time.Since(node.CreationTimestamp.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
 	}
 
 	st := r.lookup(ctx, &node)
+	if owner == platform.Undecided && st.Err == nil {
+		var id string
+		if st.Metadata != nil {
+			id = st.Metadata.ProviderID
+		}
+		if !st.Exists || st.Metadata == nil || !r.opts.Platforms.ServesID(id) {
+			// Not this platform's node: keep the taint for its own CCM,
+			// say so once, and never delete it. A providerID set later
+			// brings it back (providerIDChanged).
+			r.recorder.Eventf(&node, corev1.EventTypeNormal, ReasonNotOwned,
+				"Left for its own platform's cloud-controller-manager: the node has no providerID and no platform of this one (%v) knows it", r.opts.Platforms.Schemes())
+			return ctrl.Result{}, nil
+		}
+	}
 	switch {
 	case st.Err != nil:
 		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to get instance metadata from the cloud: %v", st.Err)

@@ -55,6 +55,8 @@ func (r *refresher) refresh(ctx context.Context) {
 		switch {
 		case isUninitialized(n):
 			// Tainted nodes belong to the initializing reconciler.
+		case !r.opts.Platforms.Owns(n):
+			// Another platform's node: not ours to write to.
 		case r.answered != nil && r.answered.fresh(n.Name, now, r.opts.RefreshPeriod):
 			// Initialized with the cloud's answer less than a period
 			// ago: its addresses are that fresh.

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -67,6 +68,10 @@ type Options struct {
 	Cloud provider.NodeCIDRSource
 	// Workers patch nodes concurrently; allocation itself is serialized.
 	Workers int
+	// Platforms are the nodes this Outrigger serves: another platform's
+	// node (or one whose platform is not known yet) gets no CIDR from it,
+	// though the CIDRs it holds are never handed out again.
+	Platforms platform.Set
 }
 
 type reconciler struct {
@@ -175,6 +180,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if r.ranges != nil {
 			r.ranges.occupy(node.Name, have)
 		}
+		return ctrl.Result{}, nil
+	}
+	if !r.opts.Platforms.Owns(&node) {
 		return ctrl.Result{}, nil
 	}
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -66,6 +67,9 @@ type Options struct {
 	MonitorPeriod time.Duration
 	// Workers bound concurrent cloud lookups and API writes. Default 64.
 	Workers int
+	// Platforms are the nodes this Outrigger serves: any other node is
+	// never tainted or deleted, whatever the cloud says of it.
+	Platforms platform.Set
 }
 
 // Controller is a manager.Runnable that runs only on the leader.
@@ -134,6 +138,9 @@ func (c *Controller) monitor(ctx context.Context) {
 	defer func() { monitorDuration.Observe(time.Since(start).Seconds()) }()
 	var notReady []*corev1.Node
 	for _, node := range nodes {
+		if !c.opts.Platforms.Owns(node) {
+			continue
+		}
 		if !isReady(node) {
 			notReady = append(notReady, node)
 			continue

@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 )
 
 // Name is the controller's name, as upstream's, for --controllers.
@@ -80,6 +81,9 @@ type Options struct {
 	Period time.Duration
 	// Workers bound concurrent creates, deletes and node patches.
 	Workers int
+	// Platforms are the nodes this Outrigger serves: another platform's
+	// node gets no route, no condition, and its routes are left alone.
+	Platforms platform.Set
 }
 
 type reconciler struct {
@@ -185,9 +189,15 @@ type plan struct {
 
 func (r *reconciler) plan(nodes []corev1.Node, routes []*cloudprovider.Route) plan {
 	p := plan{actions: map[string]map[string]action{}}
+	foreign := map[string]bool{}
+	for i := range nodes {
+		if !r.opts.Platforms.Owns(&nodes[i]) {
+			foreign[nodes[i].Name] = true
+		}
+	}
 	byNode := map[string][]*cloudprovider.Route{}
 	for _, rt := range routes {
-		if rt.TargetNode == "" {
+		if rt.TargetNode == "" || foreign[string(rt.TargetNode)] {
 			continue
 		}
 		n := string(rt.TargetNode)
@@ -198,7 +208,7 @@ func (r *reconciler) plan(nodes []corev1.Node, routes []*cloudprovider.Route) pl
 	}
 	for i := range nodes {
 		n := &nodes[i]
-		if len(n.Spec.PodCIDRs) == 0 {
+		if len(n.Spec.PodCIDRs) == 0 || foreign[n.Name] {
 			continue
 		}
 		if p.actions[n.Name] == nil {
@@ -215,7 +225,7 @@ func (r *reconciler) plan(nodes []corev1.Node, routes []*cloudprovider.Route) pl
 		}
 	}
 	for _, rt := range routes {
-		if !r.responsible(rt.DestinationCIDR) {
+		if !r.responsible(rt.DestinationCIDR) || foreign[string(rt.TargetNode)] {
 			continue
 		}
 		a, wanted := p.actions[string(rt.TargetNode)][rt.DestinationCIDR]

@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -110,6 +111,9 @@ type Options struct {
 	// NodeSyncWindow is how long node changes are gathered before the
 	// affected Services are updated. Default 1s.
 	NodeSyncWindow time.Duration
+	// Platforms are the nodes this Outrigger serves: only they are
+	// backends of its load balancers.
+	Platforms platform.Set
 }
 
 // applied is what the controller last made the cloud do for one Service.
@@ -185,7 +189,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, cur := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 			switch {
-			case shouldSyncUpdatedNode(old, cur):
+			case shouldSyncUpdatedNode(old, cur), opts.Platforms.Owns(old) != opts.Platforms.Owns(cur):
 				r.nodesChanged(q)
 			case backendsStale(old, cur):
 				// No sync now, but whatever syncs next must see it.
@@ -339,7 +343,7 @@ func (r *reconciler) backends(ctx context.Context) ([]*corev1.Node, string, erro
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))
 	for i := range list.Items {
-		if IsBackend(&list.Items[i]) {
+		if IsBackend(&list.Items[i]) && r.opts.Platforms.Owns(&list.Items[i]) {
 			nodes = append(nodes, &list.Items[i])
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 )
 
 // A new leader (a fresh provider) has no load balancers, but Services still
@@ -17,8 +17,8 @@ import (
 // another Service, and each holder gets its own back.
 func TestAddressesHeldByStatusesAreNotReused(t *testing.T) {
 	ctx := context.Background()
-	np := testenv.FreePort(t)
-	holder := service("holder", tcpPort(testenv.FreePort(t), np))
+	np := freeport.Get(t)
+	holder := service("holder", tcpPort(freeport.Get(t), np))
 	// The first address the pool would hand out.
 	holder.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.105.1"}}
 	client := fake.NewClientset(holder)
@@ -36,7 +36,7 @@ func TestAddressesHeldByStatusesAreNotReused(t *testing.T) {
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	newcomer := service("newcomer", tcpPort(testenv.FreePort(t), np))
+	newcomer := service("newcomer", tcpPort(freeport.Get(t), np))
 	st, err := p.lbs.EnsureLoadBalancer(ctx, "c", newcomer, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestAddressesHeldByStatusesAreNotReused(t *testing.T) {
 	if got := st.Ingress[0].IP; got == "127.0.105.1" {
 		t.Fatalf("a new Service was given %s, which another Service's status holds", got)
 	}
-	asked := service("asked", tcpPort(testenv.FreePort(t), np))
+	asked := service("asked", tcpPort(freeport.Get(t), np))
 	asked.Spec.LoadBalancerIP = "127.0.105.1"
 	if _, err := p.lbs.EnsureLoadBalancer(ctx, "c", asked, nil); err == nil {
 		t.Fatal("spec.loadBalancerIP was given although another Service's status holds it")

@@ -3,6 +3,7 @@ package local
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +22,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -160,7 +161,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestTrafficFailoverAndLivePorts(t *testing.T) {
-	health, np1, np2 := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	health, np1, np2 := freeport.Get(t), freeport.Get(t), freeport.Get(t)
 	a := startNode(t, "node-a", "127.0.0.11", health, np1, np2)
 	b := startNode(t, "node-b", "127.0.0.12", health, np1, np2)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.101.0/24\nhealthCheck: {kubeProxyPort: %d, interval: 100ms, timeout: 500ms}\n", health))
@@ -251,7 +252,7 @@ func TestTrafficFailoverAndLivePorts(t *testing.T) {
 }
 
 func TestUDP(t *testing.T) {
-	health, np := testenv.FreePort(t), testenv.FreePort(t)
+	health, np := freeport.Get(t), freeport.Get(t)
 	a := startNode(t, "node-a", "127.0.0.21", health, np)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.102.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
 	svc := service("udp", corev1.ServicePort{Protocol: corev1.ProtocolUDP, Port: 5353, NodePort: int32(np)})
@@ -279,7 +280,7 @@ func TestUDP(t *testing.T) {
 }
 
 func TestSourceRangesAndAffinity(t *testing.T) {
-	health, np := testenv.FreePort(t), testenv.FreePort(t)
+	health, np := freeport.Get(t), freeport.Get(t)
 	a := startNode(t, "node-a", "127.0.0.31", health, np)
 	b := startNode(t, "node-b", "127.0.0.32", health, np)
 	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.103.0/24\nhealthCheck: {kubeProxyPort: %d}\n", health))
@@ -309,27 +310,27 @@ func TestSourceRangesAndAffinity(t *testing.T) {
 func TestVIPChoice(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
 	ctx := context.Background()
-	np := testenv.FreePort(t)
+	np := freeport.Get(t)
 
-	wanted := service("wanted", tcpPort(testenv.FreePort(t), np))
+	wanted := service("wanted", tcpPort(freeport.Get(t), np))
 	wanted.Spec.LoadBalancerIP = "127.0.104.77"
 	st, err := lbs.EnsureLoadBalancer(ctx, "c", wanted, nil)
 	if err != nil || st.Ingress[0].IP != "127.0.104.77" {
 		t.Fatalf("spec.loadBalancerIP: %v %v", st, err)
 	}
-	clash := service("clash", tcpPort(testenv.FreePort(t), np))
+	clash := service("clash", tcpPort(freeport.Get(t), np))
 	clash.Spec.LoadBalancerIP = "127.0.104.77"
 	if _, err := lbs.EnsureLoadBalancer(ctx, "c", clash, nil); err == nil || provider.Reason(err) != "LoadBalancerIPNotAvailable" {
 		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, provider.Reason(err))
 	}
-	outside := service("outside", tcpPort(testenv.FreePort(t), np))
+	outside := service("outside", tcpPort(freeport.Get(t), np))
 	outside.Spec.LoadBalancerIP = "10.9.9.9"
 	if _, err := lbs.EnsureLoadBalancer(ctx, "c", outside, nil); err == nil || !strings.Contains(err.Error(), "not in the pool") {
 		t.Fatalf("loadBalancerIP outside the pool: %v", err)
 	}
 
 	// A restarted Outrigger (a new provider) keeps the VIP in the status.
-	restarted := service("restarted", tcpPort(testenv.FreePort(t), np))
+	restarted := service("restarted", tcpPort(freeport.Get(t), np))
 	restarted.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "127.0.104.200", IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}
 	fresh := newProvider(t, "pool: 127.0.104.0/24\nhealthCheck: {disabled: true}\n")
 	if st, err := fresh.EnsureLoadBalancer(ctx, "c", restarted, nil); err != nil || st.Ingress[0].IP != "127.0.104.200" {
@@ -346,7 +347,7 @@ func TestVIPChoice(t *testing.T) {
 func TestNodesDataPlaneServesNothing(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.106.0/24\ndataPlane: nodes\n")
 	ctx := context.Background()
-	port := testenv.FreePort(t)
+	port := freeport.Get(t)
 	svc := service("announced", tcpPort(port, 0))
 	st, err := lbs.EnsureLoadBalancer(ctx, "c", svc, nil)
 	if err != nil {
@@ -378,7 +379,7 @@ func TestNodesDataPlaneServesNothing(t *testing.T) {
 // refused with a reason the service controller puts in its Event.
 func TestProxyDataPlaneNeedsNodePorts(t *testing.T) {
 	lbs := newProvider(t, "pool: 127.0.107.0/24\n")
-	_, err := lbs.EnsureLoadBalancer(context.Background(), "c", service("no-node-ports", tcpPort(testenv.FreePort(t), 0)), nil)
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "c", service("no-node-ports", tcpPort(freeport.Get(t), 0)), nil)
 	if err == nil || provider.Reason(err) != provider.ReasonInvalidSpec || !strings.Contains(err.Error(), "dataPlane: nodes") {
 		t.Fatalf("err = %v, want InvalidSpec naming dataPlane: nodes", err)
 	}
@@ -389,7 +390,7 @@ func TestPoolExhausted(t *testing.T) {
 	ctx := context.Background()
 	var err error
 	for i := range 4 {
-		_, err = lbs.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("x", i), tcpPort(testenv.FreePort(t), 30000)), nil)
+		_, err = lbs.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("x", i), tcpPort(freeport.Get(t), 30000)), nil)
 		if err != nil {
 			break
 		}
@@ -425,7 +426,7 @@ func TestConfigErrors(t *testing.T) {
 // With externalTrafficPolicy: Local the Service's healthCheckNodePort, not
 // kube-proxy's port, decides which nodes get traffic.
 func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
-	kubeProxy, hcPort, np := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	kubeProxy, hcPort, np := freeport.Get(t), freeport.Get(t), freeport.Get(t)
 	a := startNode(t, "node-a", "127.0.0.41", kubeProxy, np)
 	b := startNode(t, "node-b", "127.0.0.42", kubeProxy, np)
 	// The per-Service health port: only node-b has local endpoints.
@@ -520,6 +521,10 @@ func TestInstanceAPI(t *testing.T) {
 			shutdown, err := p.InstanceShutdown(context.Background(), n)
 			if (err != nil) != tt.wantErr || (err == nil && shutdown != tt.shutdown) {
 				t.Errorf("InstanceShutdown = %v, %v; want %v (error: %v)", shutdown, err, tt.shutdown, tt.wantErr)
+			}
+			_, err = p.InstanceMetadata(context.Background(), n)
+			if (err != nil) != (tt.wantErr || !tt.exists) || (!tt.wantErr && !tt.exists && !errors.Is(err, cloudprovider.InstanceNotFound)) {
+				t.Errorf("InstanceMetadata error = %v; want InstanceNotFound for a machine that is gone, an error for a bad answer", err)
 			}
 		})
 	}

@@ -292,6 +292,9 @@ func (p *Provider) ProviderName() string { return ProviderName }
 // HasClusterID implements cloudprovider.Interface.
 func (p *Provider) HasClusterID() bool { return true }
 
+// Platforms implements provider.Platforms: nodes of local://<name>.
+func (p *Provider) Platforms() []string { return []string{ProviderName} }
+
 // InstanceExists asks the instance API when one is configured. Without
 // one it is always true: this provider cannot see machines, and a node must
 // never be deleted because of what it cannot see.
@@ -360,7 +363,18 @@ const ProvidedNodeIPAnnotation = "alpha.kubernetes.io/provided-node-ip"
 
 // InstanceMetadata gives the node the providerID local://<name> and keeps
 // the addresses its kubelet reported (or the --node-ip it was started with).
-func (p *Provider) InstanceMetadata(_ context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+// With an instance API, a machine it does not know is not this provider's:
+// cloudprovider.InstanceNotFound.
+func (p *Provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	if p.instances != nil {
+		state, err := p.instances.state(ctx, node.Name)
+		if err != nil {
+			return nil, err
+		}
+		if state == "" {
+			return nil, cloudprovider.InstanceNotFound
+		}
+	}
 	md := &cloudprovider.InstanceMetadata{ProviderID: ProviderName + "://" + node.Name, InstanceType: "local"}
 	seen := map[corev1.NodeAddress]bool{}
 	add := func(a corev1.NodeAddress) {

@@ -128,6 +128,9 @@ func (p *Provider) ProviderName() string { return ProviderName }
 // HasClusterID implements cloudprovider.Interface.
 func (p *Provider) HasClusterID() bool { return true }
 
+// Platforms implements provider.Platforms: nodes of sim://<id>.
+func (p *Provider) Platforms() []string { return []string{ProviderName} }
+
 // instanceKey is how a node is found in the cloud: by the ID in its
 // providerID once set, by its name before.
 func instanceKey(node *corev1.Node) (string, error) {
