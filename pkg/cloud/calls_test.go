@@ -550,3 +550,80 @@ func TestForegroundCallsGoBeforeBackgroundOnes(t *testing.T) {
 		t.Errorf("the last foreground call was sent %dth, want before the %dth; order: %v", last+1, limit+1, order)
 	}
 }
+
+// A provider hung for some objects (ignoring its context, as one stuck on a
+// dead socket does) costs only those objects: calls given up at their
+// deadline give the family's concurrency back, so more hung objects than
+// the family's limit do not stop calls for every other object.
+func TestHungObjectsDoNotHoldTheFamily(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		if strings.HasPrefix(svc.Name, "hang-") {
+			<-release
+		}
+		return nil
+	})
+	l := New(d, Options{Timeout: 50 * time.Millisecond})
+	lb, _ := l.LoadBalancer()
+	hung := 3 * initialConcurrency
+	// Bounded, so that a layer that keeps the family's places fails the
+	// test rather than hanging it.
+	hungCtx, hungCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer hungCancel()
+	var wg sync.WaitGroup
+	for i := range hung {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := lb.EnsureLoadBalancer(hungCtx, "c", service(fmt.Sprintf("hang-%d", i)), nil); !errors.Is(err, ErrTimeout) {
+				t.Errorf("hang-%d: err = %v, want ErrTimeout", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := l.Degraded()[FamilyLoadBalancers]; got != int64(hung) {
+		t.Errorf("the family reports %d calls abandoned, want %d (degraded from %d)", got, hung, DegradedAbandoned)
+	}
+	// Each other Service gets its load balancer, well within the time the
+	// calls would wait for a place that never comes back.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 10 {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("ok-%d", i)), nil); err != nil {
+			t.Fatalf("ok-%d behind %d hung calls: %v", i, hung, err)
+		}
+	}
+}
+
+// A provider still reading its Service after the layer gave up on the call
+// reads its own copy: the caller, released at the deadline, writes to its
+// object (as the service controller writes the status). The race detector
+// (make test runs -race) fails this test when the two share one object.
+func TestProviderReadsItsOwnCopyAfterTheTimeout(t *testing.T) {
+	reading := make(chan struct{})
+	done := make(chan struct{})
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		close(reading)
+		defer close(done)
+		deadline := time.Now().Add(300 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			_ = len(svc.Status.LoadBalancer.Ingress) + len(svc.Annotations)
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	l := New(d, Options{Timeout: 50 * time.Millisecond})
+	lb, _ := l.LoadBalancer()
+	svc := service("slow")
+	if _, err := lb.EnsureLoadBalancer(context.Background(), "c", svc, nil); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+	<-reading
+	for i := range 100 {
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("198.18.0.%d", i)}}
+		svc.Annotations = map[string]string{"n": fmt.Sprint(i)}
+		time.Sleep(time.Millisecond)
+	}
+	<-done
+}

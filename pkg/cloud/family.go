@@ -80,7 +80,11 @@ type family struct {
 	// rate across one asks again.
 	decreases atomic.Uint64
 	// first lets foreground calls go ahead of background ones.
-	first   *precedence
+	first *precedence
+	// abandoned counts the family's calls given up after their timeout
+	// whose provider has not returned yet (each holds only its object's
+	// slot, not the family's concurrency).
+	abandoned atomic.Int64
 	ceiling rate.Limit
 	burst   int
 	// slowStart: no throttle seen yet, the rate grows by a factor per

@@ -44,12 +44,19 @@ func (i *Instances) ProviderIDOptional() bool { return provider.ProviderIDOption
 // SupportsBatch reports whether the provider answers many nodes per call.
 func (i *Instances) SupportsBatch() bool { return i.batch != nil }
 
+// ownCopy: a call the layer gives up on at its deadline may go on running
+// in the provider, while its caller, released, changes its object (a node
+// it patches, a Service whose status it writes). So a provider gets its own
+// copy of the one object a call is about. Node lists (backends, batch
+// lookups) are the informer cache's objects, which nobody changes in place.
+
 // InstanceExists implements cloudprovider.InstancesV2. Answers are shared
 // between callers within Options.ShareWindow (see answers).
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
 	return ask(ctx, i.answers, node, askExists, func(exists bool, err error) bool { return err == nil && exists }, func() (bool, error) {
+		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-			return i.inner.InstanceExists(ctx, node)
+			return i.inner.InstanceExists(ctx, own)
 		})
 	})
 }
@@ -58,8 +65,9 @@ func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 // as InstanceExists's.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
 	return ask(ctx, i.answers, node, askShutdown, func(_ bool, err error) bool { return err == nil }, func() (bool, error) {
+		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
-			return i.inner.InstanceShutdown(ctx, node)
+			return i.inner.InstanceShutdown(ctx, own)
 		})
 	})
 }
@@ -68,8 +76,9 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bo
 // as InstanceExists's.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	return ask(ctx, i.answers, node, askMetadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
+		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
-			return i.inner.InstanceMetadata(ctx, node)
+			return i.inner.InstanceMetadata(ctx, own)
 		})
 	})
 }

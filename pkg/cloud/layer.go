@@ -111,6 +111,28 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 // calls (ProviderName, HasClusterID).
 func (l *Layer) Provider() cloudprovider.Interface { return l.provider }
 
+// DegradedAbandoned is how many calls of one method family may be abandoned
+// at their deadline and not yet returned by the provider before the family
+// reports itself degraded (Degraded): the provider is hung on that many
+// objects. Each such call holds only its object's slot, so they are bounded
+// by the objects there are, never by time.
+const DegradedAbandoned = 16
+
+// Degraded returns the method families with at least DegradedAbandoned
+// abandoned calls the provider has not returned from, and how many.
+func (l *Layer) Degraded() map[Family]int64 {
+	var out map[Family]int64
+	for name, f := range l.families {
+		if n := f.abandoned.Load(); n >= DegradedAbandoned {
+			if out == nil {
+				out = map[Family]int64{}
+			}
+			out[name] = n
+		}
+	}
+	return out
+}
+
 // ErrTimeout is wrapped by the error of a call abandoned after the per-call
 // timeout.
 var ErrTimeout = errors.New("cloud call timed out")
@@ -135,8 +157,11 @@ type call struct {
 // family's adaptive concurrency and rate limits, the --cloud-qps ceiling and
 // the timeout, and records its metrics. The call runs in its own goroutine
 // so that a provider that ignores its context still releases the caller at
-// the deadline; the object's slot and the family's concurrency stay held
-// until the provider really returns.
+// the deadline. A call given up at its deadline gives its place in the
+// family's concurrency back at once (a timeout counts as congestion), so a
+// provider hung on some objects costs only those objects; the object's slot
+// stays held until the provider really returns, so no second call for the
+// object can start meanwhile.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	fam := l.families[c.family]
@@ -206,13 +231,15 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		wasAbandoned := gaveUp
 		mu.Unlock()
 		// The family learns from every answer, even one its caller no
-		// longer waits for: a slow answer is the news.
-		l.learn(log, fam, c, sent, err)
+		// longer waits for: a slow answer is the news. An abandoned call
+		// gave its concurrency back already.
+		l.learn(log, fam, c, sent, err, !wasAbandoned)
 		// The slot is freed only now: until the provider returns, the
 		// cloud may still be acting on this object.
 		release()
 		if wasAbandoned {
 			abandonedCalls.WithLabelValues(c.method).Dec()
+			fam.abandoned.Add(-1)
 		}
 		done <- result{v, err}
 	}()
@@ -229,9 +256,16 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 		gaveUp = true
 		abandonedCalls.WithLabelValues(c.method).Inc()
+		fam.abandoned.Add(1)
 		if sl != nil {
 			sl.abandon()
 		}
+		outcome := outcomeOther
+		if ctx.Err() == nil {
+			outcome = outcomeCongested
+		}
+		now := l.now()
+		fam.conc.done(now, sent, now.Sub(sent), outcome)
 		mu.Unlock()
 		if ctx.Err() == nil {
 			timeoutsTotal.WithLabelValues(c.method).Inc()
@@ -252,12 +286,18 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 // a little; a throttle holds the object back for its hint and, when several
 // objects were throttled, slows the family; a timeout or a slow answer
 // lowers its concurrency.
-func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err error) {
+func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err error, holdsConc bool) {
 	now := l.now()
 	latency := now.Sub(sent)
+	// An abandoned call gave its place in the family back at its deadline.
+	done := func(outcome callOutcome) {
+		if holdsConc {
+			fam.conc.done(now, sent, latency, outcome)
+		}
+	}
 	if err == nil {
 		fam.succeeded(now)
-		fam.conc.done(now, sent, latency, outcomeOK)
+		done(outcomeOK)
 		return
 	}
 	retryAfter, throttled := provider.RetryAfter(err)
@@ -266,7 +306,7 @@ func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err 
 		if errors.Is(err, context.DeadlineExceeded) && latency >= l.opts.Timeout {
 			outcome = outcomeCongested
 		}
-		fam.conc.done(now, sent, latency, outcome)
+		done(outcome)
 		return
 	}
 	throttlesTotal.WithLabelValues(c.method).Inc()
@@ -282,7 +322,7 @@ func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err 
 		outcome = outcomeCongested
 		log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
 	}
-	fam.conc.done(now, sent, latency, outcome)
+	done(outcome)
 	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
 }
 

@@ -36,6 +36,7 @@ type lbOwner struct {
 }
 
 func (b ownedLoadBalancer) LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (provider.LoadBalancerOwner, bool, error) {
+	service = service.DeepCopy() // the provider's own (see ownCopy)
 	r, err := do(ctx, b.layer, call{"LoadBalancerOwner", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (lbOwner, error) {
 		o, ok, err := b.owners.LoadBalancerOwner(ctx, clusterName, service)
 		return lbOwner{o, ok}, err
@@ -54,6 +55,7 @@ type lbStatus struct {
 }
 
 func (b loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	service = service.DeepCopy() // the provider's own (see ownCopy)
 	r, err := do(ctx, b.layer, call{"GetLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (lbStatus, error) {
 		s, ok, err := b.inner.GetLoadBalancer(ctx, clusterName, service)
 		return lbStatus{s, ok}, err
@@ -67,12 +69,14 @@ func (b loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName strin
 }
 
 func (b loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	service = service.DeepCopy() // the provider's own (see ownCopy)
 	return do(ctx, b.layer, call{"EnsureLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (*corev1.LoadBalancerStatus, error) {
 		return b.inner.EnsureLoadBalancer(ctx, clusterName, service, nodes)
 	})
 }
 
 func (b loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
+	service = service.DeepCopy() // the provider's own (see ownCopy)
 	_, err := do(ctx, b.layer, call{"UpdateLoadBalancer", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.inner.UpdateLoadBalancer(ctx, clusterName, service, nodes)
 	})
@@ -80,6 +84,7 @@ func (b loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string
 }
 
 func (b loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
+	service = service.DeepCopy() // the provider's own (see ownCopy)
 	_, err := do(ctx, b.layer, call{"EnsureLoadBalancerDeleted", FamilyLoadBalancers, serviceKey(service)}, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.inner.EnsureLoadBalancerDeleted(ctx, clusterName, service)
 	})

@@ -119,6 +119,14 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		return nil, err
 	}
 	layer := cloud.New(provider, opts.callLayer())
+	// A provider hung on many objects makes this replica unready, naming
+	// the method family: the work of other objects goes on meanwhile.
+	readyz["cloud-calls"] = func(*http.Request) error {
+		if d := layer.Degraded(); len(d) > 0 {
+			return fmt.Errorf("provider calls abandoned at their deadline and not returned, by method family: %v", d)
+		}
+		return nil
+	}
 	ids, err := newIdentities(mgr, restConfig, opts)
 	if err != nil {
 		return nil, err
