@@ -85,8 +85,8 @@ type family struct {
 	// whose provider has not returned yet (each holds only its object's
 	// slot, not the family's concurrency).
 	abandoned atomic.Int64
-	ceiling rate.Limit
-	burst   int
+	ceiling   rate.Limit
+	burst     int
 	// slowStart: no throttle seen yet, the rate grows by a factor per
 	// tick rather than by a step.
 	slowStart  bool
