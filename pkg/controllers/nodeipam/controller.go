@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"sync"
 	"time"
@@ -203,9 +204,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// cannot be overwritten, and other writers (labels, taints) do not make
 	// this patch conflict.
 	if err := r.client.Patch(ctx, updated, client.MergeFrom(&node)); err != nil {
-		if r.ranges != nil {
+		if r.ranges != nil && notWritten(err) {
 			r.ranges.release(node.Name)
 		}
+		// Otherwise (a timeout, a 5xx, a connection lost) the patch may
+		// have committed: the node keeps its reservation, and the retry
+		// finds either the CIDRs on the node or the same reservation.
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
 		}
@@ -218,6 +222,19 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	klog.FromContext(ctx).V(2).Info("Assigned pod CIDRs", "node", klog.KObj(&node), "podCIDRs", cidrs)
 	return ctrl.Result{}, nil
+}
+
+// notWritten reports whether a failed write certainly did not commit: the
+// API server refused it (a 4xx other than 408, which is a timeout). Only
+// then may a CIDR reserved for it go back to the pool; after an ambiguous
+// failure another node could be given a CIDR this node holds.
+func notWritten(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout
 }
 
 func (r *reconciler) assign(ctx context.Context, node *corev1.Node) ([]string, error) {
