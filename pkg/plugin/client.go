@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -40,6 +41,10 @@ type Config struct {
 	// ReconnectMaxDelay caps the backoff between attempts to reach a
 	// plugin that went away (crashed, restarted, upgraded). Default 5s.
 	ReconnectMaxDelay string `json:"reconnectMaxDelay,omitempty"`
+	// PeerUID is the uid the plugin serving a unix socket must run as
+	// (checked by the kernel's credentials on every connection). Default:
+	// Outrigger's own.
+	PeerUID *int `json:"peerUID,omitempty"`
 }
 
 // TLSConfig names PEM files. CAFile verifies the plugin's certificate;
@@ -92,6 +97,15 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 		// A plugin restarting is waited for (within each call's deadline),
 		// not failed fast.
 		grpc.WithDefaultCallOptions(grpc.WaitForReady(true))}, reconnectOptions(cfg.Endpoint, maxDelay)...)
+	if path, ok := strings.CutPrefix(cfg.Endpoint, "unix://"); ok {
+		uid := os.Geteuid()
+		if cfg.PeerUID != nil {
+			uid = *cfg.PeerUID
+		}
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return dialUnix(ctx, path, uid)
+		}))
+	}
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", cfg.Endpoint, err)

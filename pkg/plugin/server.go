@@ -278,30 +278,62 @@ func (s *server) NodeCIDRs(ctx context.Context, req *pluginpb.InstanceRequest) (
 	return &pluginpb.NodeCIDRsResponse{Cidrs: cidrs}, toStatus(ctx, err)
 }
 
-// Listen opens endpoint: "unix:///path/plugin.sock" (a stale socket file is
-// replaced), or "host:port" for TCP, which needs tlsConfig: a plugin may
-// create and delete cloud resources, so it never serves in the clear over
-// a network.
+// ListenOptions loosen Listen's defaults, each on purpose.
+type ListenOptions struct {
+	// TLS serves TCP (required there) or a unix socket.
+	TLS *tls.Config
+	// Insecure serves TCP with TLS but without client certificates:
+	// anyone who reaches the port may call the plugin. Only for a network
+	// nobody else reaches.
+	Insecure bool
+	// PeerUID is the uid a unix socket's client must run as; nil: this
+	// process's own.
+	PeerUID *int
+}
+
+// Listen opens endpoint with the safe defaults: "unix:///path/plugin.sock"
+// for processes of this uid only (see listenUnix), or "host:port" for TCP
+// with mutual TLS (tlsConfig must require and verify client
+// certificates): a plugin may create and delete cloud resources, so nobody
+// else may call it.
 func Listen(endpoint string, tlsConfig *tls.Config) (net.Listener, error) {
+	return ListenWith(endpoint, ListenOptions{TLS: tlsConfig})
+}
+
+// ListenWith is Listen with options.
+func ListenWith(endpoint string, o ListenOptions) (net.Listener, error) {
+	tlsConfig := o.TLS
 	if path, ok := strings.CutPrefix(endpoint, "unix://"); ok {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+		uid := os.Geteuid()
+		if o.PeerUID != nil {
+			uid = *o.PeerUID
 		}
-		return net.Listen("unix", path)
+		ln, err := listenUnix(path, uid)
+		if err != nil || tlsConfig == nil {
+			return ln, err
+		}
+		return tls.NewListener(ln, withH2(tlsConfig)), nil
 	}
 	if tlsConfig == nil {
 		return nil, fmt.Errorf("refusing to serve %q over TCP without TLS: use unix:///path or give a certificate", endpoint)
+	}
+	if tlsConfig.ClientAuth != tls.RequireAndVerifyClientCert && !o.Insecure {
+		return nil, fmt.Errorf("refusing to serve %q over TCP without client authentication: give a client CA (mutual TLS), or --insecure if nobody else can reach the port", endpoint)
 	}
 	ln, err := net.Listen("tcp", endpoint)
 	if err != nil {
 		return nil, err
 	}
-	// gRPC clients insist on negotiating HTTP/2 by ALPN.
-	tlsConfig = tlsConfig.Clone()
-	if !slices.Contains(tlsConfig.NextProtos, "h2") {
-		tlsConfig.NextProtos = append(tlsConfig.NextProtos, "h2")
+	return tls.NewListener(ln, withH2(tlsConfig)), nil
+}
+
+// withH2: gRPC clients insist on negotiating HTTP/2 by ALPN.
+func withH2(c *tls.Config) *tls.Config {
+	c = c.Clone()
+	if !slices.Contains(c.NextProtos, "h2") {
+		c.NextProtos = append(c.NextProtos, "h2")
 	}
-	return tls.NewListener(ln, tlsConfig), nil
+	return c
 }
 
 // Serve serves provider on ln until ctx ends.
@@ -323,19 +355,28 @@ func Serve(ctx context.Context, ln net.Listener, provider cloudprovider.Interfac
 // or SIGTERM, and exits non-zero on error.
 func Main(factory cloudprovider.Factory, info Info) {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
-	endpoint := fs.String("endpoint", "unix:///tmp/outrigger-plugin.sock", "unix:///path (or host:port with --tls-cert and --tls-key)")
+	endpoint := fs.String("endpoint", DefaultEndpoint, "unix:///path (its directory is created private if missing), or host:port with --tls-cert, --tls-key and --tls-client-ca")
 	config := fs.String("cloud-config", "", "the provider's configuration file")
 	certFile := fs.String("tls-cert", "", "server certificate (PEM), for TCP")
 	keyFile := fs.String("tls-key", "", "server key (PEM), for TCP")
-	clientCA := fs.String("tls-client-ca", "", "CA (PEM) client certificates must chain to (mutual TLS)")
+	clientCA := fs.String("tls-client-ca", "", "CA (PEM) client certificates must chain to (mutual TLS); required over TCP unless --insecure")
+	insecure := fs.Bool("insecure", false, "over TCP, serve without client authentication: anyone who reaches the port may call the plugin")
+	peer := fs.Int("peer-uid", -1, "on a unix socket, the uid Outrigger runs as (default: this plugin's own)")
 	_ = fs.Parse(os.Args[1:])
-	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA); err != nil {
+	lo := ListenOptions{Insecure: *insecure}
+	if *peer >= 0 {
+		lo.PeerUID = peer
+	}
+	if *insecure {
+		fmt.Fprintf(os.Stderr, "%s: warning: --insecure: serving without client authentication, anyone who reaches %s may create and delete cloud resources\n", os.Args[0], *endpoint)
+	}
+	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA, lo); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 		os.Exit(1)
 	}
 }
 
-func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string) error {
+func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string, lo ListenOptions) error {
 	var cfg io.Reader
 	if config != "" {
 		f, err := os.Open(config)
@@ -355,7 +396,8 @@ func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, k
 			return err
 		}
 	}
-	ln, err := Listen(endpoint, tlsConfig)
+	lo.TLS = tlsConfig
+	ln, err := ListenWith(endpoint, lo)
 	if err != nil {
 		return err
 	}
