@@ -78,7 +78,7 @@ func NewCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&cfg.Endpoint, "endpoint", "unix:///tmp/outrigger-plugin.sock", "The plugin: unix:///path, or host:port with --tls-ca.")
+	cmd.Flags().StringVar(&cfg.Endpoint, "endpoint", plugin.DefaultEndpoint, "The plugin: unix:///path, or host:port with --tls-ca.")
 	cmd.Flags().StringVar(&ca, "tls-ca", "", "CA (PEM) that signed the plugin's certificate, for a TCP endpoint.")
 	cmd.Flags().StringVar(&certFile, "tls-cert", "", "Client certificate (PEM) for mutual TLS.")
 	cmd.Flags().StringVar(&keyFile, "tls-key", "", "Client key (PEM) for mutual TLS.")
