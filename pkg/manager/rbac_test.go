@@ -19,12 +19,16 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
@@ -77,6 +81,44 @@ func TestDeployRBACGivesEnoughAndNoMore(t *testing.T) {
 				}
 			}
 		})
+		// Still under that manifest's RBAC, outside the audit window above
+		// (these requests are refused on purpose).
+		t.Run(tc.manifest+" refuses", refusesOthersLeasesAndTokens)
+	}
+}
+
+// refusesOthersLeasesAndTokens checks, under the real authorizer, that
+// Outrigger's ServiceAccount cannot take over the kube-controller-manager's
+// or the kube-scheduler's Lease, nor mint a token for any kube-system
+// account but the controllers' own.
+func refusesOthersLeasesAndTokens(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := rest.CopyConfig(testenv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-system:cloud-controller-manager"}
+	as := kubernetes.NewForConfigOrDie(cfg)
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+		if _, err := testenv.Client.CoordinationV1().Leases("kube-system").Create(ctx, lease, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		theirs, err := as.CoordinationV1().Leases("kube-system").Get(ctx, name, metav1.GetOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("Outrigger read the %s Lease: err = %v", name, err)
+		}
+		if theirs == nil || theirs.Name == "" {
+			theirs = lease
+		}
+		theirs.Spec.HolderIdentity = ptr.To("outrigger")
+		if _, err := as.CoordinationV1().Leases("kube-system").Update(ctx, theirs, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("Outrigger took over the %s Lease: err = %v", name, err)
+		}
+	}
+	for _, account := range []string{"default", "clusterrole-aggregation-controller", "cloud-controller-manager"} {
+		_, err := as.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, account, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("Outrigger minted a token for kube-system/%s: err = %v", account, err)
+		}
 	}
 }
 
@@ -291,9 +333,14 @@ func exerciseEveryController(t *testing.T, flags ...string) {
 	testenv.CreateNode(t, name, nil)
 	testenv.CreateNode(t, gone, nil)
 	port := testenv.FreePort(t)
+	// The default lock name, the only one the manifests let Outrigger take;
+	// gone first, so that taking it is exercised from its creation.
+	if err := testenv.Client.CoordinationV1().Leases("kube-system").Delete(ctx, "cloud-controller-manager", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
 	o := testenv.StartOutrigger(t, cloud, append([]string{"--kubeconfig=" + saKubeconfig, "--leader-elect=true",
 		"--allocate-node-cidrs", "--cluster-cidr=10.120.0.0/16,fd00:120::/56", "--route-reconciliation-period=500ms",
-		"--leader-elect-resource-name=" + testenv.Name("rbac-lease"), "--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1"},
+		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1"},
 		flags...)...)
 
 	testenv.Eventually(t, 30*time.Second, "both nodes initialized", func() (bool, error) {
