@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,9 +120,40 @@ func Listen(ctx context.Context, address string) (net.Listener, error) {
 	return l, nil
 }
 
+// hostGuard refuses requests whose Host is not an address the console
+// serves: with no authentication of its own, a page on another site could
+// otherwise reach it through a DNS name that resolves to this machine (DNS
+// rebinding). IP literals the listener answers on are allowed, and
+// "localhost" when it listens on loopback or everywhere.
+func hostGuard(addr net.Addr, next http.Handler) http.Handler {
+	tcp, _ := addr.(*net.TCPAddr)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		if tcp != nil && hostAllowed(tcp.IP, strings.Trim(host, "[]")) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "Host "+strconv.Quote(r.Host)+" is not an address this console serves: use its IP address (or localhost)", http.StatusMisdirectedRequest)
+	})
+}
+
+func hostAllowed(listen net.IP, host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return listen.IsLoopback() || listen.IsUnspecified()
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	return listen.IsUnspecified() || ip.Equal(listen)
+}
+
 // Serve serves srv on l and samples its metrics until ctx ends.
 func Serve(ctx context.Context, srv *Server, l net.Listener) error {
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	hs := &http.Server{Handler: hostGuard(l.Addr(), srv.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() { _ = srv.Start(ctx) }()
 	go func() {

@@ -304,7 +304,7 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps, when it is set; 0 means --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
-	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics and /debug without authenticating and authorizing the caller (for local development only).")
+	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only); /configz, /debug and /console/ still authenticate theirs.")
 
 	logsapi.AddFlags(o.Logs, nfs.FlagSet("logs"))
 	fs = nfs.FlagSet("global")

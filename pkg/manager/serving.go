@@ -240,12 +240,35 @@ func (o *Options) metricsServer(readyz map[string]healthz.Checker) (metricsserve
 			goruntime.SetMutexProfileFraction(1)
 		}
 	}
-	if o.DisableMetricsAuthentication {
-		mo.FilterProvider = nil
-		return mo, runnables, nil
-	}
 	mo.FilterProvider = o.delegatedAuth
+	if o.DisableMetricsAuthentication {
+		mo.FilterProvider = o.openMetricsOnly
+	}
 	return mo, runnables, nil
+}
+
+// openMetricsOnly is delegatedAuth for every path but /metrics, which
+// --disable-metrics-authentication opens: the console, /configz and pprof
+// tell far more (and pprof can load the process), so they stay behind
+// authentication whatever that flag says.
+func (o *Options) openMetricsOnly(main *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+	authed, err := o.delegatedAuth(main, hc)
+	if err != nil {
+		return nil, err
+	}
+	return func(log logr.Logger, h http.Handler) (http.Handler, error) {
+		withAuth, err := authed(log, h)
+		if err != nil {
+			return nil, err
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/metrics" {
+				h.ServeHTTP(w, r)
+				return
+			}
+			withAuth.ServeHTTP(w, r)
+		}), nil
+	}, nil
 }
 
 // delegatedAuth builds the filter that authenticates and authorizes every

@@ -145,3 +145,32 @@ func newServiceAccount(t *testing.T, name string, paths []string) string {
 	}
 	return tok.Status.Token
 }
+
+// --disable-metrics-authentication opens /metrics and nothing else: the
+// console, /configz and pprof still authenticate their callers.
+func TestDisableMetricsAuthenticationOpensMetricsOnly(t *testing.T) {
+	port := testenv.FreePort(t)
+	testenv.StartOutrigger(t, testenv.StartCloud(t), "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--profiling=true", "--disable-metrics-authentication")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(path string) int {
+		resp, err := hc.Get("https://127.0.0.1:" + strconv.Itoa(port) + path)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	testenv.Eventually(t, 30*time.Second, "the secure port", func() (bool, error) { return get("/healthz") == http.StatusOK, nil })
+	for path, want := range map[string]int{
+		"/metrics":      http.StatusOK,
+		"/configz":      http.StatusForbidden,
+		"/debug/pprof/": http.StatusForbidden,
+		"/console/":     http.StatusForbidden,
+	} {
+		if got := get(path); got != want {
+			t.Errorf("anonymous GET %s: %d, want %d", path, got, want)
+		}
+	}
+}
