@@ -9,7 +9,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
-.PHONY: dev test build controlplane verify verify-proto proto bench clean lint fuzz
+.PHONY: dev test build controlplane verify verify-files verify-proto proto bench clean lint fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
 dev: controlplane build
@@ -64,12 +64,20 @@ verify:
 	go vet ./...
 	go vet -tags integration ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
-	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/internal/testing' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
+	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|outrigger-ccm/outrigger/internal/' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
 	cd charts/test && go vet ./...
-	@for m in . bench/upstream-ccm examples/aws charts/test controlplane/coredns; do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
+	@for m in $$(git ls-files '*go.mod' | xargs -n1 dirname); do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
+	$(MAKE) verify-files
 	$(MAKE) verify-proto
 	$(MAKE) lint
+
+## verify-files: no build output is committed: fails on a tracked executable binary (ELF) or a
+## tracked file over 1 MB, but the committed ones listed in VERIFY_LARGE_OK.
+VERIFY_LARGE_OK ?=
+verify-files:
+	@bad=$$(git ls-files -z | xargs -0 -r sh -c 'for f; do [ -f "$$f" ] || continue; case " $(VERIFY_LARGE_OK) " in *" $$f "*) continue;; esac; if head -c 4 "$$f" | grep -q ELF || [ $$(stat -c %s "$$f") -gt 1048576 ]; then echo "$$f"; fi; done' sh); \
+	test -z "$$bad" || { echo "tracked build outputs or files over 1 MB (build outputs are never committed; list a needed large file in VERIFY_LARGE_OK):"; echo "$$bad"; exit 1; }
 
 ## lint: golangci-lint (built from tools/lint, pinned there) with .golangci.yml, the root module.
 lint: bin/golangci-lint
