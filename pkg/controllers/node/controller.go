@@ -262,7 +262,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// read the node again, with the controller's backoff.
 			return ctrl.Result{}, fmt.Errorf("initializing node %s: its taints changed meanwhile: %w", node.Name, err)
 		}
-		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil // deleted meanwhile: nothing to initialize
+		}
+		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, err)
 	}
 	taintRemovalDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	r.recorder.Event(updated, corev1.EventTypeNormal, ReasonSynced, "Node synced successfully")
@@ -286,7 +289,10 @@ func (r *Reconciler) reconcileLabels(ctx context.Context, node *corev1.Node) err
 		return fmt.Errorf("encoding labels of node %s: %w", node.Name, err)
 	}
 	if err := r.client.Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("reconciling topology labels of node %s: %w", node.Name, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reconciling topology labels of node %s: %w", node.Name, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Reconciled topology labels", "node", klog.KObj(node), "labels", labels)
 	return nil
@@ -314,7 +320,10 @@ func patchAddresses(ctx context.Context, c client.Client, node *corev1.Node, clo
 		return false, fmt.Errorf("encoding addresses of node %s: %w", node.Name, err)
 	}
 	if err := c.Status().Patch(ctx, node, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return false, fmt.Errorf("patching addresses of node %s: %w", node.Name, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return false, nil // deleted meanwhile: nothing to write
+		}
+		return false, fmt.Errorf("patching addresses of node %s: %w", node.Name, err)
 	}
 	return true, nil
 }

@@ -24,7 +24,7 @@ const (
 	labelZone               = corev1.LabelTopologyZone       // topology.kubernetes.io/zone
 	labelZoneFailureDomain  = corev1.LabelFailureDomainBetaZone
 	labelRegion             = corev1.LabelTopologyRegion
-	labelRegionFailureDomai = corev1.LabelFailureDomainBetaRegion
+	labelRegionFailureDomain = corev1.LabelFailureDomainBetaRegion
 )
 
 // betaToGA pairs each beta topology label with its GA label: on an
@@ -32,7 +32,7 @@ const (
 // missing or differs, as upstream reconciles them.
 var betaToGA = []struct{ beta, ga string }{
 	{labelZoneFailureDomain, labelZone},
-	{labelRegionFailureDomai, labelRegion},
+	{labelRegionFailureDomain, labelRegion},
 	{labelInstanceTypeBeta, labelInstanceType},
 }
 
@@ -87,7 +87,7 @@ func initialized(node *corev1.Node, md *cloudprovider.InstanceMetadata) (out *co
 	}
 	if md.Region != "" {
 		out.Labels[labelRegion] = md.Region
-		out.Labels[labelRegionFailureDomai] = md.Region
+		out.Labels[labelRegionFailureDomain] = md.Region
 	}
 	for k, v := range md.AdditionalLabels {
 		switch old, exists := out.Labels[k]; {

@@ -51,7 +51,7 @@ func TestInitialized(t *testing.T) {
 		md:     cloudprovider.InstanceMetadata{ProviderID: "p://1", InstanceType: "big", Zone: "z", Region: "r"},
 		wantID: "p://1",
 		wantLabels: map[string]string{"keep": "me", labelInstanceType: "big", labelInstanceTypeBeta: "big", labelZone: "z",
-			labelZoneFailureDomain: "z", labelRegion: "r", labelRegionFailureDomai: "r"},
+			labelZoneFailureDomain: "z", labelRegion: "r", labelRegionFailureDomain: "r"},
 	}, {
 		name:       "existing providerID kept",
 		node:       makeNode(func(n *corev1.Node) { n.Spec.ProviderID = "p://kubelet" }),
@@ -226,7 +226,7 @@ func TestLabelsToReconcile(t *testing.T) {
 	}{
 		{name: "no labels", labels: nil, want: nil},
 		{name: "beta only: GA copied", labels: map[string]string{
-			labelZoneFailureDomain: "z", labelRegionFailureDomai: "r", labelInstanceTypeBeta: "big",
+			labelZoneFailureDomain: "z", labelRegionFailureDomain: "r", labelInstanceTypeBeta: "big",
 		}, want: map[string]string{labelZone: "z", labelRegion: "r", labelInstanceType: "big"}},
 		{name: "GA differs: beta wins", labels: map[string]string{labelZoneFailureDomain: "z", labelZone: "other"},
 			want: map[string]string{labelZone: "z"}},

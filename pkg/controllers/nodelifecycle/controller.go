@@ -266,7 +266,10 @@ func (c *Controller) setShutdownTaint(ctx context.Context, node *corev1.Node, on
 	}
 	err := c.client.Patch(ctx, updated, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{}))
 	if err != nil {
-		return fmt.Errorf("patching taints of node %s: %w", node.Name, client.IgnoreNotFound(err))
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: no taint to set or remove
+		}
+		return fmt.Errorf("patching taints of node %s: %w", node.Name, err)
 	}
 	return nil
 }

@@ -10,11 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
@@ -166,4 +168,19 @@ func (batchOnly) InstanceExists(context.Context, *corev1.Node) (bool, error) {
 }
 func (batchOnly) InstanceShutdown(context.Context, *corev1.Node) (bool, error) {
 	return false, cloudprovider.NotImplemented
+}
+
+// A node deleted between the pass's read and the taint's write is not an
+// error: there is no taint left to set.
+func TestShutdownTaintOfADeletedNodeIsNoError(t *testing.T) {
+	n := lcNode("gone-meanwhile", corev1.ConditionFalse)
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, n.Name)
+		},
+	}).Build()
+	ctrl := &Controller{client: c}
+	if err := ctrl.setShutdownTaint(context.Background(), n, true); err != nil {
+		t.Errorf("tainting a deleted node: %v", err)
+	}
 }
