@@ -19,11 +19,11 @@ import (
 // failure-domain keys are deprecated but still set by upstream, and workloads
 // still select on them.
 const (
-	labelInstanceType       = corev1.LabelInstanceTypeStable // node.kubernetes.io/instance-type
-	labelInstanceTypeBeta   = corev1.LabelInstanceType       // beta.kubernetes.io/instance-type
-	labelZone               = corev1.LabelTopologyZone       // topology.kubernetes.io/zone
-	labelZoneFailureDomain  = corev1.LabelFailureDomainBetaZone
-	labelRegion             = corev1.LabelTopologyRegion
+	labelInstanceType        = corev1.LabelInstanceTypeStable // node.kubernetes.io/instance-type
+	labelInstanceTypeBeta    = corev1.LabelInstanceType       // beta.kubernetes.io/instance-type
+	labelZone                = corev1.LabelTopologyZone       // topology.kubernetes.io/zone
+	labelZoneFailureDomain   = corev1.LabelFailureDomainBetaZone
+	labelRegion              = corev1.LabelTopologyRegion
 	labelRegionFailureDomain = corev1.LabelFailureDomainBetaRegion
 )
 
