@@ -321,6 +321,7 @@ func managerOptions(opts *Options, readyz map[string]healthz.Checker) (manager.O
 		return manager.Options{}, nil, err
 	}
 	return manager.Options{
+		Logger:                        withCleanStop(ctrl.Log.WithName("manager")),
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              opts.LeaderElectResourceName,
 		LeaderElectionNamespace:       opts.LeaderElectResourceNamespace,
