@@ -30,6 +30,12 @@ type ownedLoadBalancer struct {
 	owners provider.LoadBalancerOwnership
 }
 
+func (b ownedLoadBalancer) ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]provider.OwnedLoadBalancer, error) {
+	return do(ctx, b.layer, call{"ListLoadBalancerOwners", FamilyLoadBalancers, ""}, func(ctx context.Context) ([]provider.OwnedLoadBalancer, error) {
+		return b.owners.ListLoadBalancerOwners(ctx, clusterName)
+	})
+}
+
 type lbOwner struct {
 	owner  provider.LoadBalancerOwner
 	exists bool

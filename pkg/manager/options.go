@@ -110,6 +110,7 @@ type Options struct {
 	LoadBalancerClass            string
 	CloudProviderPlatforms       []string
 	ProviderIDWait               time.Duration
+	OrphanSweepPeriod            time.Duration
 	NodeCIDRMaskSizeIPv4         int
 	NodeCIDRMaskSizeIPv6         int
 	CloudQPS                     float64
@@ -209,6 +210,7 @@ func NewOptions() *Options {
 		CloudBurst:           0,
 		CloudCallTimeout:     30 * time.Second,
 		ProviderIDWait:       node.ProviderIDWait,
+		OrphanSweepPeriod:    5 * time.Minute,
 	}
 }
 
@@ -298,6 +300,7 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs = nfs.FlagSet("outrigger")
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
 	fs.StringSliceVar(&o.CloudProviderPlatforms, "cloud-provider-platforms", o.CloudProviderPlatforms, "The providerID schemes (the part before \"://\", as in KEP-5778) of the nodes this CCM serves, e.g. \"aws\"; a node of any other scheme is never initialized, refreshed, tainted, deleted, routed, given a pod CIDR or used as a load balancer backend. Empty: every node, as upstream.")
+	fs.DurationVar(&o.OrphanSweepPeriod, "load-balancer-orphan-sweep-period", o.OrphanSweepPeriod, "How often to look for load balancers this cluster and class made (by the provider's ownership record) whose Service no longer exists, and the grace before one is deleted; 0 turns the sweep off.")
 	fs.DurationVar(&o.ProviderIDWait, "provider-id-wait", o.ProviderIDWait, "With --cloud-provider-platforms: how long a new node without a providerID is given for its kubelet to set one before the provider is asked for it by name.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
@@ -498,6 +501,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := platform.Parse(o.CloudProviderPlatforms); err != nil {
 		errs = append(errs, fmt.Errorf("--cloud-provider-platforms: %w", err))
+	}
+	if o.OrphanSweepPeriod < 0 {
+		errs = append(errs, errors.New("--load-balancer-orphan-sweep-period must not be negative"))
 	}
 	if o.ProviderIDWait <= 0 {
 		errs = append(errs, errors.New("--provider-id-wait must be positive"))

@@ -239,11 +239,12 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 	case service.Name:
 		lb, _ := layer.LoadBalancer()
 		return service.Setup(mgr, service.Options{
-			LoadBalancer: lb,
-			ClusterName:  opts.ClusterName,
-			Class:        opts.LoadBalancerClass,
-			Workers:      opts.ServiceWorkers(),
-			Platforms:    platforms,
+			LoadBalancer:      lb,
+			ClusterName:       opts.ClusterName,
+			Class:             opts.LoadBalancerClass,
+			Workers:           opts.ServiceWorkers(),
+			Platforms:         platforms,
+			OrphanSweepPeriod: opts.OrphanSweepPeriod,
 		})
 	case nodeipam.Name:
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)

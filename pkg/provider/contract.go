@@ -72,6 +72,20 @@ type LoadBalancerOwnership interface {
 	// under that name. A load balancer without a record is returned with
 	// an empty LoadBalancerOwner: it is nobody's that Outrigger can prove.
 	LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (LoadBalancerOwner, bool, error)
+	// ListLoadBalancerOwners lists the load balancers whose record names
+	// clusterName, with their records: Outrigger's orphan sweep deletes
+	// those whose Service no longer exists.
+	ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]OwnedLoadBalancer, error)
+}
+
+// OwnedLoadBalancer is a load balancer and its ownership record.
+type OwnedLoadBalancer struct {
+	// Name is the cloud's name for it.
+	Name string
+	LoadBalancerOwner
+	// ServiceNamespace and ServiceName name the Service it was made for,
+	// when the record keeps them (for Events and logs).
+	ServiceNamespace, ServiceName string
 }
 
 // LoadBalancerOwner is what a load balancer was made for.

@@ -114,6 +114,10 @@ type Options struct {
 	// Platforms are the nodes this Outrigger serves: only they are
 	// backends of its load balancers.
 	Platforms platform.Set
+	// OrphanSweepPeriod is how often load balancers whose Service no
+	// longer exists are looked for (and the grace before one is deleted),
+	// with a provider that records ownership; 0 turns the sweep off.
+	OrphanSweepPeriod time.Duration
 }
 
 // applied is what the controller last made the cloud do for one Service.
@@ -217,6 +221,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Complete(cloud.RequeueOnRetryHint(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
+	}
+	if owners, ok := opts.LoadBalancer.(provider.LoadBalancerOwnership); ok && opts.OrphanSweepPeriod > 0 {
+		sweep := &orphanSweep{client: mgr.GetClient(), owners: owners, lb: opts.LoadBalancer, recorder: r.recorder,
+			cluster: opts.ClusterName, class: opts.Class, period: opts.OrphanSweepPeriod, seen: map[string]time.Time{}, now: time.Now}
+		if err := mgr.Add(sweep); err != nil {
+			return fmt.Errorf("setting up %s orphan sweep: %w", Name, err)
+		}
 	}
 	return nil
 }

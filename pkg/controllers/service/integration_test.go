@@ -701,3 +701,59 @@ func TestClassChangedWhileDown(t *testing.T) {
 		})
 	}
 }
+
+// A Service that vanished while Outrigger was down (its finalizer removed
+// by hand), or was recreated under the same name (a new object), leaves a
+// load balancer neither the finalizer nor memory knows of: the orphan sweep
+// finds it by the cloud's ownership record and deletes it after its grace
+// period, with an Event on the namespace. Load balancers of another
+// cluster, of another class, or without a record are never touched.
+func TestOrphanSweep(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "10.1.0.12", nil)
+	sweep := "--load-balancer-orphan-sweep-period=1s"
+	first := startOutrigger(t, c, sweep)
+	ns := namespace(t)
+	create(t, lbService(ns, "vanish", 80))
+	create(t, lbService(ns, "again", 80))
+	vanished, _ := waitProvisioned(t, c, ns, "vanish")
+	old, _ := waitProvisioned(t, c, ns, "again")
+	foreign := map[string]map[string]string{
+		"a-other-cluster": {"cluster": "another-cluster", "service-uid": "uid-x", "load-balancer-class": "", "service": ns + "/x"},
+		"a-other-class":   {"cluster": "kubernetes", "service-uid": "uid-y", "load-balancer-class": "example.com/else", "service": ns + "/y"},
+		"a-no-record":     {"service": ns + "/z"},
+	}
+	for name, tags := range foreign {
+		if _, err := c.PutLoadBalancer(name, simcloud.LoadBalancerSpec{Tags: tags}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Stop()
+
+	for _, name := range []string{"vanish", "again"} {
+		update(t, ns, name, func(s *corev1.Service) { s.Finalizers = nil })
+		if err := testenv.Client.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "both Services gone", func() (bool, error) {
+		list, err := testenv.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, err
+	})
+	create(t, lbService(ns, "again", 80))
+
+	startOutrigger(t, c, sweep)
+	waitProvisioned(t, c, ns, "again")
+	testenv.Eventually(t, 30*time.Second, "the orphaned load balancers deleted", func() (bool, error) {
+		_, a := cloudLB(c, vanished)
+		_, b := cloudLB(c, old)
+		return !a && !b, nil
+	})
+	waitEvents(t, ns, service.EventOrphanDeleted)
+	for name := range foreign {
+		if _, ok := c.GetLoadBalancer(name); !ok {
+			t.Errorf("load balancer %s, not this cluster's and class's, was deleted", name)
+		}
+	}
+	deleteAndWait(t, ns, "again") // while this Outrigger runs
+}

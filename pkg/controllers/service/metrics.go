@@ -34,8 +34,14 @@ var (
 		Help:      "Latency of one load balancer backend update (UpdateLoadBalancer).",
 		Buckets:   prometheus.ExponentialBuckets(1, 2, 15),
 	})
+	// orphansDeletedTotal is Outrigger's own: load balancers deleted by the
+	// orphan sweep.
+	orphansDeletedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "outrigger_orphan_load_balancers_deleted_total",
+		Help: "Load balancers of this cluster and class whose Service no longer exists, deleted by the orphan sweep.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(loadBalancerSyncTotal, nodeSyncErrorTotal, nodeSyncLatency, updateLoadBalancerHostLatency)
+	metrics.Registry.MustRegister(loadBalancerSyncTotal, nodeSyncErrorTotal, nodeSyncLatency, updateLoadBalancerHostLatency, orphansDeletedTotal)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,6 +73,30 @@ func (p *Provider) LoadBalancerOwner(ctx context.Context, clusterName string, se
 // cluster moving between CCMs finds its load balancers under the same names.
 func (p *Provider) GetLoadBalancerName(_ context.Context, _ string, service *corev1.Service) string {
 	return cloudprovider.DefaultLoadBalancerName(service)
+}
+
+// ListLoadBalancerOwners implements provider.LoadBalancerOwnership: the
+// load balancers tagged with clusterName and a Service UID.
+func (p *Provider) ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]provider.OwnedLoadBalancer, error) {
+	all, err := p.client.LoadBalancers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []provider.OwnedLoadBalancer
+	for _, lb := range all {
+		if lb.Tags[TagCluster] != clusterName || lb.Tags[TagServiceUID] == "" {
+			continue
+		}
+		ns, name, _ := strings.Cut(lb.Tags[TagService], "/")
+		out = append(out, provider.OwnedLoadBalancer{
+			Name: lb.Name,
+			LoadBalancerOwner: provider.LoadBalancerOwner{
+				ClusterName: clusterName, ServiceUID: types.UID(lb.Tags[TagServiceUID]), Class: lb.Tags[TagClass],
+			},
+			ServiceNamespace: ns, ServiceName: name,
+		})
+	}
+	return out, nil
 }
 
 // GetLoadBalancer implements cloudprovider.LoadBalancer. A load balancer
