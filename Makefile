@@ -172,7 +172,9 @@ $(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.
 ## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
 ## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name
 ## upstream manifests run), outrigger-local-lb beside it, user 65532.
-IMAGE ?= outrigger.local/outrigger:dev
+# Tagged with Outrigger's version (pkg/version), which the chart's appVersion is.
+VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' pkg/version/version.go)
+IMAGE ?= outrigger.local/outrigger:$(VERSION)
 image:
 	@mkdir -p bin/image
 	CGO_ENABLED=0 go build -trimpath -tags product -o bin/image/outrigger ./cmd/outrigger

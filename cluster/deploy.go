@@ -18,10 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outrigger-ccm/outrigger/deploy"
+	"github.com/outrigger-ccm/outrigger/pkg/version"
 )
 
-// OutriggerImage is the name `make image` gives Outrigger's image.
-const OutriggerImage = "outrigger.local/outrigger:dev"
+// OutriggerImage is the name `make image` gives Outrigger's image: tagged
+// with its version, as the chart's default image is.
+const OutriggerImage = "outrigger.local/outrigger:" + version.Version
 
 // imagePlaceholder is the image the manifests in deploy/ name, for users to
 // replace.

@@ -111,7 +111,7 @@ func TestRender(t *testing.T) {
 			if !slices.Equal(c.Command, []string{"/usr/local/bin/outrigger"}) {
 				t.Errorf("command %q", c.Command)
 			}
-			if c.Image != "outrigger.local/outrigger:0.1.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+			if c.Image != "outrigger.local/outrigger:0.2.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
 				t.Errorf("image %s (%s)", c.Image, c.ImagePullPolicy)
 			}
 			if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSDefault {
@@ -355,7 +355,7 @@ podDisruptionBudget: {enabled: false}
 			if !slices.Equal(gc.Command, rc.Command) || !slices.Equal(gc.Args, rc.Args) || !equality.Semantic.DeepEqual(gc.SecurityContext, rc.SecurityContext) || !equality.Semantic.DeepEqual(gc.Env, rc.Env) {
 				t.Errorf("container %+v\nwant deploy/local-lb.yaml's %+v", gc, rc)
 			}
-			if gc.Image != "outrigger.local/outrigger:0.1.0" {
+			if gc.Image != "outrigger.local/outrigger:0.2.0" {
 				t.Errorf("image %s, want Outrigger's own", gc.Image)
 			}
 			if v := gs.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "cloud-controller-manager-cloud-config" {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"k8s.io/component-base/version"
+
+	outrigger "github.com/outrigger-ccm/outrigger/pkg/version"
 )
 
 // versionFlag is upstream's --version: --version prints the version,
@@ -63,10 +65,17 @@ func (v versionFlag) print(w io.Writer) {
 	}
 }
 
-// outriggerVersion is the main module's version, or the commit it was built
-// from when built from a checkout.
+// outriggerVersion is Outrigger's version (pkg/version) and, when built
+// from a checkout, the commit.
 func outriggerVersion(info *debug.BuildInfo) string {
-	ver := info.Main.Version
+	if c := commit(info); c != "" {
+		return "v" + outrigger.Version + " (" + c + ")"
+	}
+	return "v" + outrigger.Version
+}
+
+// commit is the commit a build from a checkout was made from, or "".
+func commit(info *debug.BuildInfo) string {
 	var rev, modified string
 	for _, s := range info.Settings {
 		switch s.Key {
@@ -78,8 +87,8 @@ func outriggerVersion(info *debug.BuildInfo) string {
 			}
 		}
 	}
-	if (ver == "" || ver == "(devel)") && rev != "" {
-		return "commit " + rev[:min(12, len(rev))] + modified
+	if rev == "" {
+		return ""
 	}
-	return ver
+	return "commit " + rev[:min(12, len(rev))] + modified
 }
