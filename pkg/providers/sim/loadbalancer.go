@@ -136,32 +136,11 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 }
 
 // EnsureLoadBalancerDeleted deletes the load balancer made for this
-// cluster and Service object. A missing one, or one made for another
-// cluster or Service, is not there for this Service. A Service that still
-// wants a load balancer may have only one of another class deleted (its
-// class moved away: the old class's CCM reclaims it); the one its current
-// class made is refused, whoever asks: a CCM that takes every Service with
-// the cleanup finalizer for its own (the upstream CCM, on a Service of a
-// class it does not serve) must not delete a load balancer in use.
+// cluster and Service object (whatever its class: a Service whose class
+// moved away is cleaned up under its new class). A missing one, or one
+// made for another cluster or Service, is not there for this Service.
 func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	name := p.GetLoadBalancerName(ctx, clusterName, service)
-	match := ownerTags(clusterName, service, false)
-	if service.Spec.Type == corev1.ServiceTypeLoadBalancer && service.DeletionTimestamp == nil {
-		lb, err := p.client.GetLoadBalancer(ctx, name)
-		switch {
-		case simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound):
-			return nil
-		case err != nil:
-			return err
-		case !simcloud.TagsMatch(lb.Tags, match):
-			return nil // another cluster's or Service's: not there for this one
-		case lb.Tags[TagClass] == ptr.Deref(service.Spec.LoadBalancerClass, ""):
-			return provider.Reasonf(ReasonNotOwned, "load balancer %s serves the Service's current class %q: refusing to delete it while the Service wants it", name, lb.Tags[TagClass])
-		}
-		// Deleted only if still of the class seen: checked with the delete.
-		match[TagClass] = lb.Tags[TagClass]
-	}
-	err := p.client.DeleteLoadBalancer(ctx, name, match)
+	err := p.client.DeleteLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), ownerTags(clusterName, service, false))
 	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) || simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
 		return nil
 	}

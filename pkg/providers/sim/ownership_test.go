@@ -124,30 +124,3 @@ func TestRoutesOfTheClusterNamedExactly(t *testing.T) {
 		t.Errorf("cluster k-dev has %d routes after k's delete, want 1", len(after))
 	}
 }
-
-// A load balancer the Service's current class uses is not deleted while the
-// Service wants it, whoever asks (the upstream CCM takes every Service with
-// the cleanup finalizer for its own); one of the class the Service left is.
-func TestLoadBalancerInUseIsNotDeleted(t *testing.T) {
-	c, p := start(t)
-	ctx := context.Background()
-	svc := lbService("web", "uid-2", ptr.To("example.com/a"))
-	if _, err := p.EnsureLoadBalancer(ctx, "prod", svc, nil); err != nil {
-		t.Fatal(err)
-	}
-	name := cloudprovider.DefaultLoadBalancerName(svc)
-	if err := p.EnsureLoadBalancerDeleted(ctx, "prod", svc); provider.Reason(err) != ReasonNotOwned {
-		t.Errorf("deleting the load balancer in use: err = %v, want reason %s", err, ReasonNotOwned)
-	}
-	if _, ok := c.GetLoadBalancer(name); !ok {
-		t.Fatal("the load balancer in use was deleted")
-	}
-	gone := svc.DeepCopy()
-	gone.Spec.Type = corev1.ServiceTypeClusterIP
-	if err := p.EnsureLoadBalancerDeleted(ctx, "prod", gone); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := c.GetLoadBalancer(name); ok {
-		t.Error("the load balancer of a Service no longer of type LoadBalancer was kept")
-	}
-}

@@ -94,9 +94,9 @@ func (s LoadBalancerSpec) validate() error {
 	return nil
 }
 
-// TagsMatch reports whether tags carry every key=value of match; a missing
+// tagsMatch reports whether tags carry every key=value of match; a missing
 // tag reads as "".
-func TagsMatch(tags, match map[string]string) bool {
+func tagsMatch(tags, match map[string]string) bool {
 	for k, v := range match {
 		if tags[k] != v {
 			return false
@@ -128,7 +128,7 @@ func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec, match map[st
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if lb, ok := c.lbs[name]; ok {
-		if !TagsMatch(lb.Tags, match) {
+		if !tagsMatch(lb.Tags, match) {
 			return LoadBalancer{}, mismatch("load balancer", name, lb.Tags, match)
 		}
 		lb.LoadBalancerSpec = spec
@@ -185,7 +185,7 @@ func (c *Cloud) SetBackends(name string, backends []Backend, match map[string]st
 	if !ok {
 		return LoadBalancer{}, fmt.Errorf("%w: %s", ErrLBNotFound, name)
 	}
-	if !TagsMatch(lb.Tags, match) {
+	if !tagsMatch(lb.Tags, match) {
 		return LoadBalancer{}, mismatch("load balancer", name, lb.Tags, match)
 	}
 	lb.Backends = backends
@@ -212,7 +212,7 @@ func (c *Cloud) DeleteLoadBalancer(name string, match map[string]string) error {
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrLBNotFound, name)
 	}
-	if !TagsMatch(lb.Tags, match) {
+	if !tagsMatch(lb.Tags, match) {
 		return mismatch("load balancer", name, lb.Tags, match)
 	}
 	delete(c.lbs, name)

@@ -59,7 +59,7 @@ func (c *Cloud) DeleteRoute(name string, match map[string]string) error {
 	if !ok {
 		return nil
 	}
-	if !TagsMatch(r.Tags, match) {
+	if !tagsMatch(r.Tags, match) {
 		return mismatch("route", name, r.Tags, match)
 	}
 	delete(c.routes, name)
