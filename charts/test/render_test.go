@@ -104,7 +104,7 @@ func TestRender(t *testing.T) {
 			}
 			spec := d.Spec.Template.Spec
 			c := container(t, d)
-			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s"}
+			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false"}
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args %q, want %q", c.Args, wantArgs)
 			}
@@ -232,7 +232,7 @@ extraArgs:
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			c := container(t, deployment(t, objs))
 			want := []string{
-				"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--controllers=*,-route",
+				"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--controllers=*,-route",
 				"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=false",
 				// A map's keys in order, after the chart's own flags.
 				"--cluster-name=prod", "--logging-format=json", "--v=2",
@@ -246,7 +246,7 @@ extraArgs:
 		values: "cloudProvider: sim\nextraArgs: [--v=4, --concurrent-service-syncs=8, --configure-cloud-routes=true]\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			c := container(t, deployment(t, objs))
-			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
+			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args%s\nwant%s", joinLines(c.Args), joinLines(want))
 			}

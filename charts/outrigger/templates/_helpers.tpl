@@ -41,6 +41,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 - --leader-elect=true
 - --leader-elect-retry-period=1s
+{{- if not .Values.profiling }}
+- --profiling=false
+{{- end }}
 {{- if .Values.useServiceAccountCredentials }}
 - --use-service-account-credentials=true
 {{- end }}
