@@ -5,6 +5,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	cloudprovider "k8s.io/cloud-provider"
+	fakecloud "k8s.io/cloud-provider/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 )
 
@@ -255,4 +258,53 @@ func TestMetricsRegistered(t *testing.T) {
 			t.Errorf("%s: type %v, buckets %v, want %v", name, mf.GetType(), got, want)
 		}
 	}
+}
+
+// lbCloud is a provider with only a load balancer, for the call layer.
+type lbCloud struct {
+	fakecloud.Cloud
+	lb cloudprovider.LoadBalancer
+}
+
+func (c *lbCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb, true }
+
+// A provider hung on some Services (ignoring its context, as one stuck on a
+// dead socket does) costs only those Services: more of them than the call
+// layer's load balancer family lets run at once do not keep any other
+// Service from its load balancer.
+func TestHungServicesCostOnlyThemselves(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release) // before the namespace's Services are deleted
+	lb := newFakeLB()
+	const hung = cloud.DegradedAbandoned + 4 // more than the family runs at once, and degraded
+	for i := range hung {
+		lb.ensure[fmt.Sprintf("hang-%d", i)] = func() (*corev1.LoadBalancerStatus, error) {
+			<-release
+			return nil, errors.New("released")
+		}
+	}
+	layer := cloud.New(&lbCloud{lb: lb}, cloud.Options{Timeout: 200 * time.Millisecond})
+	viaLayer, _ := layer.LoadBalancer()
+	ns := testenv.Name("lb")
+	startController(t, viaLayer, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.3", nil)
+
+	for i := range hung {
+		create(t, lbService(ns, fmt.Sprintf("hang-%d", i), 80))
+	}
+	testenv.Eventually(t, 20*time.Second, "every hung Service's call abandoned", func() (bool, error) {
+		return layer.Degraded()[cloud.FamilyLoadBalancers] >= hung, nil
+	})
+	for i := range 10 {
+		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
+	}
+	testenv.Eventually(t, 30*time.Second, "every other Service provisioned behind the hung ones", func() (bool, error) {
+		for i := range 10 {
+			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
