@@ -58,7 +58,7 @@ func TestCIDRKeptAfterAnAmbiguousWrite(t *testing.T) {
 					return tc.answer
 				},
 			}).Build()
-			ranges, err := newRangeAllocator([]netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}, 24, 64)
+			ranges, err := newRangeAllocator([]netip.Prefix{netip.MustParsePrefix("198.19.240.0/24")}, 24, 64)
 			if err != nil {
 				t.Fatal(err)
 			}

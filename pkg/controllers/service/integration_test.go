@@ -710,7 +710,7 @@ func TestClassChangedWhileDown(t *testing.T) {
 // cluster, of another class, or without a record are never touched.
 func TestOrphanSweep(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.1.0.12", nil)
+	node(t, "198.18.8.12", nil)
 	sweep := "--load-balancer-orphan-sweep-period=1s"
 	first := startOutrigger(t, c, sweep)
 	ns := namespace(t)
