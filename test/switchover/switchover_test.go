@@ -120,15 +120,27 @@ var readOnly = []string{"GetInstance", "ListInstances", "BatchGetInstances", "Ge
 	"GetLoadBalancer", "ListLoadBalancers", "PutLoadBalancer", "SetBackends"}
 
 // settle waits until the CCM that just started has looked at everything:
-// ensured every Service (both CCMs do on start) and listed the routes,
-// then a few more periods for anything it would still change.
-func settle(t *testing.T, cloud *testenv.Cloud, services int) {
+// ensured every Service (both CCMs do on start), asked the cloud about the
+// nodes, and made two more route passes (every --route-reconciliation-period)
+// after its first: anything it would change, it has changed by then.
+func settle(t *testing.T, cloud *testenv.Cloud, services, nodes int) {
 	t.Helper()
 	testenv.Eventually(t, 60*time.Second, "the new CCM's first passes", func() (bool, error) {
 		c := cloud.Calls().ByOp
-		return c["PutLoadBalancer"] >= int64(services) && c["ListRoutes"] >= 1, nil
+		return c["PutLoadBalancer"] >= int64(services) && c["ListRoutes"] >= 1 &&
+			(c["BatchGetInstances"] >= 1 || c["GetInstance"] >= int64(nodes)), nil
 	})
-	time.Sleep(5 * time.Second)
+	routePasses(t, cloud, 2)
+}
+
+// routePasses waits until the route controller has listed the routes n
+// more times: n full passes, each of which would have made any change due.
+func routePasses(t *testing.T, cloud *testenv.Cloud, n int64) {
+	t.Helper()
+	from := cloud.Calls().ByOp["ListRoutes"]
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d more route passes", n), func() (bool, error) {
+		return cloud.Calls().ByOp["ListRoutes"] >= from+n, nil
+	})
 }
 
 func checkNothingChanged(t *testing.T, who string, before, after state, calls simcloud.Calls) {
@@ -202,14 +214,14 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 		}
 		return len(cloud.LoadBalancers()) == services, nil
 	})
-	time.Sleep(3 * time.Second) // let upstream finish its passes
+	routePasses(t, cloud, 2) // the upstream CCM's routes are all there
 	before := capture(t, cloud, ns, nodes)
 	up.Stop(t)
 
 	// 2. Outrigger takes over: nothing changes, the cloud sees only reads.
 	cloud.ResetCalls()
 	out := testenv.StartOutrigger(t, cloud, common...)
-	settle(t, cloud, services)
+	settle(t, cloud, services, len(nodes))
 	checkNothingChanged(t, "Outrigger", before, capture(t, cloud, ns, nodes), cloud.Calls())
 
 	// The cluster still works under Outrigger: a new node is initialized.
@@ -225,13 +237,21 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 		return testenv.GetNode(t, extra).Spec.ProviderID != "", nil
 	})
 	nodes = append(nodes, extra)
-	time.Sleep(3 * time.Second) // its backends reach the load balancers
+	testenv.Eventually(t, 30*time.Second, "the new node behind every load balancer", func() (bool, error) {
+		for _, lb := range cloud.LoadBalancers() {
+			if !slices.ContainsFunc(lb.Backends, func(b simcloud.Backend) bool { return b.Node == extra }) {
+				return false, fmt.Errorf("load balancer %s backends %v", lb.Name, lb.Backends)
+			}
+		}
+		return true, nil
+	})
+	routePasses(t, cloud, 2)
 	before = capture(t, cloud, ns, nodes)
 	out.Stop()
 
 	// 3. And back to upstream: nothing changes either.
 	cloud.ResetCalls()
 	testenv.StartUpstreamCCM(t, bin, cloud, common...)
-	settle(t, cloud, services)
+	settle(t, cloud, services, len(nodes))
 	checkNothingChanged(t, "the upstream CCM", before, capture(t, cloud, ns, nodes), cloud.Calls())
 }
