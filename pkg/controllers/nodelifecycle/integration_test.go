@@ -4,6 +4,7 @@ package nodelifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestNeverDeletesOnCloudFailure(t *testing.T) {
 			testenv.Eventually(t, 10*time.Second, "the cloud being asked", func() (bool, error) {
 				return cloud.Calls().Total > 1, nil
 			})
-			time.Sleep(1500 * time.Millisecond)
+			monitorPasses(t, 3)
 			if !exists(t, name) {
 				t.Fatal("node deleted although the cloud never said its instance was gone")
 			}
@@ -171,8 +172,20 @@ func TestReadyNodesCostNoCloudCalls(t *testing.T) {
 		initializedNode(t, cloud, true)
 	}
 	testenv.StartOutrigger(t, cloud, "--controllers=cloud-node-lifecycle-controller")
-	time.Sleep(1500 * time.Millisecond) // several 200ms monitor periods
+	monitorPasses(t, 3)
 	if calls := cloud.Calls(); calls.Total != 0 {
 		t.Errorf("lifecycle checks of Ready nodes called the cloud: %v", calls.ByOp)
 	}
+}
+
+// monitorPasses waits until the lifecycle monitor has finished n more
+// passes over the nodes (its duration histogram counts one per pass): for
+// checks that something did NOT happen, proof that it had the chance.
+func monitorPasses(t *testing.T, n float64) {
+	t.Helper()
+	const passes = "cloud_node_lifecycle_controller_monitor_nodes_duration_seconds"
+	from := metricstest.Value(t, passes, nil)
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%v more lifecycle monitor passes", n), func() (bool, error) {
+		return metricstest.Value(t, passes, nil) >= from+n, nil
+	})
 }
