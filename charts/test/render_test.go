@@ -45,7 +45,7 @@ func container(t testing.TB, d *appsv1.Deployment) corev1.Container {
 // a flag the binary refuses would crash-loop.
 func checkArgsParse(t testing.TB, c corev1.Container) {
 	t.Helper()
-	args := append(append([]string{}, c.Command[1:]...), c.Args...)
+	args := append(append([]string{}, c.Command[1:]...), expandEnv(c, c.Args)...)
 	opts := manager.NewOptions()
 	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
 	opts.AddFlags(fs)
@@ -104,7 +104,7 @@ func TestRender(t *testing.T) {
 			}
 			spec := d.Spec.Template.Spec
 			c := container(t, d)
-			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false"}
+			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)"}
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args %q, want %q", c.Args, wantArgs)
 			}
@@ -233,7 +233,7 @@ extraArgs:
 			c := container(t, deployment(t, objs))
 			want := []string{
 				"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--controllers=*,-route",
-				"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=false",
+				"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=false", "--bind-address=$(POD_IP)",
 				// A map's keys in order, after the chart's own flags.
 				"--cluster-name=prod", "--logging-format=json", "--v=2",
 			}
@@ -246,7 +246,7 @@ extraArgs:
 		values: "cloudProvider: sim\nextraArgs: [--v=4, --concurrent-service-syncs=8, --configure-cloud-routes=true]\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			c := container(t, deployment(t, objs))
-			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
+			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args%s\nwant%s", joinLines(c.Args), joinLines(want))
 			}

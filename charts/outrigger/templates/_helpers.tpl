@@ -33,10 +33,43 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end }}
 
+{{/* --cloud-provider: grpc with a plugin, which needs no other. */}}
+{{- define "outrigger.cloudProvider" -}}
+{{- if .Values.plugin.enabled -}}
+{{- if not (has .Values.cloudProvider (list "" "grpc")) -}}
+{{- fail (printf "plugin.enabled needs cloudProvider grpc (or empty), not %q: Outrigger reaches the plugin through its grpc provider" .Values.cloudProvider) -}}
+{{- end -}}
+grpc
+{{- else -}}
+{{ .Values.cloudProvider }}
+{{- end -}}
+{{- end }}
+
+{{/* The plugin's socket, in the emptyDir both containers mount at /run/outrigger. */}}
+{{- define "outrigger.pluginEndpoint" -}}
+unix:///run/outrigger/plugin.sock
+{{- end }}
+
+{{/*
+The uid both ends of the plugin's socket run as (each admits only its own),
+refusing a runAsUser set elsewhere to another.
+*/}}
+{{- define "outrigger.pluginUID" -}}
+{{- $uid := int .Values.plugin.runAsUser -}}
+{{- range $where, $sc := dict "securityContext" .Values.securityContext "plugin.securityContext" .Values.plugin.securityContext -}}
+{{- if and $sc (hasKey $sc "runAsUser") (ne (int $sc.runAsUser) $uid) -}}
+{{- fail (printf "%s.runAsUser (%v) differs from plugin.runAsUser (%d): the plugin's socket admits only processes of its own uid" $where $sc.runAsUser $uid) -}}
+{{- end -}}
+{{- end -}}
+{{ $uid }}
+{{- end }}
+
 {{/* The container's arguments, one YAML list item a line. */}}
 {{- define "outrigger.args" -}}
-- --cloud-provider={{ required "cloudProvider is required: the provider name registered in the image's binary, e.g. --set cloudProvider=grpc" .Values.cloudProvider }}
-{{- if include "outrigger.cloudConfigSecret" . }}
+- --cloud-provider={{ required "cloudProvider is required: the provider name registered in the image's binary, e.g. --set cloudProvider=grpc" (include "outrigger.cloudProvider" .) }}
+{{- if .Values.plugin.enabled }}
+- --cloud-config=/etc/outrigger/grpc.yaml
+{{- else if include "outrigger.cloudConfigSecret" . }}
 - --cloud-config=/etc/outrigger/{{ .Values.cloudConfig.key }}
 {{- end }}
 - --leader-elect=true
@@ -59,6 +92,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if kindIs "bool" .Values.configureCloudRoutes }}
 - --configure-cloud-routes={{ .Values.configureCloudRoutes }}
 {{- end }}
+{{- if eq .Values.bindAddress "podIP" }}
+- --bind-address=$(POD_IP)
+{{- else if .Values.bindAddress }}
+- --bind-address={{ .Values.bindAddress }}
+{{- end }}
 {{- if ne (int .Values.securePort) 10258 }}
 - --secure-port={{ .Values.securePort }}
 {{- end }}
@@ -70,5 +108,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range $k, $v := .Values.extraArgs }}
 - {{ printf "--%s=%v" (trimPrefix "--" $k) $v | quote }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The plugin container's arguments: the socket (--endpoint, as plugin.Main
+and the examples take it), the provider's cloud-config when given, then
+plugin.args.
+*/}}
+{{- define "outrigger.pluginArgs" -}}
+- --endpoint={{ include "outrigger.pluginEndpoint" . }}
+{{- if include "outrigger.cloudConfigSecret" . }}
+- --cloud-config=/etc/outrigger/{{ .Values.cloudConfig.key }}
+{{- end }}
+{{- range .Values.plugin.args }}
+- {{ . | quote }}
 {{- end }}
 {{- end }}
