@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +168,13 @@ func StartOutrigger(t testing.TB, cloud *Cloud, flags ...string) *Outrigger {
 		"--leader-elect=false",
 		"--node-monitor-period=200ms",
 		"--cloud-call-timeout=3s",
+	}
+	// Several providers come with their configs in one file, instead of
+	// the sim's flags.
+	if slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "--cloud-providers-file") }) {
+		args = slices.DeleteFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "--cloud-provider=") || strings.HasPrefix(a, "--cloud-config=")
+		})
 	}
 	opts := manager.NewOptions()
 	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)

@@ -106,13 +106,13 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	l := New(d, Options{Timeout: 50 * time.Millisecond})
 	lb, _ := l.LoadBalancer()
 	ctx := context.Background()
-	abandonedBefore := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer"))
-	rejectedBefore := value(t, inFlightRejectedTotal.WithLabelValues("EnsureLoadBalancer"))
+	abandonedBefore := value(t, l.m.abandoned.WithLabelValues("EnsureLoadBalancer"))
+	rejectedBefore := value(t, l.m.rejected.WithLabelValues("EnsureLoadBalancer"))
 
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("first call: err = %v, want ErrTimeout", err)
 	}
-	if got := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 1 {
+	if got := value(t, l.m.abandoned.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 1 {
 		t.Errorf("abandoned calls gauge rose by %v, want 1", got)
 	}
 	start := time.Now()
@@ -132,7 +132,7 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	if got := d.callsFor("hung"); got != 1 {
 		t.Errorf("%d calls for the hung Service reached the provider, want 1", got)
 	}
-	if got := value(t, inFlightRejectedTotal.WithLabelValues("EnsureLoadBalancer")) - rejectedBefore; got != 1 {
+	if got := value(t, l.m.rejected.WithLabelValues("EnsureLoadBalancer")) - rejectedBefore; got != 1 {
 		t.Errorf("in-flight rejections counted %v, want 1", got)
 	}
 	for _, name := range []string{"a", "b"} {
@@ -155,7 +155,7 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	if n := l.slots.inFlight(); n != 0 {
 		t.Errorf("%d slots left held with no call running", n)
 	}
-	if got := value(t, abandonedCalls.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 0 {
+	if got := value(t, l.m.abandoned.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 0 {
 		t.Errorf("abandoned calls gauge is %v above where it began after the call returned, want 0", got)
 	}
 }
@@ -359,7 +359,7 @@ func TestThrottledFamilyRecovers(t *testing.T) {
 	lb, _ := l.LoadBalancer()
 	inst, _ := l.Instances()
 	ctx := context.Background()
-	slowdowns := value(t, familySlowdownsTotal.WithLabelValues(string(FamilyLoadBalancers)))
+	slowdowns := value(t, l.m.slowdowns.WithLabelValues(string(FamilyLoadBalancers)))
 	for i := range 6 {
 		_, _ = lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("s", i)), nil)
 	}
@@ -367,10 +367,10 @@ func TestThrottledFamilyRecovers(t *testing.T) {
 	if got := float64(lbFam.rate()); got >= 400 {
 		t.Fatalf("load balancer family rate = %v after six Services were throttled, want below 400", got)
 	}
-	if got := value(t, familySlowdownsTotal.WithLabelValues(string(FamilyLoadBalancers))) - slowdowns; got < 1 {
+	if got := value(t, l.m.slowdowns.WithLabelValues(string(FamilyLoadBalancers))) - slowdowns; got < 1 {
 		t.Errorf("slowdowns counted %v, want at least 1", got)
 	}
-	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.rate()) {
+	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.rate()) {
 		t.Errorf("rate gauge = %v, want %v", got, lbFam.rate())
 	}
 	if got := float64(l.families[FamilyInstances].rate()); got != 400 {
@@ -452,7 +452,7 @@ func TestUnlimitedFamilyRecovers(t *testing.T) {
 	// Recovering, it climbs above where it started: nothing holds it
 	// below what the cloud accepts for good.
 	recoverFamily(t, fam, now.Add(time.Second), 2*initialRate)
-	if got := value(t, familyRateLimit.WithLabelValues(string(FamilyRoutes))); got != float64(fam.rate()) {
+	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyRoutes))); got != float64(fam.rate()) {
 		t.Errorf("rate gauge = %v, want %v", got, fam.rate())
 	}
 }

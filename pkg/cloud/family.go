@@ -73,6 +73,7 @@ func usageWindow(r rate.Limit) time.Duration {
 // calls no more than the layer's own --cloud-qps limiter does.
 type family struct {
 	name    Family
+	m       *layerMetrics
 	limiter *rate.Limiter
 	// conc adapts how many calls the family has in flight.
 	conc *concurrency
@@ -107,7 +108,7 @@ type throttle struct {
 	key string
 }
 
-func newFamily(name Family, ceiling rate.Limit, burst int) *family {
+func newFamily(name Family, ceiling rate.Limit, burst int, m *layerMetrics) *family {
 	start := ceiling
 	if ceiling == rate.Inf {
 		// No ceiling: probe from a modest rate up, rather than send
@@ -117,7 +118,7 @@ func newFamily(name Family, ceiling rate.Limit, burst int) *family {
 		burst = 0
 	}
 	f := &family{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf, first: newPrecedence(),
-		conc: newConcurrency(familyConcurrencyLimit.WithLabelValues(string(name)))}
+		conc: newConcurrency(m.concLimit.WithLabelValues(string(name))), m: m}
 	f.limiter = rate.NewLimiter(start, f.burstFor(start))
 	f.report()
 	return f
@@ -182,7 +183,7 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 	f.slowStart = false
 	f.limiter.SetLimit(next)
 	f.limiter.SetBurst(f.burstFor(next))
-	familySlowdownsTotal.WithLabelValues(string(f.name)).Inc()
+	f.m.slowdowns.WithLabelValues(string(f.name)).Inc()
 	f.report()
 	return true, next
 }
@@ -246,7 +247,7 @@ func (f *family) report() {
 	if f.limiter.Limit() == rate.Inf {
 		v = math.Inf(1)
 	}
-	familyRateLimit.WithLabelValues(string(f.name)).Set(v)
+	f.m.rateLimit.WithLabelValues(string(f.name)).Set(v)
 }
 
 // window counts events in the last second.

@@ -41,6 +41,9 @@ type Options struct {
 	// asking itself. Default 5s (that flag's default); negative: nothing is
 	// shared.
 	ShareWindow time.Duration
+	// Name labels the layer's metrics with its provider. Default: the
+	// provider's ProviderName.
+	Name string
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.
 	NoBatch bool
@@ -79,6 +82,7 @@ type Layer struct {
 	holds holds
 	// answers are shared between the controllers asking about one node.
 	answers *answers
+	m       *layerMetrics
 	// unkeyed numbers the calls that are about no one object, so that each
 	// counts as its own object when throttles are counted.
 	unkeyed atomic.Uint64
@@ -87,6 +91,9 @@ type Layer struct {
 // New wraps provider.
 func New(provider cloudprovider.Interface, opts Options) *Layer {
 	opts.defaults()
+	if opts.Name == "" {
+		opts.Name = provider.ProviderName()
+	}
 	limit := rate.Inf
 	if opts.QPS > 0 {
 		limit = rate.Limit(opts.QPS)
@@ -99,10 +106,11 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		slots:    slots{held: map[string]*slot{}},
 		holds:    holds{until: map[string]time.Time{}},
 		now:      time.Now,
+		m:        newLayerMetrics(opts.Name),
 	}
 	l.answers = newAnswers(opts.ShareWindow, func() time.Time { return l.now() })
 	for _, f := range families {
-		l.families[f] = newFamily(f, limit, opts.Burst)
+		l.families[f] = newFamily(f, limit, opts.Burst, l.m)
 	}
 	return l
 }
@@ -168,7 +176,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	start := l.now()
 	if c.key != "" {
 		if wait, held := l.holds.held(c.key, start); held {
-			heldTotal.WithLabelValues(c.method).Inc()
+			l.m.held.WithLabelValues(c.method).Inc()
 			return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, &heldError{wait: wait})
 		}
 	}
@@ -185,7 +193,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		var err error
 		if sl, err = l.slots.acquire(ctx, c.key); err != nil {
 			if errors.Is(err, ErrCallInFlight) {
-				inFlightRejectedTotal.WithLabelValues(c.method).Inc()
+				l.m.rejected.WithLabelValues(c.method).Inc()
 				return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, err)
 			}
 			return zero, fmt.Errorf("waiting for the running %s call for %s: %w", c.method, c.key, err)
@@ -206,7 +214,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
 	}
 	sent := l.now()
-	callsTotal.WithLabelValues(c.method).Inc()
+	l.m.calls.WithLabelValues(c.method).Inc()
 	fam.sent.add(sent)
 
 	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
@@ -238,7 +246,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		// cloud may still be acting on this object.
 		release()
 		if wasAbandoned {
-			abandonedCalls.WithLabelValues(c.method).Dec()
+			l.m.abandoned.WithLabelValues(c.method).Dec()
 			fam.abandoned.Add(-1)
 		}
 		done <- result{v, err}
@@ -255,7 +263,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			break
 		}
 		gaveUp = true
-		abandonedCalls.WithLabelValues(c.method).Inc()
+		l.m.abandoned.WithLabelValues(c.method).Inc()
 		fam.abandoned.Add(1)
 		if sl != nil {
 			sl.abandon()
@@ -268,15 +276,15 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		fam.conc.done(now, sent, now.Sub(sent), outcome)
 		mu.Unlock()
 		if ctx.Err() == nil {
-			timeoutsTotal.WithLabelValues(c.method).Inc()
+			l.m.timeouts.WithLabelValues(c.method).Inc()
 			r.err = fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout)
 		} else {
 			r.err = ctx.Err()
 		}
 	}
-	callDuration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
+	l.m.duration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
 	if r.err != nil {
-		errorsTotal.WithLabelValues(c.method).Inc()
+		l.m.errors.WithLabelValues(c.method).Inc()
 		return zero, r.err
 	}
 	return r.v, nil
@@ -309,7 +317,7 @@ func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err 
 		done(outcome)
 		return
 	}
-	throttlesTotal.WithLabelValues(c.method).Inc()
+	l.m.throttles.WithLabelValues(c.method).Inc()
 	key := c.key
 	if key == "" {
 		key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)

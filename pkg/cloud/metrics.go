@@ -6,57 +6,85 @@ import (
 )
 
 // The collectors are registered once per process with controller-runtime's
-// registry, which the manager serves on /metrics; several layers in one
-// process (tests, the benchmark) share them, as the label is the method.
+// registry, which the manager serves on /metrics. Each layer labels its
+// series with its provider's name (an Outrigger may run several providers),
+// and several layers of one provider in one process (tests, the benchmark)
+// share their series.
 var (
 	callsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_total",
-		Help: "Calls made to the cloud provider, by method.",
-	}, []string{"method"})
+		Help: "Calls made to the cloud provider, by provider and method.",
+	}, []string{"provider", "method"})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_call_errors_total",
-		Help: "Cloud provider calls that returned an error (throttles and timeouts included), by method.",
-	}, []string{"method"})
+		Help: "Cloud provider calls that returned an error (throttles and timeouts included), by provider and method.",
+	}, []string{"provider", "method"})
 	throttlesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_throttled_total",
-		Help: "Cloud provider calls the cloud answered by throttling, by method.",
-	}, []string{"method"})
+		Help: "Cloud provider calls the cloud answered by throttling, by provider and method.",
+	}, []string{"provider", "method"})
 	timeoutsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_call_timeouts_total",
-		Help: "Cloud provider calls abandoned after the per-call timeout, by method.",
-	}, []string{"method"})
+		Help: "Cloud provider calls abandoned after the per-call timeout, by provider and method.",
+	}, []string{"provider", "method"})
 	callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "outrigger_cloud_call_duration_seconds",
 		Help:    "Latency of cloud provider calls, by method, including time spent waiting for the rate limiter.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
-	}, []string{"method"})
+	}, []string{"provider", "method"})
 	inFlightRejectedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_in_flight_rejected_total",
-		Help: "Calls refused without reaching the cloud because a call for the same object, abandoned after its timeout, was still running, by method.",
-	}, []string{"method"})
+		Help: "Calls refused without reaching the cloud because a call for the same object, abandoned after its timeout, was still running, by provider and method.",
+	}, []string{"provider", "method"})
 	abandonedCalls = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_abandoned_calls",
 		Help: "Calls abandoned after the per-call timeout (or their caller's cancellation) that the provider has not returned from yet, by method. Each holds its object's slot.",
-	}, []string{"method"})
+	}, []string{"provider", "method"})
 	heldTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_held_total",
-		Help: "Calls kept from the cloud because it throttled their object and its retry hint has not passed yet, by method.",
-	}, []string{"method"})
+		Help: "Calls kept from the cloud because it throttled their object and its retry hint has not passed yet, by provider and method.",
+	}, []string{"provider", "method"})
 	familyConcurrencyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_family_concurrency_limit",
-		Help: "Calls a method family may currently have in flight; adapts to the cloud's latency and throttling, by family.",
-	}, []string{"family"})
+		Help: "Calls a method family may currently have in flight; adapts to the cloud's latency and throttling, by provider and family.",
+	}, []string{"provider", "family"})
 	familyRateLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_family_rate_limit",
 		Help: "Calls per second a method family may currently make; adapts to the cloud's throttling, at most --cloud-qps when that is set.",
-	}, []string{"family"})
+	}, []string{"provider", "family"})
 	familySlowdownsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_family_slowdowns_total",
-		Help: "Times a method family's rate was cut because the cloud throttled calls for several objects within a short window, by family.",
-	}, []string{"family"})
+		Help: "Times a method family's rate was cut because the cloud throttled calls for several objects within a short window, by provider and family.",
+	}, []string{"provider", "family"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration,
 		inFlightRejectedTotal, abandonedCalls, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
+}
+
+// layerMetrics are the collectors curried with one layer's provider name.
+type layerMetrics struct {
+	calls, errors, throttles, timeouts, rejected, held *prometheus.CounterVec
+	abandoned                                          *prometheus.GaugeVec
+	duration                                           prometheus.ObserverVec
+	concLimit, rateLimit                               *prometheus.GaugeVec
+	slowdowns                                          *prometheus.CounterVec
+}
+
+func newLayerMetrics(provider string) *layerMetrics {
+	l := prometheus.Labels{"provider": provider}
+	return &layerMetrics{
+		calls:     callsTotal.MustCurryWith(l),
+		errors:    errorsTotal.MustCurryWith(l),
+		throttles: throttlesTotal.MustCurryWith(l),
+		timeouts:  timeoutsTotal.MustCurryWith(l),
+		rejected:  inFlightRejectedTotal.MustCurryWith(l),
+		held:      heldTotal.MustCurryWith(l),
+		abandoned: abandonedCalls.MustCurryWith(l),
+		duration:  callDuration.MustCurryWith(l),
+		concLimit: familyConcurrencyLimit.MustCurryWith(l),
+		rateLimit: familyRateLimit.MustCurryWith(l),
+		slowdowns: familySlowdownsTotal.MustCurryWith(l),
+	}
 }

@@ -32,9 +32,12 @@ type Snapshot struct {
 
 // LoadBalancer is one Service of type LoadBalancer.
 type LoadBalancer struct {
-	Namespace             string   `json:"namespace"`
-	Name                  string   `json:"name"`
-	Class                 string   `json:"class,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Class     string `json:"class,omitempty"`
+	// Provider is the provider of this Outrigger that serves the class
+	// ("" when none does).
+	Provider              string   `json:"provider,omitempty"`
 	ExternalTrafficPolicy string   `json:"externalTrafficPolicy"`
 	VIPs                  []string `json:"vips"`
 	Ports                 []Port   `json:"ports"`
@@ -118,8 +121,11 @@ type Node struct {
 	Zone         string `json:"zone,omitempty"`
 	Region       string `json:"region,omitempty"`
 	InstanceType string `json:"instanceType,omitempty"`
-	Initialized  bool   `json:"initialized"`
-	Ready        bool   `json:"ready"`
+	// Provider is the provider of this Outrigger that serves the node's
+	// providerID scheme ("" when none does).
+	Provider    string `json:"provider,omitempty"`
+	Initialized bool   `json:"initialized"`
+	Ready       bool   `json:"ready"`
 	// State sums up the lifecycle: Uninitialized, Ready, NotReady,
 	// Shutdown (the cloud says the instance is stopped) or Terminating.
 	State     string   `json:"state"`
@@ -176,22 +182,26 @@ type inputs struct {
 	slices   []*discoveryv1.EndpointSlice
 	events   []*corev1.Event
 	ranges   []Range
-	// class is the loadBalancerClass this Outrigger owns ("" for
-	// Services without one).
-	class string
-	calls []Entry
+	// owners are the providers of this Outrigger, with what each serves.
+	owners []Owner
+	calls  []Entry
 }
 
 // build turns the objects into what the page shows. It is pure, so the
 // unit tests check it on objects made in memory.
 func build(in inputs) Snapshot {
 	s := Snapshot{Generated: in.now}
+	if len(in.owners) == 0 {
+		in.owners = []Owner{{}} // one provider: every node, no class
+	}
 	byObject := eventsByObject(in.events)
 
 	nodes := slices.Clone(in.nodes)
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 	for _, n := range nodes {
-		s.Nodes = append(s.Nodes, nodeView(n))
+		v := nodeView(n)
+		v.Provider = nodeOwner(n, in.owners)
+		s.Nodes = append(s.Nodes, v)
 	}
 
 	// Endpoints by Service, with the nodes that have a ready one.
@@ -229,7 +239,7 @@ func build(in inputs) Snapshot {
 			continue
 		}
 		key := svc.Namespace + "/" + svc.Name
-		lb := lbView(svc, in.class)
+		lb := lbView(svc, in.owners)
 		lb.Events = byObject["Service/"+key]
 		lb.Endpoints = endpoints[key]
 		lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyBackends, readyNodes[key])
@@ -304,7 +314,18 @@ func internalIP(n *corev1.Node) string {
 	return ""
 }
 
-func lbView(svc *corev1.Service, class string) LoadBalancer {
+// nodeOwner is the provider serving node's providerID scheme, or "".
+func nodeOwner(node *corev1.Node, owners []Owner) string {
+	scheme, _, hasScheme := strings.Cut(node.Spec.ProviderID, "://")
+	for _, o := range owners {
+		if len(o.Platforms) == 0 || hasScheme && slices.Contains(o.Platforms, scheme) {
+			return o.Provider
+		}
+	}
+	return ""
+}
+
+func lbView(svc *corev1.Service, owners []Owner) LoadBalancer {
 	lb := LoadBalancer{
 		Namespace:             svc.Namespace,
 		Name:                  svc.Name,
@@ -332,14 +353,18 @@ func lbView(svc *corev1.Service, class string) LoadBalancer {
 	}
 	ready := meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady)
 	switch {
-	case lb.Class != class:
+	case !servedClass(&lb, owners):
 		lb.State = "Elsewhere"
 		lb.Reason = "OtherClass"
-		owner := "Services without a class"
-		if class != "" {
-			owner = fmt.Sprintf("class %q", class)
+		handled := make([]string, 0, len(owners))
+		for _, o := range owners {
+			if o.Class == "" {
+				handled = append(handled, "Services without a class")
+			} else {
+				handled = append(handled, fmt.Sprintf("class %q", o.Class))
+			}
 		}
-		lb.Message = fmt.Sprintf("spec.loadBalancerClass is %q: another controller provisions it (this Outrigger handles %s)", lb.Class, owner)
+		lb.Message = fmt.Sprintf("spec.loadBalancerClass is %q: another controller provisions it (this Outrigger handles %s)", lb.Class, strings.Join(handled, ", "))
 	case len(lb.VIPs) == 0:
 		lb.State = "Pending"
 		if ready != nil && ready.Status != "True" {
@@ -604,4 +629,15 @@ func ParseRanges(specs []string) ([]Range, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// servedClass finds the provider serving lb's class and records it in lb.
+func servedClass(lb *LoadBalancer, owners []Owner) bool {
+	for _, o := range owners {
+		if o.Class == lb.Class {
+			lb.Provider = o.Provider
+			return true
+		}
+	}
+	return false
 }

@@ -92,7 +92,7 @@ func TestLoadBalancerState(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := build(inputs{now: now, services: []*corev1.Service{tc.svc, {ObjectMeta: metav1.ObjectMeta{Name: "cluster-ip"}}}, events: tc.events, class: tc.class})
+			s := build(inputs{now: now, services: []*corev1.Service{tc.svc, {ObjectMeta: metav1.ObjectMeta{Name: "cluster-ip"}}}, events: tc.events, owners: []Owner{{Class: tc.class}}})
 			if len(s.LoadBalancers) != 1 {
 				t.Fatalf("want only the LoadBalancer Service, got %d", len(s.LoadBalancers))
 			}

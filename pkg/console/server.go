@@ -43,8 +43,11 @@ type Options struct {
 	// RangeSource, when set, adds ranges the provider knows of.
 	RangeSource RangeSource
 	// Class is the loadBalancerClass this Outrigger owns ("" for
-	// Services without a class).
+	// Services without a class), when Owners is empty.
 	Class string
+	// Owners are the providers of this Outrigger and what each serves.
+	// Empty: one unnamed provider serving every node and Class.
+	Owners []Owner
 	// Actions, when set, makes the page offer them. Nil: read-only.
 	Actions Actions
 	// Interval is how often the metrics are sampled and changes pushed.
@@ -291,7 +294,7 @@ func (s *Server) Snapshot() Snapshot {
 		slices:   s.listers.slices(),
 		events:   s.listers.events(),
 		ranges:   ranges,
-		class:    s.opts.Class,
+		owners:   s.owners(),
 		calls:    calls,
 	})
 	snap.Warnings = s.warnings
@@ -437,4 +440,22 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	s.opts.Log.Info("Console action", "action", req.Name, "target", req.Target, "result", msg)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]string{"result": msg})
+}
+
+// Owner is one provider of this Outrigger, with what it serves.
+type Owner struct {
+	// Provider is its name.
+	Provider string
+	// Class is the loadBalancerClass of its Services ("" for those
+	// without a class).
+	Class string
+	// Platforms are the providerID schemes of its nodes; empty: all.
+	Platforms []string
+}
+
+func (s *Server) owners() []Owner {
+	if len(s.opts.Owners) > 0 {
+		return s.opts.Owners
+	}
+	return []Owner{{Class: s.opts.Class}}
 }

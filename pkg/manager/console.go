@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -22,7 +21,7 @@ const consolePath = "/console/"
 // addConsole serves the read-only console on the secure port. Its
 // informers start at the first request, so an unvisited console costs
 // nothing.
-func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, provider cloudprovider.Interface) error {
+func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*unit) error {
 	if opts.Serving.BindPort == 0 {
 		return nil
 	}
@@ -30,13 +29,16 @@ func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, provider c
 	if err != nil {
 		return fmt.Errorf("console client: %w", err)
 	}
-	co := console.Options{Client: client, Gatherer: metrics.Registry, Class: opts.LoadBalancerClass, Log: klog.Background().WithName("console")}
+	co := console.Options{Client: client, Gatherer: metrics.Registry, Log: klog.Background().WithName("console")}
+	for _, u := range units {
+		co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: u.class, Platforms: u.platforms.Schemes()})
+	}
 	if opts.AllocateNodeCIDRs && opts.ClusterCIDR != "" {
 		// Validate has checked the CIDRs; a mask that does not fit only
 		// leaves the pools out.
 		co.Ranges, _ = console.ClusterRanges(opts.ClusterCIDR, opts.NodeCIDRMaskSizeIPv4, opts.NodeCIDRMaskSizeIPv6)
 	}
-	if rs, ok := provider.(console.RangeSource); ok {
+	if rs, ok := units[0].provider.(console.RangeSource); ok {
 		co.RangeSource = rs
 	}
 	srv := console.New(co)

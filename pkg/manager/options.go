@@ -109,6 +109,7 @@ type Options struct {
 	// Outrigger's own.
 	LoadBalancerClass            string
 	CloudProviderPlatforms       []string
+	CloudProvidersFile           string
 	ProviderIDWait               time.Duration
 	OrphanSweepPeriod            time.Duration
 	NodeCIDRMaskSizeIPv4         int
@@ -301,7 +302,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", o.LoadBalancerClass, "Own the LoadBalancer Services of this spec.loadBalancerClass instead of those without a class, so several CCMs can share a cluster.")
 	fs.StringSliceVar(&o.CloudProviderPlatforms, "cloud-provider-platforms", o.CloudProviderPlatforms, "The providerID schemes (the part before \"://\", as in KEP-5778) of the nodes this CCM serves, e.g. \"aws\"; a node of any other scheme is never initialized, refreshed, tainted, deleted, routed, given a pod CIDR or used as a load balancer backend. Empty: every node, as upstream.")
 	fs.DurationVar(&o.OrphanSweepPeriod, "load-balancer-orphan-sweep-period", o.OrphanSweepPeriod, "How often to look for load balancers this cluster and class made (by the provider's ownership record) whose Service no longer exists, and the grace before one is deleted; 0 turns the sweep off.")
-	fs.DurationVar(&o.ProviderIDWait, "provider-id-wait", o.ProviderIDWait, "With --cloud-provider-platforms: how long a new node without a providerID is given for its kubelet to set one before the provider is asked for it by name.")
+	fs.StringVar(&o.CloudProvidersFile, "cloud-providers-file", o.CloudProvidersFile, "Run several providers side by side, listed in this file (kind CloudProviders): each serves the nodes of its providerID schemes and the LoadBalancer Services of its class. Replaces --cloud-provider, --cloud-config, --cloud-provider-platforms and --load-balancer-class.")
+	fs.DurationVar(&o.ProviderIDWait, "provider-id-wait", o.ProviderIDWait, "With --cloud-provider-platforms or --cloud-providers-file: how long a new node without a providerID is given for its kubelet to set one before the provider is asked for it by name.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv4, "node-cidr-mask-size-ipv4", o.NodeCIDRMaskSizeIPv4, "Prefix length of each node's IPv4 pod CIDR.")
 	fs.IntVar(&o.NodeCIDRMaskSizeIPv6, "node-cidr-mask-size-ipv6", o.NodeCIDRMaskSizeIPv6, "Prefix length of each node's IPv6 pod CIDR.")
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
@@ -433,8 +435,22 @@ func auto(o *Options, flag string, v, upstream, own int) int {
 // Validate checks the options and returns one error that says what to fix.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.CloudProvider == "" {
-		errs = append(errs, errors.New("--cloud-provider is required"))
+	switch {
+	case o.CloudProvidersFile != "":
+		for _, f := range []struct {
+			flag string
+			set  bool
+		}{{"cloud-provider", o.CloudProvider != ""}, {"cloud-config", o.CloudConfig != ""},
+			{"cloud-provider-platforms", len(o.CloudProviderPlatforms) > 0}, {"load-balancer-class", o.LoadBalancerClass != ""}} {
+			if f.set {
+				errs = append(errs, fmt.Errorf("--%s and --cloud-providers-file do not go together: give it in the file", f.flag))
+			}
+		}
+		if o.AllocateNodeCIDRs && o.CIDRAllocatorType == nodeipam.CloudAllocator {
+			errs = append(errs, fmt.Errorf("--cidr-allocator-type=%s and --cloud-providers-file do not go together: pod CIDRs come from one range for all providers (%s)", nodeipam.CloudAllocator, nodeipam.RangeAllocator))
+		}
+	case o.CloudProvider == "":
+		errs = append(errs, errors.New("--cloud-provider is required (or --cloud-providers-file)"))
 	}
 	if _, err := o.EnabledControllers(); err != nil {
 		errs = append(errs, err)

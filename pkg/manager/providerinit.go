@@ -19,13 +19,14 @@ import (
 // replica that never leads never initializes its provider, as upstream.
 type providerInit struct {
 	provider cloudprovider.Interface
+	name     string
 	config   *rest.Config
 	opts     *Options
 	done     chan struct{}
 }
 
-func newProviderInit(p cloudprovider.Interface, cfg *rest.Config, opts *Options) *providerInit {
-	return &providerInit{provider: p, config: cfg, opts: opts, done: make(chan struct{})}
+func newProviderInit(p cloudprovider.Interface, name string, cfg *rest.Config, opts *Options) *providerInit {
+	return &providerInit{provider: p, name: name, config: cfg, opts: opts, done: make(chan struct{})}
 }
 
 func (p *providerInit) NeedLeaderElection() bool { return true }
@@ -48,7 +49,7 @@ func (p *providerInit) Start(ctx context.Context) error {
 		}
 		defer factory.Shutdown()
 	}
-	log.Info("Provider initialized", "provider", p.opts.CloudProvider)
+	log.Info("Provider initialized", "provider", p.name)
 	close(p.done)
 	<-ctx.Done()
 	return nil

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"net/http"
 	"os"
-	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -29,8 +29,6 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
-	"github.com/outrigger-ccm/outrigger/pkg/platform"
-	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
 
@@ -60,18 +58,20 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			return nil, err
 		}
 	}
-	provider, err := buildProvider(opts, reg)
+	units, err := buildUnits(opts, reg)
 	if err != nil {
 		return nil, err
 	}
-	if !provider.HasClusterID() {
-		if !opts.AllowUntaggedCloud {
-			return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", opts.CloudProvider)
-		}
-		log.Info("Warning: the provider reports no cluster ID; a cluster ID will be required in the future, tag your cluster", "provider", opts.CloudProvider)
-	}
-	if err := checkPlatforms(provider, opts); err != nil {
+	if err := checkUnits(units); err != nil {
 		return nil, err
+	}
+	for _, u := range units {
+		if !u.provider.HasClusterID() {
+			if !opts.AllowUntaggedCloud {
+				return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", u.name)
+			}
+			log.Info("Warning: the provider reports no cluster ID; a cluster ID will be required in the future, tag your cluster", "provider", u.name)
+		}
 	}
 	restConfig, err := restConfig(opts)
 	if err != nil {
@@ -104,28 +104,52 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 	// A provider that can tell whether it is ready (a plugin) makes this
 	// replica unready when it is not.
-	if p, ok := provider.(interface{ Ready(context.Context) error }); ok {
-		readyz["provider"] = func(req *http.Request) error {
-			ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-			defer cancel()
-			return p.Ready(ctx)
+	for _, u := range units {
+		if p, ok := u.provider.(interface{ Ready(context.Context) error }); ok {
+			check := "provider"
+			if u.tag != "" {
+				check += "-" + u.tag
+			}
+			readyz[check] = func(req *http.Request) error {
+				ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
+				defer cancel()
+				return p.Ready(ctx)
+			}
 		}
 	}
-	if err := addConsole(mgr, restConfig, opts, provider); err != nil {
+	if err := addConsole(mgr, restConfig, opts, units); err != nil {
 		return nil, err
 	}
-	init := newProviderInit(provider, restConfig, opts)
-	if err := mgr.Add(init); err != nil {
-		return nil, err
+	for _, u := range units {
+		u.init = newProviderInit(u.provider, u.name, restConfig, opts)
+		if err := mgr.Add(u.init); err != nil {
+			return nil, err
+		}
+		lo := opts.callLayer()
+		lo.Name = u.name
+		u.layer = cloud.New(u.provider, lo)
 	}
-	layer := cloud.New(provider, opts.callLayer())
 	// A provider hung on many objects makes this replica unready, naming
 	// the method family: the work of other objects goes on meanwhile.
 	readyz["cloud-calls"] = func(*http.Request) error {
-		if d := layer.Degraded(); len(d) > 0 {
-			return fmt.Errorf("provider calls abandoned at their deadline and not returned, by method family: %v", d)
+		var msgs []string
+		for _, u := range units {
+			if d := u.layer.Degraded(); len(d) > 0 {
+				msgs = append(msgs, fmt.Sprintf("provider %s: %v", u.name, d))
+			}
+		}
+		if len(msgs) > 0 {
+			return fmt.Errorf("provider calls abandoned at their deadline and not returned, by method family: %s", strings.Join(msgs, "; "))
 		}
 		return nil
+	}
+	var siblings *node.Siblings
+	if len(units) > 1 {
+		names := make([]string, len(units))
+		for i, u := range units {
+			names[i] = u.name
+		}
+		siblings = node.NewSiblings(allPlatforms(units), names)
 	}
 	ids, err := newIdentities(mgr, restConfig, opts)
 	if err != nil {
@@ -144,18 +168,26 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 				target, lease = migrated, migration.LeaderName
 			}
 		}
-		if skip := skipController(name, layer, opts); skip != "" {
-			log.Info("Not running controller", "controller", name, "reason", skip)
-			continue
-		}
 		target, err = ids.forController(target, name)
 		if err != nil {
 			return nil, err
 		}
-		if err := setupController(afterInit{Manager: target, done: init.done}, name, layer, opts); err != nil {
-			return nil, err
+		// Node IPAM is the cluster's, whichever provider a node has; every
+		// other controller runs once per provider, for its own objects.
+		each := units
+		if name == nodeipam.Name {
+			each = units[:1]
 		}
-		log.Info("Enabled controller", "controller", name, "lease", lease)
+		for _, u := range each {
+			if skip := skipController(name, u, opts); skip != "" {
+				log.Info("Not running controller", "controller", name, "provider", u.name, "reason", skip)
+				continue
+			}
+			if err := setupController(afterInit{Manager: target, done: u.init.done}, name, u, units, siblings, opts); err != nil {
+				return nil, err
+			}
+			log.Info("Enabled controller", "controller", name, "provider", u.name, "lease", lease)
+		}
 	}
 	if len(migrated.runnables) > 0 {
 		client, err := kubernetes.NewForConfig(restConfig)
@@ -169,30 +201,30 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	return mgr, nil
 }
 
-// skipController says why a controller does not run, or "". As upstream, a
-// controller whose feature is off or whose provider interface is missing is
-// skipped with a log line, not an error: a provider with only load
-// balancers runs with the default --controllers.
-func skipController(name string, layer *cloud.Layer, opts *Options) string {
+// skipController says why a controller does not run for a provider, or "".
+// As upstream, a controller whose feature is off or whose provider
+// interface is missing is skipped with a log line, not an error: a provider
+// with only load balancers runs with the default --controllers.
+func skipController(name string, u *unit, opts *Options) string {
 	switch name {
 	case node.Name, nodelifecycle.Name:
-		if _, ok := layer.Instances(); !ok {
-			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", opts.CloudProvider)
+		if _, ok := u.layer.Instances(); !ok {
+			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", u.name)
 		}
 	case service.Name:
-		if _, ok := layer.LoadBalancer(); !ok {
-			return fmt.Sprintf("provider %q has no load balancers", opts.CloudProvider)
+		if _, ok := u.layer.LoadBalancer(); !ok {
+			return fmt.Sprintf("provider %q has no load balancers", u.name)
 		}
 	case nodeipam.Name:
 		if !opts.AllocateNodeCIDRs {
 			return "--allocate-node-cidrs is false"
 		}
 	case route.Name:
-		switch _, ok := layer.Routes(); {
+		switch _, ok := u.layer.Routes(); {
 		case !opts.ConfigureCloudRoutes:
 			return "--configure-cloud-routes is false"
 		case !ok:
-			return fmt.Sprintf("--configure-cloud-routes is set, but provider %q has no routes", opts.CloudProvider)
+			return fmt.Sprintf("--configure-cloud-routes is set, but provider %q has no routes", u.name)
 		case opts.ClusterCIDR == "":
 			return "--configure-cloud-routes needs --cluster-cidr"
 		}
@@ -200,24 +232,11 @@ func skipController(name string, layer *cloud.Layer, opts *Options) string {
 	return ""
 }
 
-// checkPlatforms refuses --cloud-provider-platforms naming a scheme the
-// provider says it does not serve (provider.Platforms).
-func checkPlatforms(p cloudprovider.Interface, opts *Options) error {
-	served, ok := p.(contract.Platforms)
-	if !ok {
-		return nil
-	}
-	for _, scheme := range opts.CloudProviderPlatforms {
-		if !slices.Contains(served.Platforms(), scheme) {
-			return fmt.Errorf("--cloud-provider-platforms names %q, but provider %q serves only the providerID schemes %v", scheme, opts.CloudProvider, served.Platforms())
-		}
-	}
-	return nil
-}
-
-// setupController adds one controller to mgr.
-func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts *Options) error {
-	platforms, _ := platform.Parse(opts.CloudProviderPlatforms) // validated
+// setupController adds one controller for provider u to mgr; units are all
+// of this Outrigger's providers, siblings their node controllers' meeting
+// point (nil with one provider).
+func setupController(mgr manager.Manager, name string, u *unit, units []*unit, siblings *node.Siblings, opts *Options) error {
+	layer := u.layer
 	switch name {
 	case node.Name:
 		instances, _ := layer.Instances()
@@ -225,8 +244,10 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			Instances:      instances,
 			Workers:        opts.NodeWorkers(),
 			RefreshPeriod:  opts.NodeStatusUpdateFrequency,
-			Platforms:      platforms,
+			Platforms:      u.platforms,
 			ProviderIDWait: opts.ProviderIDWait,
+			Provider:       u.tag,
+			Siblings:       siblings,
 		})
 	case nodelifecycle.Name:
 		instances, _ := layer.Instances()
@@ -234,17 +255,19 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			Instances:     instances,
 			MonitorPeriod: opts.NodeMonitorPeriod,
 			Workers:       opts.LifecycleWorkers(),
-			Platforms:     platforms,
+			Platforms:     u.platforms,
+			Provider:      u.tag,
 		})
 	case service.Name:
 		lb, _ := layer.LoadBalancer()
 		return service.Setup(mgr, service.Options{
 			LoadBalancer:      lb,
 			ClusterName:       opts.ClusterName,
-			Class:             opts.LoadBalancerClass,
+			Class:             u.class,
 			Workers:           opts.ServiceWorkers(),
-			Platforms:         platforms,
+			Platforms:         u.platforms,
 			OrphanSweepPeriod: opts.OrphanSweepPeriod,
+			Provider:          u.tag,
 		})
 	case nodeipam.Name:
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
@@ -256,7 +279,7 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			MaskV6:       opts.NodeCIDRMaskSizeIPv6,
 			Cloud:        src,
 			Workers:      opts.NodeWorkers(),
-			Platforms:    platforms,
+			Platforms:    allPlatforms(units),
 		})
 	case route.Name:
 		routes, _ := layer.Routes()
@@ -267,7 +290,8 @@ func setupController(mgr manager.Manager, name string, layer *cloud.Layer, opts 
 			ClusterCIDRs: cidrs,
 			Period:       opts.RouteReconciliationPeriod,
 			Workers:      opts.NodeWorkers(),
-			Platforms:    platforms,
+			Platforms:    u.platforms,
+			Provider:     u.tag,
 		})
 	}
 	return fmt.Errorf("controller %s has no setup", name)

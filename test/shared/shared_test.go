@@ -29,6 +29,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -423,12 +424,13 @@ func nodeGone(t *testing.T, name string) bool {
 // scheme (platform): sim:// nodes on the sim cloud and local:// machines
 // behind an instance API. The sim side is another Outrigger (with
 // --cloud-provider-platforms=sim), or the upstream CCM, whose sim provider
-// answers an error, not "not found", for a providerID it does not serve.
+// answers an error, not "not found", for a providerID it does not serve; or
+// one Outrigger runs both providers (--cloud-providers-file).
 // Nodes of both join (with a providerID from their kubelet, or without one,
 // found by name), go NotReady, are shut down, and are deleted; a node no
 // platform knows stays tainted and is never deleted by Outrigger.
 func TestTwoPlatformsOneCluster(t *testing.T) {
-	for _, simSide := range []string{"outrigger", "upstream"} {
+	for _, simSide := range []string{"outrigger", "upstream", "same outrigger"} {
 		t.Run("sim side "+simSide, func(t *testing.T) { twoPlatforms(t, simSide) })
 	}
 }
@@ -443,12 +445,23 @@ func twoPlatforms(t *testing.T, simSide string) {
 		t.Fatal(err)
 	}
 	nodeFlags := "--controllers=cloud-node-controller,cloud-node-lifecycle-controller"
-	testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider=local", "--cloud-config="+localConfig,
-		"--cloud-provider-platforms=local", "--provider-id-wait=1s")
-	if simSide == "outrigger" {
+	switch simSide {
+	case "same outrigger":
+		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-providers-file="+providersFile(t, cloud.ConfigFile, localConfig, ""), "--provider-id-wait=1s")
+	case "outrigger":
+		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider=local", "--cloud-config="+localConfig,
+			"--cloud-provider-platforms=local", "--provider-id-wait=1s")
 		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider-platforms=sim", "--provider-id-wait=1s")
-	} else {
+	default:
+		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider=local", "--cloud-config="+localConfig,
+			"--cloud-provider-platforms=local", "--provider-id-wait=1s")
 		testenv.StartUpstreamCCM(t, testenv.BuildUpstreamCCM(t), cloud, nodeFlags, "--node-monitor-period=1s")
+	}
+	// Each CCM beside another says once that a node no platform knows is
+	// not its own; one Outrigger running both says it once.
+	notOwnedEvents := 2
+	if simSide == "same outrigger" {
+		notOwnedEvents = 1
 	}
 
 	simNamed, simByID := testenv.Name("sim"), testenv.Name("sim")
@@ -475,7 +488,7 @@ func twoPlatforms(t *testing.T, simSide string) {
 	// kubelet): the upstream CCM, which owns every node, would delete it
 	// when NotReady, so it joins only beside another Outrigger.
 	bare := ""
-	if simSide == "outrigger" {
+	if simSide != "upstream" {
 		bare = testenv.Name("bare")
 		join(bare, "")
 	}
@@ -487,7 +500,7 @@ func twoPlatforms(t *testing.T, simSide string) {
 				return false, nil
 			}
 		}
-		return bare == "" || len(testenv.Events(t, bare)["NodeNotOwned"]) >= 2, nil
+		return bare == "" || len(testenv.Events(t, bare)["NodeNotOwned"]) >= notOwnedEvents, nil
 	})
 	if got := testenv.GetNode(t, simNamed).Spec.ProviderID; got != simIDs[simNamed] {
 		t.Errorf("node %s found by name got providerID %q, want %q", simNamed, got, simIDs[simNamed])
@@ -537,5 +550,133 @@ func twoPlatforms(t *testing.T, simSide string) {
 			t.Errorf("node %s, whose machine exists or which no platform knows, was deleted", n)
 		}
 	}
+	if bare != "" {
+		events := testenv.Events(t, bare)["NodeNotOwned"]
+		total := int32(0)
+		for _, e := range events {
+			total += e.Count
+		}
+		if total != int32(notOwnedEvents) {
+			t.Errorf("the node no platform knows got %d NodeNotOwned Events, want %d (one per CCM)", total, notOwnedEvents)
+		}
+	}
+	if simSide == "same outrigger" {
+		// Events say which provider's controller wrote them.
+		for name, want := range map[string]string{simNamed: "cloud-node-controller/sim", locNamed: "cloud-node-controller/local"} {
+			synced := testenv.Events(t, name)["Synced"]
+			if len(synced) == 0 || synced[0].Source.Component != want {
+				t.Errorf("node %s: Synced Events %v, want one from %s", name, synced, want)
+			}
+		}
+	}
 	t.Logf("invariants (%s beside Outrigger): %d foreign nodes asked about, %d wrongly deleted; 4 own nodes converged", simSide, foreignAsks, deletedWrongly)
+}
+
+// providersFile writes a --cloud-providers-file with the sim provider
+// (serving Services without a class) and the local one (serving
+// localClass, when given).
+func providersFile(t *testing.T, simConfig, localConfig, localClass string) string {
+	t.Helper()
+	f := fmt.Sprintf("apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n"+
+		"- name: sim\n  cloudConfig: %s\n- name: local\n  cloudConfig: %s\n", simConfig, localConfig)
+	if localClass != "" {
+		f += "  loadBalancerClass: " + localClass + "\n"
+	} else {
+		f += "  loadBalancerClass: example.com/unused\n"
+	}
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(path, []byte(f), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// One Outrigger runs two providers (--cloud-providers-file): the sim
+// cloud's, serving sim:// nodes and the Services without a class, and the
+// local one, serving local:// machines and the Services of its class. Each
+// provider's load balancers use only its own nodes; its calls, metrics and
+// Events carry its name.
+func TestSeveralProvidersOneOutrigger(t *testing.T) {
+	const localClass = "example.com/local"
+	cloud := testenv.StartCloud(t)
+	api := &instanceAPI{states: map[string]string{}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	localConfig := filepath.Join(t.TempDir(), "local.yaml")
+	// A pool of its own, so no other test's VIPs collide with these.
+	if err := os.WriteFile(localConfig, []byte("pool: 127.0.107.0/24\nhealthCheck: {disabled: true}\ninstances: {url: "+srv.URL+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := cluster{client: testenv.Client, ns: testenv.Name("several")}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	callsOf := func(provider string) float64 {
+		return metricstest.Value(t, "outrigger_cloud_calls_total", map[string]string{"provider": provider})
+	}
+	simBefore, localBefore := callsOf("sim"), callsOf("local")
+	testenv.StartOutrigger(t, cloud, "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller",
+		"--cloud-providers-file="+providersFile(t, cloud.ConfigFile, localConfig, localClass))
+
+	simNode, locNode := testenv.Name("sim"), testenv.Name("loc")
+	in, err := cloud.Create(simcloud.CreateRequest{Name: simNode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.set(locNode, "running")
+	for name, id := range map[string]string{simNode: "sim://" + in.ID, locNode: "local://" + locNode} {
+		testenv.CreateNode(t, name, func(n *corev1.Node) {
+			n.Spec.ProviderID = id
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.107.1"}}
+		})
+		testenv.SetReady(t, name, true)
+	}
+	testenv.Eventually(t, 60*time.Second, "both nodes initialized", func() (bool, error) {
+		return !tainted(testenv.GetNode(t, simNode)) && !tainted(testenv.GetNode(t, locNode)), nil
+	})
+
+	for name, cls := range map[string]*string{"web": nil, "edge": ptr.To(localClass)} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
+			Spec: corev1.ServiceSpec{
+				Type:              corev1.ServiceTypeLoadBalancer,
+				LoadBalancerClass: cls,
+				Ports:             []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 18080, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		if _, err := c.client.CoreV1().Services(c.ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 60*time.Second, "each Service provisioned by its class's provider", func() (bool, error) {
+		edge, _ := c.get(t, "edge")
+		ing := edge.Status.LoadBalancer.Ingress
+		return c.provisioned(t, cloud, "web") && len(ing) == 1 && strings.HasPrefix(ing[0].IP, "127.0.107."), nil
+	})
+
+	web, _ := c.get(t, "web")
+	lb, _ := cloud.GetLoadBalancer(cloudprovider.DefaultLoadBalancerName(web))
+	var backends []string
+	for _, b := range lb.Backends {
+		backends = append(backends, b.Node)
+	}
+	if !slices.Equal(backends, []string{simNode}) {
+		t.Errorf("the sim load balancer's backends are %v, want only the sim node %s", backends, simNode)
+	}
+	edge, _ := c.get(t, "edge")
+	if _, inSim := cloud.GetLoadBalancer(cloudprovider.DefaultLoadBalancerName(edge)); inSim {
+		t.Errorf("the local class's Service got a load balancer in the sim cloud")
+	}
+	if sim, local := callsOf("sim")-simBefore, callsOf("local")-localBefore; sim == 0 || local == 0 {
+		t.Errorf("cloud calls by provider: sim %v, local %v; want both counted under their own name", sim, local)
+	}
+	for name, want := range map[string]string{"web": "service-controller/sim", "edge": "service-controller/local"} {
+		list, err := c.client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(list.Items, func(e corev1.Event) bool { return e.Source.Component == want }) {
+			t.Errorf("Service %s has no Event from %s", name, want)
+		}
+	}
 }

@@ -102,6 +102,7 @@
         el("td", { class: "num backends-health " + (lb.backendsHealthy < lb.backendsTotal || lb.backendsTotal === 0 ? "bad" : "ok"), text: `${lb.backendsHealthy}/${lb.backendsTotal}` }),
         el("td", { text: lb.externalTrafficPolicy }),
         el("td", { text: lb.class || "—" }),
+        el("td", { class: "provider", text: lb.provider || "—" }),
         why);
     });
     body.replaceChildren(...trs);
@@ -162,6 +163,7 @@
         el("td", { class: `state state-${n.state}`, text: n.state }),
         el("td", { text: n.initialized ? "yes" : "no" }),
         el("td", { text: n.providerID || "—" }),
+        el("td", { class: "provider", text: n.provider || "not served here" }),
         el("td", { text: n.zone || "—" }),
         el("td", { text: n.instanceType || "—" }),
         el("td", { text: (n.addresses || []).join(", ") }),

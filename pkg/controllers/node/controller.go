@@ -76,6 +76,13 @@ type Options struct {
 	Platforms platform.Set
 	// ProviderIDWait overrides ProviderIDWait (tests).
 	ProviderIDWait time.Duration
+	// Provider names the provider when an Outrigger runs several: the
+	// controller's name and the source of its Events end in "/Provider".
+	// Empty (one provider): upstream's names.
+	Provider string
+	// Siblings are the node controllers of the other providers of this
+	// Outrigger (nil: it runs one provider).
+	Siblings *Siblings
 }
 
 // providerIDOptional is implemented by instances that may leave a node
@@ -115,10 +122,14 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.ProviderIDWait <= 0 {
 		opts.ProviderIDWait = ProviderIDWait
 	}
+	name, source := Name, EventSource
+	if opts.Provider != "" {
+		name, source = name+"/"+opts.Provider, source+"/"+opts.Provider
+	}
 	ans := newAnswered()
 	r := &Reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 		answered: ans,
 	}
@@ -129,7 +140,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		r.batcher = newBatcher(opts.Instances, opts.BatchWindow)
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
+		Named(name).
 		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
 		Complete(cloud.RequeueOnRetryHint(r))
@@ -186,9 +197,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	owner := r.opts.Platforms.Of(&node)
 	if owner == platform.NotOwned {
+		if sib := r.opts.Siblings; sib != nil {
+			sib.forget(node.UID)
+			if !sib.nobodys(&node) || sib.speaker() != r.opts.Provider {
+				return ctrl.Result{}, nil // a sibling's node, or a sibling speaks
+			}
+		}
 		if isUninitialized(&node) {
 			r.recorder.Eventf(&node, corev1.EventTypeNormal, ReasonNotOwned,
-				"Left for its own platform's cloud-controller-manager: providerID scheme %q is not among this one's platforms %v", platform.Scheme(node.Spec.ProviderID), r.opts.Platforms.Schemes())
+				"Left for its own platform's cloud-controller-manager: providerID scheme %q is not among this one's platforms %v", platform.Scheme(node.Spec.ProviderID), r.platforms().Schemes())
 		}
 		return ctrl.Result{}, nil
 	}
@@ -215,9 +232,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !st.Exists || st.Metadata == nil || !r.opts.Platforms.ServesID(id) {
 			// Not this platform's node: keep the taint for its own CCM,
 			// say so once, and never delete it. A providerID set later
-			// brings it back (providerIDChanged).
+			// brings it back (providerIDChanged). Beside siblings, only
+			// the last of them to find it unknown says so.
+			if sib := r.opts.Siblings; sib != nil && !sib.decline(&node, r.opts.Provider) {
+				return ctrl.Result{}, nil
+			}
 			r.recorder.Eventf(&node, corev1.EventTypeNormal, ReasonNotOwned,
-				"Left for its own platform's cloud-controller-manager: the node has no providerID and no platform of this one (%v) knows it", r.opts.Platforms.Schemes())
+				"Left for its own platform's cloud-controller-manager: the node has no providerID and no platform of this one (%v) knows it", r.platforms().Schemes())
 			return ctrl.Result{}, nil
 		}
 	}
@@ -267,6 +288,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("initializing node %s: %w", node.Name, err)
 	}
+	if r.opts.Siblings != nil {
+		r.opts.Siblings.forget(node.UID)
+	}
 	taintRemovalDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	r.recorder.Event(updated, corev1.EventTypeNormal, ReasonSynced, "Node synced successfully")
 	initialSyncDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
@@ -275,6 +299,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 var errNoProviderID = errors.New("the cloud provider did not set a provider ID")
+
+// platforms are the schemes this Outrigger serves: its provider's, or with
+// siblings all of theirs.
+func (r *Reconciler) platforms() platform.Set {
+	if r.opts.Siblings != nil {
+		return r.opts.Siblings.all
+	}
+	return r.opts.Platforms
+}
 
 // reconcileLabels copies each beta topology label's value to its GA label
 // when the GA one is missing or differs, as upstream does for initialized

@@ -70,6 +70,10 @@ type Options struct {
 	// Platforms are the nodes this Outrigger serves: any other node is
 	// never tainted or deleted, whatever the cloud says of it.
 	Platforms platform.Set
+	// Provider names the provider when an Outrigger runs several: the
+	// controller's name and the source of its Events end in "/Provider".
+	// Empty (one provider): upstream's names.
+	Provider string
 }
 
 // Controller is a manager.Runnable that runs only on the leader.
@@ -94,10 +98,14 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = 64
 	}
+	source := EventSource
+	if opts.Provider != "" {
+		source += "/" + opts.Provider
+	}
 	c := &Controller{
 		client:   mgr.GetClient(),
 		nodes:    cachednodes.FromCache(mgr.GetCache()),
-		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 	}
 	if err := mgr.Add(c); err != nil {
@@ -129,6 +137,9 @@ func hasShutdownTaint(node *corev1.Node) bool {
 
 func (c *Controller) monitor(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName(Name)
+	if c.opts.Provider != "" {
+		log = log.WithValues("provider", c.opts.Provider)
+	}
 	start := time.Now()
 	nodes, err := c.nodes(ctx)
 	if err != nil {

@@ -84,6 +84,10 @@ type Options struct {
 	// Platforms are the nodes this Outrigger serves: another platform's
 	// node gets no route, no condition, and its routes are left alone.
 	Platforms platform.Set
+	// Provider names the provider when an Outrigger runs several: the
+	// controller's name and the source of its Events end in "/Provider".
+	// Empty (one provider): upstream's names.
+	Provider string
 }
 
 type reconciler struct {
@@ -121,16 +125,20 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Workers <= 0 {
 		opts.Workers = 64
 	}
+	name, component := Name, EventSource
+	if opts.Provider != "" {
+		name, component = name+"/"+opts.Provider, component+"/"+opts.Provider
+	}
 	r := &reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(EventSource), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(component), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 	}
 	toPass := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{nodeChangeKey}
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
+		Named(name).
 		Watches(&corev1.Node{}, toPass, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return true },
 			DeleteFunc: func(event.DeleteEvent) bool { return true },

@@ -118,6 +118,10 @@ type Options struct {
 	// longer exists are looked for (and the grace before one is deleted),
 	// with a provider that records ownership; 0 turns the sweep off.
 	OrphanSweepPeriod time.Duration
+	// Provider names the provider when an Outrigger runs several: the
+	// controller's name and the source of its Events end in "/Provider".
+	// Empty (one provider): upstream's names.
+	Provider string
 }
 
 // applied is what the controller last made the cloud do for one Service.
@@ -177,9 +181,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.NodeSyncWindow <= 0 {
 		opts.NodeSyncWindow = time.Second
 	}
+	name, component := Name, EventComponent
+	if opts.Provider != "" {
+		name, component = name+"/"+opts.Provider, component+"/"+opts.Provider
+	}
 	r := &reconciler{
 		client:   mgr.GetClient(),
-		recorder: mgr.GetEventRecorderFor(EventComponent), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		recorder: mgr.GetEventRecorderFor(component), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 		applied:  map[types.NamespacedName]applied{},
 		notOurs:  map[types.UID]bool{},
@@ -205,7 +213,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		},
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
-		Named(Name).
+		Named(name).
 		// As upstream, only a change a load balancer is built from, or one
 		// that calls for cleanup, is a reason to run; our own writes
 		// (finalizer, status) are not.
