@@ -21,5 +21,5 @@ func main() {
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, append(devCommands(), simcli.NewCommand(), sanity.NewCommand(), console.NewCommand())...))
+	os.Exit(manager.Main(reg, append(devCommands(), simcli.NewCommand(), sanity.NewCommand(reg), console.NewCommand())...))
 }

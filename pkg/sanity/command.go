@@ -1,9 +1,11 @@
 package sanity
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -11,17 +13,24 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // ErrFailed is returned by the command when a case failed.
 var ErrFailed = errors.New("conformance cases failed")
 
-// NewCommand returns `outrigger conformance`.
-func NewCommand() *cobra.Command {
+// NewCommand returns `outrigger conformance`. reg holds the providers
+// linked into this binary, which --cloud-provider and --cloud-providers-file
+// check instead of a plugin.
+func NewCommand(reg *provider.Registry) *cobra.Command {
 	var (
 		cfg      plugin.Config
+		name     string
+		config   string
+		file     string
 		ca       string
 		nodes    []string
 		junit    string
@@ -35,18 +44,10 @@ func NewCommand() *cobra.Command {
 		Use:   "conformance",
 		Short: "Check a provider plugin against the contract Outrigger's controllers rely on",
 		Long: "Connects to a plugin, asks its capabilities, and runs the cases for each: instances, batch lookups, load balancers, routes.\n" +
-			"Exits non-zero if any case fails. --node names an instance that exists in the plugin's cloud (NAME or NAME=PROVIDERID), for the cases that need one.",
+			"With --cloud-provider (and --cloud-config) it checks a provider linked into this binary instead, and with --cloud-providers-file each provider listed there in turn.\n" +
+			"Exits non-zero if any case fails. --node names an instance that exists in the provider's cloud (NAME or NAME=PROVIDERID), for the cases that need one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if ca != "" {
-				cfg.TLS = &plugin.TLSConfig{CAFile: ca, CertFile: certFile, KeyFile: keyFile}
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), connect)
-			p, err := plugin.Dial(ctx, cfg)
-			cancel()
-			if err != nil {
-				return err
-			}
 			opts := Options{CallTimeout: timeout, RouteCIDR: cidr}
 			for _, n := range nodes {
 				name, providerID, _ := strings.Cut(n, "=")
@@ -54,10 +55,37 @@ func NewCommand() *cobra.Command {
 				node.Spec.ProviderID = providerID
 				opts.Nodes = append(opts.Nodes, node)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Plugin %q at %s\n\n", p.ProviderName(), cfg.Endpoint)
-			results := Run(cmd.Context(), p, opts)
-			if err := WriteText(cmd.OutOrStdout(), results); err != nil {
+			targets, err := providersToCheck(cmd, reg, name, config, file)
+			if err != nil {
 				return err
+			}
+			if len(targets) == 0 {
+				if ca != "" {
+					cfg.TLS = &plugin.TLSConfig{CAFile: ca, CertFile: certFile, KeyFile: keyFile}
+				}
+				ctx, cancel := context.WithTimeout(cmd.Context(), connect)
+				p, err := plugin.Dial(ctx, cfg)
+				cancel()
+				if err != nil {
+					return err
+				}
+				targets = []target{{title: fmt.Sprintf("Plugin %q at %s", p.ProviderName(), cfg.Endpoint), provider: p}}
+			}
+			var results []Result
+			for _, tg := range targets {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\n", tg.title)
+				rs := Run(cmd.Context(), tg.provider, opts)
+				if err := WriteText(cmd.OutOrStdout(), rs); err != nil {
+					return err
+				}
+				if len(targets) > 1 {
+					// One JUnit suite per provider and capability.
+					for i := range rs {
+						rs[i].Capability = tg.name + "/" + rs[i].Capability
+					}
+					fmt.Fprintln(cmd.OutOrStdout())
+				}
+				results = append(results, rs...)
 			}
 			if junit != "" {
 				f, err := os.Create(junit)
@@ -79,6 +107,9 @@ func NewCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&cfg.Endpoint, "endpoint", plugin.DefaultEndpoint, "The plugin: unix:///path, or host:port with --tls-ca.")
+	cmd.Flags().StringVar(&name, "cloud-provider", "", "Check this provider linked into the binary instead of a plugin.")
+	cmd.Flags().StringVar(&config, "cloud-config", "", "The --cloud-provider's configuration file.")
+	cmd.Flags().StringVar(&file, "cloud-providers-file", "", "Check each provider of this file (Outrigger's --cloud-providers-file) in turn.")
 	cmd.Flags().StringVar(&ca, "tls-ca", "", "CA (PEM) that signed the plugin's certificate, for a TCP endpoint.")
 	cmd.Flags().StringVar(&certFile, "tls-cert", "", "Client certificate (PEM) for mutual TLS.")
 	cmd.Flags().StringVar(&keyFile, "tls-key", "", "Client key (PEM) for mutual TLS.")
@@ -88,4 +119,53 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&connect, "connect-timeout", 10*time.Second, "How long to wait for the plugin to answer at all.")
 	cmd.Flags().StringVar(&cidr, "route-cidr", "", "Destination of the test route (default: a random /32 in 100.127.0.0/16).")
 	return cmd
+}
+
+// target is one provider to check.
+type target struct {
+	name, title string
+	provider    cloudprovider.Interface
+}
+
+// providersToCheck builds the linked providers the flags name; none means
+// the plugin at --endpoint.
+func providersToCheck(cmd *cobra.Command, reg *provider.Registry, name, config, file string) ([]target, error) {
+	build := func(name, config string) (cloudprovider.Interface, error) {
+		var r io.Reader
+		if config != "" {
+			data, err := os.ReadFile(config)
+			if err != nil {
+				return nil, fmt.Errorf("provider %q: reading its cloud-config: %w", name, err)
+			}
+			r = bytes.NewReader(data)
+		}
+		return reg.New(name, r)
+	}
+	switch {
+	case name != "" && file != "":
+		return nil, errors.New("--cloud-provider and --cloud-providers-file do not go together")
+	case name != "":
+		p, err := build(name, config)
+		if err != nil {
+			return nil, err
+		}
+		return []target{{name: name, title: fmt.Sprintf("Provider %q", name), provider: p}}, nil
+	case file != "":
+		f, err := provider.ReadProvidersFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var out []target
+		for _, e := range f.Providers {
+			p, err := build(e.Name, e.CloudConfig)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, target{name: e.Name, title: fmt.Sprintf("Provider %q (%s)", e.Name, file), provider: p})
+		}
+		return out, nil
+	case cmd.Flags().Changed("cloud-config"):
+		return nil, errors.New("--cloud-config needs --cloud-provider")
+	}
+	return nil, nil
 }
