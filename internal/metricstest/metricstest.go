@@ -75,3 +75,13 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 	}
 	return true
 }
+
+// Counter returns a reader of Value(name, labels), for testenv.Consistently's
+// passes: a counter's increments or a histogram's samples, each a pass of
+// the code that records it.
+func Counter(t testing.TB, name string, labels map[string]string) func() float64 {
+	return func() float64 {
+		t.Helper()
+		return Value(t, name, labels)
+	}
+}

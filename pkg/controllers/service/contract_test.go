@@ -103,14 +103,21 @@ func startController(t *testing.T, lb cloudprovider.LoadBalancer, ns string) {
 	})
 }
 
-// stays checks for d that cond keeps holding: for what must NOT happen.
-func stays(t *testing.T, d time.Duration, what string, cond func() bool) {
+// retryClock creates, in ns, a Service whose EnsureLoadBalancer always
+// fails, and returns the count of its attempts. The controller retries a
+// failure with its per-Service backoff (1s, 2s, 4s...): n attempts of this
+// Service prove the controller has been retrying failures, with that
+// backoff, for as long, so a failure of another Service made before this
+// one's first attempt would have been retried by then. It is deleted when
+// the test ends (the namespace's cleanup).
+func retryClock(t *testing.T, lb *fakeLB, ns string) func() float64 {
 	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if !cond() {
-			t.Fatalf("no longer true: %s", what)
-		}
-	}
+	const name = "retry-clock"
+	lb.mu.Lock()
+	lb.ensure[name] = func() (*corev1.LoadBalancerStatus, error) { return nil, errors.New("the retry clock always fails") }
+	lb.mu.Unlock()
+	create(t, lbService(ns, name, 80))
+	return testenv.Count(func() int { return lb.Calls("EnsureLoadBalancer", name) })
 }
 
 // A provider whose load balancers another component makes answers
@@ -142,14 +149,28 @@ func TestImplementedElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Upstream's backoff would retry after 5s, ours after 1s: 3s shows a loop.
-	stays(t, 3*time.Second, "one EnsureLoadBalancer, no failure recorded, the other component's status kept", func() bool {
-		s := get(t, ns, "ext")
-		ev := testenv.Events(t, "ext")
-		return lb.Calls("EnsureLoadBalancer", "ext") == 1 && len(ev[service.EventSyncFailed]) == 0 &&
-			meta.FindStatusCondition(s.Status.Conditions, service.ConditionLoadBalancerReady) == nil &&
-			len(s.Status.LoadBalancer.Ingress) == 1 && s.Status.LoadBalancer.Ingress[0].IP == "198.18.9.9"
-	})
+	// A failure is retried with the controller's backoff: a Service that
+	// really fails, created after ext's EnsureLoadBalancer, tried three
+	// times (its first try and retries after 1s and 2s) shows that ext,
+	// had its answer been taken for a failure, would have been retried.
+	testenv.Consistently(t, 30*time.Second, "one EnsureLoadBalancer, no failure recorded, the other component's status kept",
+		retryClock(t, lb, ns), 3, func() error {
+			s := get(t, ns, "ext")
+			ev := testenv.Events(t, "ext")
+			if n := lb.Calls("EnsureLoadBalancer", "ext"); n != 1 {
+				return fmt.Errorf("EnsureLoadBalancer called %d times", n)
+			}
+			if len(ev[service.EventSyncFailed]) != 0 {
+				return fmt.Errorf("events %v", reasons(ev))
+			}
+			if c := meta.FindStatusCondition(s.Status.Conditions, service.ConditionLoadBalancerReady); c != nil {
+				return fmt.Errorf("condition %+v", *c)
+			}
+			if ing := s.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != "198.18.9.9" {
+				return fmt.Errorf("status %+v", s.Status.LoadBalancer)
+			}
+			return nil
+		})
 	// As upstream, the finalizer is there all the same.
 	if s := get(t, ns, "ext"); !slices.Contains(s.Finalizers, service.Finalizer) {
 		t.Errorf("finalizers = %v", s.Finalizers)
