@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -41,12 +40,4 @@ func Consistently(t testing.TB, timeout time.Duration, what string, passes func(
 // Consistently's passes.
 func Count[N ~int | ~int32 | ~int64 | ~uint64](f func() N) func() float64 {
 	return func() float64 { return float64(f()) }
-}
-
-// Errorf is a shorthand for cond functions: an error when !ok.
-func Errorf(ok bool, format string, args ...any) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
 }

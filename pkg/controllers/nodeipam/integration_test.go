@@ -4,8 +4,12 @@ package nodeipam_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,11 +129,30 @@ func TestRebuildsStateAfterRestart(t *testing.T) {
 	assertUnique(t, before, after)
 }
 
+// A leader stops mid-allocation, with CIDRs given to some nodes and
+// reserved in memory for others whose writes are in flight; the next leader
+// gives the rest CIDRs none of the first leader's nodes holds.
 func TestNoDuplicatesAcrossLeaderChange(t *testing.T) {
 	lease := testenv.Name("ipam-lease")
-	flags := ipamFlags("10.102.0.0/16", "--leader-elect=true", "--leader-elect-resource-name="+lease,
+	flags := ipamFlags("198.18.128.0/17", "--leader-elect=true", "--leader-elect-resource-name="+lease,
 		"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=1500ms", "--leader-elect-retry-period=100ms")
-	a := testenv.StartOutrigger(t, testenv.StartCloud(t), flags...)
+	// A reaches the API server through a proxy that lets its first
+	// `written` node patches (each gives a node its CIDRs) through and
+	// holds every later one until A stops: A stops mid-allocation, at a
+	// known point.
+	const written = 10
+	var patches atomic.Int32
+	held := make(chan struct{})
+	var holding sync.Once
+	proxy := testenv.StartAPIProxy(t, func(r *http.Request) bool {
+		if _, node := testenv.IsNodePath(r.URL.Path); !node || r.Method != http.MethodPatch || patches.Add(1) <= written {
+			return true
+		}
+		holding.Do(func() { close(held) })
+		<-r.Context().Done() // the write dies with A, never applied
+		return false
+	})
+	a := testenv.StartOutrigger(t, testenv.StartCloud(t), append(flags, "--kubeconfig="+proxy.Kubeconfig)...)
 	// A holds the lease before B starts.
 	testenv.Eventually(t, 20*time.Second, "a leader", func() (bool, error) {
 		l, err := testenv.Client.CoordinationV1().Leases("kube-system").Get(context.Background(), lease, metav1.GetOptions{})
@@ -147,9 +170,39 @@ func TestNoDuplicatesAcrossLeaderChange(t *testing.T) {
 			mu.Unlock()
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	a.Stop() // mid-allocation: the other instance takes over
 	wg.Wait()
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("A made %d node patches, never more than %d", patches.Load(), written)
+	}
+	withCIDRs := func() int {
+		list, err := testenv.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, node := range list.Items {
+			if slices.Contains(names, node.Name) && len(node.Spec.PodCIDRs) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	// Mid-allocation: A's writes landed, no other node has CIDRs (B
+	// waits for the lease A still renews), and A has a CIDR reserved for
+	// the node whose write is held.
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("A's %d writes on the nodes, and no more", written), func() (bool, error) {
+		n := withCIDRs()
+		return n == written, fmt.Errorf("%d nodes have CIDRs", n)
+	})
+	stopped := make(chan struct{})
+	go func() { a.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(60 * time.Second):
+		t.Fatal("A did not stop while its writes were in flight")
+	}
 	assertUnique(t, waitCIDRs(t, names))
 }
 
