@@ -44,7 +44,8 @@ var subcommandPackages = []string{
 // build, with `dev`), with cobra's help command and flags added as
 // Execute adds them.
 func outriggerCommand() *cobra.Command {
-	cmd := manager.NewCommand(providers.NewRegistry(), dev.NewCommand(), simcli.NewCommand(), sanity.NewCommand(), console.NewCommand())
+	reg := providers.NewRegistry()
+	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), sanity.NewCommand(reg), console.NewCommand())
 	cmd.InitDefaultHelpCmd()
 	var initHelp func(*cobra.Command)
 	initHelp = func(c *cobra.Command) {
