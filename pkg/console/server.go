@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -48,6 +52,9 @@ type Options struct {
 	// Owners are the providers of this Outrigger and what each serves.
 	// Empty: one unnamed provider serving every node and Class.
 	Owners []Owner
+	// Nodes, when set, is the node cache the console reads (the manager's,
+	// shared with the controllers) instead of a node informer of its own.
+	Nodes crcache.Informers
 	// Actions, when set, makes the page offer them. Nil: read-only.
 	Actions Actions
 	// Interval is how often the metrics are sampled and changes pushed.
@@ -191,6 +198,19 @@ func (s *Server) start() {
 			UpdateFunc: func(any, any) { s.poke() },
 			DeleteFunc: func(any) { s.poke() },
 		}
+		// A node's heartbeat (every kubelet, every few seconds) changes
+		// nothing the page shows: only a change of its row is news.
+		nodeHandler := cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { s.poke() },
+			UpdateFunc: func(o, n any) {
+				on, ok1 := o.(*corev1.Node)
+				nn, ok2 := n.(*corev1.Node)
+				if !ok1 || !ok2 || !reflect.DeepEqual(nodeView(on), nodeView(nn)) {
+					s.poke()
+				}
+			},
+			DeleteFunc: func(any) { s.poke() },
+		}
 		s.listers = listers{
 			services: func() []*corev1.Service { return nil },
 			nodes:    func() []*corev1.Node { return nil },
@@ -220,12 +240,15 @@ func (s *Server) start() {
 			s.listers.services = func() []*corev1.Service { l, _ := inf.Lister().List(labels.Everything()); return l }
 			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
 		}
-		if probe("Nodes", func(ctx context.Context, o metav1.ListOptions) error {
+		switch {
+		case s.opts.Nodes != nil:
+			s.shareNodes(ctx, nodeHandler)
+		case probe("Nodes", func(ctx context.Context, o metav1.ListOptions) error {
 			_, err := c.CoreV1().Nodes().List(ctx, o)
 			return err
-		}) {
+		}):
 			inf := main.Core().V1().Nodes()
-			_, _ = inf.Informer().AddEventHandler(handler)
+			_, _ = inf.Informer().AddEventHandler(nodeHandler)
 			s.listers.nodes = func() []*corev1.Node { l, _ := inf.Lister().List(labels.Everything()); return l }
 			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
 		}
@@ -458,4 +481,33 @@ func (s *Server) owners() []Owner {
 		return s.opts.Owners
 	}
 	return []Owner{{Class: s.opts.Class}}
+}
+
+// shareNodes reads the nodes from the shared cache (Options.Nodes): one
+// copy of every node in the process, not two. Its handler goes when the
+// console's life ends; the cache is the manager's to stop.
+func (s *Server) shareNodes(ctx context.Context, handler cache.ResourceEventHandler) {
+	inf, err := s.opts.Nodes.GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
+		return
+	}
+	reg, err := inf.AddEventHandler(handler)
+	if err != nil {
+		s.warnings = append(s.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
+		return
+	}
+	go func() {
+		<-ctx.Done()
+		_ = inf.RemoveEventHandler(reg)
+	}()
+	list := cachednodes.FromCache(s.opts.Nodes)
+	s.listers.nodes = func() []*corev1.Node {
+		nodes, err := list(ctx)
+		if err != nil {
+			return nil
+		}
+		return nodes
+	}
+	s.listers.hasSynced = append(s.listers.hasSynced, reg.HasSynced)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -201,5 +203,47 @@ func TestUnvisitedConsoleDoesNotSample(t *testing.T) {
 			t.Fatalf("after a request the console read the metrics %d times in 10s", g.n.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A node's heartbeat changes nothing the page shows, so it is no reason to
+// rebuild the snapshot; a change of its row is.
+func TestHeartbeatsAreNoChange(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}},
+	}}
+	client := fake.NewClientset(node)
+	s := New(Options{Client: client})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = s.Start(ctx) }()
+	if got := s.Snapshot(); len(got.Nodes) != 1 {
+		t.Fatalf("nodes %v, want node-1", got.Nodes)
+	}
+	before := s.version.Load()
+	update := func(mutate func(*corev1.Node)) {
+		n, err := client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutate(n)
+		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		update(func(n *corev1.Node) {
+			n.Status.Conditions[0].LastHeartbeatTime = metav1.NewTime(time.Now().Add(time.Duration(i+1) * time.Second))
+		})
+	}
+	update(func(n *corev1.Node) { n.Spec.ProviderID = "sim://i-1" })
+	// Events arrive in order: once the visible change is counted, the
+	// heartbeats before it were seen too.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.version.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := s.version.Load() - before; got != 1 {
+		t.Errorf("three heartbeats and one providerID change counted as %d changes, want 1", got)
 	}
 }

@@ -29,7 +29,9 @@ func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*u
 	if err != nil {
 		return fmt.Errorf("console client: %w", err)
 	}
-	co := console.Options{Client: client, Gatherer: metrics.Registry, Log: klog.Background().WithName("console")}
+	// The nodes come from the manager's cache, shared with the
+	// controllers: one copy of each node in the process.
+	co := console.Options{Client: client, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Log: klog.Background().WithName("console")}
 	for _, u := range units {
 		co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: u.class, Platforms: u.platforms.Schemes()})
 	}

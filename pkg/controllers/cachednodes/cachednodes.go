@@ -34,7 +34,7 @@ type indexed interface {
 // FromCache lists from the node informer's indexer, without copies. An
 // informer that exposes no indexer (a cache other than controller-runtime's
 // own) is read through FromReader instead.
-func FromCache(c cache.Cache) Lister {
+func FromCache(c cache.Informers) Lister {
 	return func(ctx context.Context) ([]*corev1.Node, error) {
 		inf, err := c.GetInformer(ctx, &corev1.Node{})
 		if err != nil {
@@ -42,7 +42,11 @@ func FromCache(c cache.Cache) Lister {
 		}
 		ix, ok := inf.(indexed)
 		if !ok {
-			return FromReader(c)(ctx)
+			r, isReader := c.(client.Reader)
+			if !isReader {
+				return nil, fmt.Errorf("the node informer (%T) has no indexer to list", inf)
+			}
+			return FromReader(r)(ctx)
 		}
 		nodes, err := corelisters.NewNodeLister(ix.GetIndexer()).List(labels.Everything())
 		if err != nil {

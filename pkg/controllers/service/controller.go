@@ -128,7 +128,7 @@ type Options struct {
 type applied struct {
 	service *corev1.Service // a copy, to delete the LB if the Service vanishes unseen
 	spec    string
-	nodes   string
+	nodes   backendSet
 	status  corev1.LoadBalancerStatus
 	// elsewhere: the provider answered cloudprovider.ImplementedElsewhere,
 	// so another component makes this load balancer and owns the status.
@@ -152,7 +152,7 @@ type reconciler struct {
 	nodesMu     sync.Mutex
 	nodesAt     uint64
 	nodes       []*corev1.Node
-	nodesFP     string
+	nodesFP     backendSet
 	syncPending atomic.Bool
 	// queue is the controller's work queue, for nodeSync's fan-out.
 	queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
@@ -349,7 +349,7 @@ func (rd *nodeSyncRound) done() {
 
 // backends returns the backend nodes, sorted by name, and their fingerprint.
 // The slice is shared: callers and providers must not modify it.
-func (r *reconciler) backends(ctx context.Context) ([]*corev1.Node, string, error) {
+func (r *reconciler) backends(ctx context.Context) ([]*corev1.Node, backendSet, error) {
 	gen := r.nodeGen.Load()
 	r.nodesMu.Lock()
 	defer r.nodesMu.Unlock()
@@ -358,7 +358,7 @@ func (r *reconciler) backends(ctx context.Context) ([]*corev1.Node, string, erro
 	}
 	var list corev1.NodeList
 	if err := r.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, "", fmt.Errorf("listing nodes: %w", err)
+		return nil, backendSet{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	nodes := make([]*corev1.Node, 0, len(list.Items))
 	for i := range list.Items {

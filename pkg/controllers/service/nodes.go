@@ -1,10 +1,10 @@
 package service
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -54,18 +54,21 @@ func backendsStale(old, cur *corev1.Node) bool {
 	return IsBackend(old) != IsBackend(cur) || old.Spec.ProviderID != cur.Spec.ProviderID
 }
 
-// fingerprint identifies a backend set as upstream compares them: node
-// names and providerIDs. An address change alone does not update load
-// balancers.
-func fingerprint(nodes []*corev1.Node) string {
-	var b strings.Builder
+// backendSet identifies a backend set as upstream compares them: node
+// names and providerIDs (an address change alone does not update load
+// balancers). It is a digest, not the list: every Service remembers the set
+// it was last synced with, and at 50,000 nodes the list is megabytes.
+type backendSet [sha256.Size]byte
+
+func fingerprint(nodes []*corev1.Node) backendSet {
+	h := sha256.New()
 	for _, n := range nodes {
-		b.WriteString(n.Name)
-		b.WriteByte('|')
-		b.WriteString(n.Spec.ProviderID)
-		b.WriteByte('\n')
+		// Lengths first, so that no two lists of names run together alike.
+		fmt.Fprintf(h, "%d:%s%d:%s", len(n.Name), n.Name, len(n.Spec.ProviderID), n.Spec.ProviderID)
 	}
-	return b.String()
+	var out backendSet
+	h.Sum(out[:0])
+	return out
 }
 
 // maxNodeNamesInEvent bounds the node names an Event lists, as upstream.
