@@ -5,7 +5,9 @@
 //   node plugin.js --endpoint unix:///tmp/outrigger-js.sock --instances node-1,node-2,node-3
 //
 // Kubernetes objects arrive as JSON bytes; errors are gRPC codes, with the
-// "outrigger-reason" trailer for a classified failure.
+// "outrigger-reason" trailer for a classified failure. Load balancers take
+// their backends as a stream (LOAD_BALANCER_STREAM), so any number of nodes
+// fits in messages of a few MiB.
 'use strict';
 
 const path = require('path');
@@ -81,15 +83,70 @@ function lbName(service) {
   return ('a' + service.metadata.uid.replace(/-/g, '')).slice(0, 32);
 }
 
+// collect reads a LOAD_BALANCER_STREAM request to its end (the first
+// message has the Service and the node count, each message some nodes) and
+// then acts on it. A stream cut short (cancelled, or nodes missing) changes
+// nothing: acting on part of the backends would drop the others.
+function collect(call, cb, act) {
+  let first;
+  let bad;
+  const nodes = [];
+  call.on('data', (m) => {
+    if (!first) first = m;
+    try {
+      for (const b of m.nodes) nodes.push(json(b));
+    } catch (e) {
+      bad = bad || `a node is not JSON: ${e.message}`;
+    }
+  });
+  call.on('error', () => {}); // a cancelled call: call.cancelled says so at 'end'
+  call.on('end', () => {
+    if (call.cancelled) return;
+    if (bad) return fail(cb, grpc.status.INVALID_ARGUMENT, bad);
+    if (!first) return fail(cb, grpc.status.INVALID_ARGUMENT, 'empty stream: the first message carries the Service');
+    if (nodes.length !== first.nodeCount) {
+      return fail(cb, grpc.status.INVALID_ARGUMENT, `the stream carried ${nodes.length} nodes, its first message announced ${first.nodeCount}`);
+    }
+    let service;
+    try {
+      service = json(first.service);
+    } catch (e) {
+      return fail(cb, grpc.status.INVALID_ARGUMENT, `the service is not JSON: ${e.message}`);
+    }
+    act(service, nodes, cb);
+  });
+}
+
 function handlers(cloud) {
   const metadata = (inst) => ({
     providerId: `${PROVIDER}://${inst.id}`, instanceType: inst.type, zone: inst.zone, region: inst.region,
     nodeAddresses: inst.addresses,
   });
   const lbStatus = (lb) => ({ ingress: [{ ip: lb.ip, ipMode: 'VIP' }] });
+  const ensure = (service, nodes, cb) => {
+    const name = lbName(service);
+    let lb = cloud.loadBalancers.get(name);
+    if (!lb) {
+      if (cloud.maxLoadBalancers > 0 && cloud.loadBalancers.size >= cloud.maxLoadBalancers) {
+        return fail(cb, grpc.status.UNKNOWN, `load balancer quota of ${cloud.maxLoadBalancers} used up`, 'QuotaExceeded');
+      }
+      const n = cloud.nextIP++;
+      lb = { ip: `100.64.${n >> 8}.${n & 255}` };
+      cloud.loadBalancers.set(name, lb);
+    }
+    lb.ports = (service.spec.ports || []).map((p) => `${p.protocol}/${p.port}->${p.nodePort}`);
+    lb.nodes = nodes.map((n) => n.metadata.name);
+    cb(null, { status: bytes(lbStatus(lb)) });
+  };
+  const update = (service, nodes, cb) => {
+    const lb = cloud.loadBalancers.get(lbName(service));
+    if (!lb) return fail(cb, grpc.status.UNKNOWN, 'load balancer does not exist');
+    lb.nodes = nodes.map((n) => n.metadata.name);
+    cb(null, {});
+  };
   return {
     GetPluginInfo: (_call, cb) => cb(null, { name: PROVIDER, version: '0.1.0', protocolVersions: ['v1'] }),
-    GetCapabilities: (_call, cb) => cb(null, { capabilities: ['INSTANCES', 'LOAD_BALANCER', 'ROUTES'], hasClusterId: true }),
+    GetCapabilities: (_call, cb) => cb(null, { capabilities: ['INSTANCES', 'LOAD_BALANCER', 'LOAD_BALANCER_STREAM', 'ROUTES'], hasClusterId: true }),
     Probe: (_call, cb) => cb(null, { ready: true }),
 
     InstanceExists: (call, cb) => cb(null, { exists: cloud.find(json(call.request.node)) !== undefined }),
@@ -110,28 +167,10 @@ function handlers(cloud) {
       const lb = cloud.loadBalancers.get(lbName(json(call.request.service)));
       cb(null, lb ? { exists: true, status: bytes(lbStatus(lb)) } : { exists: false });
     },
-    EnsureLoadBalancer: (call, cb) => {
-      const service = json(call.request.service);
-      const name = lbName(service);
-      let lb = cloud.loadBalancers.get(name);
-      if (!lb) {
-        if (cloud.maxLoadBalancers > 0 && cloud.loadBalancers.size >= cloud.maxLoadBalancers) {
-          return fail(cb, grpc.status.UNKNOWN, `load balancer quota of ${cloud.maxLoadBalancers} used up`, 'QuotaExceeded');
-        }
-        const n = cloud.nextIP++;
-        lb = { ip: `100.64.${n >> 8}.${n & 255}` };
-        cloud.loadBalancers.set(name, lb);
-      }
-      lb.ports = (service.spec.ports || []).map((p) => `${p.protocol}/${p.port}->${p.nodePort}`);
-      lb.nodes = call.request.nodes.map((b) => json(b).metadata.name);
-      cb(null, { status: bytes(lbStatus(lb)) });
-    },
-    UpdateLoadBalancer: (call, cb) => {
-      const lb = cloud.loadBalancers.get(lbName(json(call.request.service)));
-      if (!lb) return fail(cb, grpc.status.UNKNOWN, 'load balancer does not exist');
-      lb.nodes = call.request.nodes.map((b) => json(b).metadata.name);
-      cb(null, {});
-    },
+    EnsureLoadBalancer: (call, cb) => ensure(json(call.request.service), call.request.nodes.map(json), cb),
+    UpdateLoadBalancer: (call, cb) => update(json(call.request.service), call.request.nodes.map(json), cb),
+    EnsureLoadBalancerStream: (call, cb) => collect(call, cb, ensure),
+    UpdateLoadBalancerStream: (call, cb) => collect(call, cb, update),
     EnsureLoadBalancerDeleted: (call, cb) => {
       cloud.loadBalancers.delete(lbName(json(call.request.service)));
       cb(null, {});

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
@@ -95,8 +96,9 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 	}
 	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
 		// A plugin restarting is waited for (within each call's deadline),
-		// not failed fast.
-		grpc.WithDefaultCallOptions(grpc.WaitForReady(true))}, reconnectOptions(cfg.Endpoint, maxDelay)...)
+		// not failed fast. Answers may pass gRPC's default 4 MiB (see
+		// MaxAnswerBytes); what Outrigger sends stays within MessageBudget.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true), grpc.MaxCallRecvMsgSize(MaxAnswerBytes))}, reconnectOptions(cfg.Endpoint, maxDelay)...)
 	if path, ok := strings.CutPrefix(cfg.Endpoint, "unix://"); ok {
 		uid := os.Geteuid()
 		if cfg.PeerUID != nil {
@@ -208,7 +210,7 @@ type clientWithCIDRs struct{ *Client }
 
 // NodeCIDRs implements provider.NodeCIDRSource.
 func (c clientWithCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]string, error) {
-	b, err := encode(node)
+	b, err := encodeNode(node)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +296,7 @@ func (c *Client) Routes() (cloudprovider.Routes, bool) {
 type instances struct{ c *Client }
 
 func (i instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	b, err := encode(node)
+	b, err := encodeNode(node)
 	if err != nil {
 		return false, err
 	}
@@ -305,7 +307,7 @@ func (i instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool,
 }
 
 func (i instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	b, err := encode(node)
+	b, err := encodeNode(node)
 	if err != nil {
 		return false, err
 	}
@@ -316,7 +318,7 @@ func (i instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (boo
 }
 
 func (i instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	b, err := encode(node)
+	b, err := encodeNode(node)
 	if err != nil {
 		return nil, err
 	}
@@ -336,20 +338,25 @@ func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Nod
 	if err != nil {
 		return nil, err
 	}
-	resp, err := call(ctx, "InstancesStatus", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstancesStatusResponse, error) {
-		return b.c.rpc.InstancesStatus(ctx, &pluginpb.InstancesStatusRequest{Nodes: encoded}, opts...)
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.GetStatuses()) != len(nodes) {
-		return nil, fmt.Errorf("plugin InstancesStatus: %d statuses for %d nodes", len(resp.GetStatuses()), len(nodes))
-	}
-	out := make([]provider.InstanceStatus, len(nodes))
-	for i, st := range resp.GetStatuses() {
-		out[i] = provider.InstanceStatus{Exists: st.GetExists(), Shutdown: st.GetShutdown(), Metadata: fromMetadata(st.GetMetadata())}
-		if st.GetError() != "" {
-			out[i] = provider.InstanceStatus{Exists: true, Err: errors.New(st.GetError())}
+	// A batch of nodes with large labels or annotations could pass what a
+	// plugin accepts in one message: it goes as several calls, in order.
+	out := make([]provider.InstanceStatus, 0, len(nodes))
+	for _, part := range splitBySize(encoded, MessageBudget) {
+		resp, err := call(ctx, "InstancesStatus", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.InstancesStatusResponse, error) {
+			return b.c.rpc.InstancesStatus(ctx, &pluginpb.InstancesStatusRequest{Nodes: part}, opts...)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(resp.GetStatuses()) != len(part) {
+			return nil, fmt.Errorf("plugin InstancesStatus: %d statuses for %d nodes", len(resp.GetStatuses()), len(part))
+		}
+		for _, st := range resp.GetStatuses() {
+			s := provider.InstanceStatus{Exists: st.GetExists(), Shutdown: st.GetShutdown(), Metadata: fromMetadata(st.GetMetadata())}
+			if st.GetError() != "" {
+				s = provider.InstanceStatus{Exists: true, Err: errors.New(st.GetError())}
+			}
+			out = append(out, s)
 		}
 	}
 	return out, nil
@@ -358,7 +365,7 @@ func (b batchInstances) InstancesStatus(ctx context.Context, nodes []*corev1.Nod
 type loadBalancer struct{ c *Client }
 
 func (l loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName string, svc *corev1.Service) string {
-	b, err := encode(svc)
+	b, err := encodeService(svc)
 	if err == nil {
 		resp, err := call(ctx, "GetLoadBalancerName", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.GetLoadBalancerNameResponse, error) {
 			return l.c.rpc.GetLoadBalancerName(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
@@ -384,7 +391,7 @@ func decodeStatus(b []byte) (*corev1.LoadBalancerStatus, error) {
 }
 
 func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	b, err := encode(svc)
+	b, err := encodeService(svc)
 	if err != nil {
 		return nil, false, err
 	}
@@ -399,17 +406,18 @@ func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, s
 }
 
 func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	b, err := encode(svc)
+	b, err := encodeService(svc)
 	if err != nil {
 		return nil, err
 	}
-	encoded, err := encodeNodes(nodes)
-	if err != nil {
-		return nil, err
+	var resp *pluginpb.EnsureLoadBalancerResponse
+	if l.c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
+		resp, err = call(ctx, "EnsureLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerResponse, error) {
+			return sendBackends(ctx, l.c.rpc.EnsureLoadBalancerStream, clusterName, b, nodes, opts...)
+		})
+	} else {
+		resp, err = unaryBackends(ctx, "EnsureLoadBalancer", l.c.rpc.EnsureLoadBalancer, clusterName, b, nodes)
 	}
-	resp, err := call(ctx, "EnsureLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerResponse, error) {
-		return l.c.rpc.EnsureLoadBalancer(ctx, &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: b, Nodes: encoded}, opts...)
-	})
 	if err != nil {
 		return nil, err
 	}
@@ -417,22 +425,90 @@ func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string
 }
 
 func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	b, err := encode(svc)
+	b, err := encodeService(svc)
 	if err != nil {
 		return err
 	}
-	encoded, err := encodeNodes(nodes)
-	if err != nil {
+	if l.c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
+		_, err = call(ctx, "UpdateLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.UpdateLoadBalancerResponse, error) {
+			return sendBackends(ctx, l.c.rpc.UpdateLoadBalancerStream, clusterName, b, nodes, opts...)
+		})
 		return err
 	}
-	_, err = call(ctx, "UpdateLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.UpdateLoadBalancerResponse, error) {
-		return l.c.rpc.UpdateLoadBalancer(ctx, &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: b, Nodes: encoded}, opts...)
-	})
+	_, err = unaryBackends(ctx, "UpdateLoadBalancer", l.c.rpc.UpdateLoadBalancer, clusterName, b, nodes)
 	return err
 }
 
+// sendBackends makes one LOAD_BALANCER_STREAM call: the request in
+// messages of at most MessageBudget bytes, the nodes encoded as they are
+// sent, so that no more than one message of them is held at a time.
+func sendBackends[Res any](ctx context.Context, open func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], error),
+	clusterName string, svc []byte, nodes []*corev1.Node, opts ...grpc.CallOption) (*Res, error) {
+	// Returning before the stream is closed cancels it, and the plugin
+	// changes nothing (see receiveBackends).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := open(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(len(nodes))}
+	size, first := proto.Size(msg), true
+	for _, n := range nodes {
+		b, err := encodeNode(n)
+		if err != nil {
+			return nil, err
+		}
+		if size+nodeBytes(b) > MessageBudget && (first || len(msg.Nodes) > 0) {
+			if err := stream.Send(msg); err != nil {
+				return sendFailed(stream, err)
+			}
+			msg, size, first = &pluginpb.EnsureLoadBalancerRequest{}, 0, false
+		}
+		msg.Nodes = append(msg.Nodes, b)
+		size += nodeBytes(b)
+	}
+	if first || len(msg.Nodes) > 0 {
+		if err := stream.Send(msg); err != nil {
+			return sendFailed(stream, err)
+		}
+	}
+	return stream.CloseAndRecv()
+}
+
+// sendFailed: io.EOF from Send is the plugin having ended the call, whose
+// status comes with CloseAndRecv.
+func sendFailed[Res any](stream grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], err error) (*Res, error) {
+	if errors.Is(err, io.EOF) {
+		if _, err := stream.CloseAndRecv(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("the plugin ended the stream before it was sent")
+	}
+	return nil, err
+}
+
+// unaryBackends is EnsureLoadBalancer or UpdateLoadBalancer in one message,
+// for a plugin without LOAD_BALANCER_STREAM; what does not fit in what the
+// plugin accepts fails with an error that says so.
+func unaryBackends[Res any](ctx context.Context, method string, rpc func(context.Context, *pluginpb.EnsureLoadBalancerRequest, ...grpc.CallOption) (*Res, error),
+	clusterName string, svc []byte, nodes []*corev1.Node) (*Res, error) {
+	encoded, err := encodeNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	req := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, Nodes: encoded}
+	resp, err := call(ctx, method, func(ctx context.Context, opts ...grpc.CallOption) (*Res, error) {
+		return rpc(ctx, req, opts...)
+	})
+	if errors.Is(err, ErrMessageTooLarge) {
+		return nil, fmt.Errorf("%w (%d backend nodes, %d bytes; the plugin does not offer LOAD_BALANCER_STREAM, which takes any number of nodes)", err, len(nodes), proto.Size(req))
+	}
+	return resp, err
+}
+
 func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {
-	b, err := encode(svc)
+	b, err := encodeService(svc)
 	if err != nil {
 		return err
 	}

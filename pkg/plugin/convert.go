@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -40,6 +43,68 @@ func encode(v any) ([]byte, error) {
 	return b, nil
 }
 
+// lastApplied is kubectl's copy of an object it applied: a second copy of
+// the object, which no provider reads.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// forProvider is what a plugin receives of a Node: its name, UID,
+// resourceVersion, creation and deletion times, labels and annotations
+// (without kubectl's last-applied copy), the whole spec (providerID, pod
+// CIDRs, taints, unschedulable) and of its status the addresses,
+// conditions, node info, capacity, allocatable, phase and daemon endpoints.
+// Left out is what grows with a node's workload and history and no
+// provider reads: managedFields, status.images (a kubelet reports up to 50,
+// each with its digests), the volumes in use and attached, and the rest of
+// the metadata and status. That is a fifth of a kubelet's Node (2.7 KB of
+// 13.6 KB for a node with 50 images), so that load balancers with thousands
+// of backends stay cheap to send and to decode.
+func forProvider(n *corev1.Node) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
+			CreationTimestamp: n.CreationTimestamp, DeletionTimestamp: n.DeletionTimestamp,
+			Labels: n.Labels, Annotations: withoutLastApplied(n.Annotations),
+		},
+		Spec: n.Spec,
+		Status: corev1.NodeStatus{
+			Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Phase: n.Status.Phase,
+			Conditions: n.Status.Conditions, Addresses: n.Status.Addresses,
+			DaemonEndpoints: n.Status.DaemonEndpoints, NodeInfo: n.Status.NodeInfo,
+		},
+	}
+}
+
+// serviceForProvider is the Service without managedFields and kubectl's
+// last-applied copy; a provider reads everything else of a Service (its
+// annotations configure the load balancer).
+func serviceForProvider(s *corev1.Service) *corev1.Service {
+	out := *s
+	out.ManagedFields = nil
+	out.Annotations = withoutLastApplied(s.Annotations)
+	return &out
+}
+
+func withoutLastApplied(m map[string]string) map[string]string {
+	if _, ok := m[lastApplied]; !ok {
+		return m // shared, never written: encoding only reads it
+	}
+	out := make(map[string]string, len(m)-1)
+	for k, v := range m {
+		if k != lastApplied {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func encodeNode(n *corev1.Node) ([]byte, error) {
+	return encode(forProvider(n))
+}
+
+func encodeService(s *corev1.Service) ([]byte, error) {
+	return encode(serviceForProvider(s))
+}
+
 func decodeNode(b []byte) (*corev1.Node, error) {
 	n := &corev1.Node{}
 	if err := json.Unmarshal(b, n); err != nil {
@@ -63,7 +128,7 @@ func decodeNodes(bs [][]byte) ([]*corev1.Node, error) {
 func encodeNodes(nodes []*corev1.Node) ([][]byte, error) {
 	out := make([][]byte, 0, len(nodes))
 	for _, n := range nodes {
-		b, err := encode(n)
+		b, err := encodeNode(n)
 		if err != nil {
 			return nil, err
 		}
@@ -160,6 +225,64 @@ func toStatus(ctx context.Context, err error) error {
 	return status.Error(code, err.Error())
 }
 
+// MessageBudget is the most bytes Outrigger puts in one message to a
+// plugin: below the 4 MiB a gRPC server (Go, C++, Java, Node.js) accepts
+// by default, with room for gRPC's own framing. A message goes over it only
+// when one object alone does (the API server stores none over 1.5 MiB).
+const MessageBudget = 3 << 20
+
+// MaxAnswerBytes is the largest answer Outrigger accepts from a plugin
+// (gRPC's default is 4 MiB). The only answer that grows with the cluster is
+// ListRoutes, about 190 bytes a route: 64 MiB holds 350,000 routes, three
+// times the 100,000 of 50,000 dual-stack nodes.
+const MaxAnswerBytes = 64 << 20
+
+// ReasonMessageTooLarge classifies ErrMessageTooLarge.
+const ReasonMessageTooLarge = "MessageTooLarge"
+
+// ErrMessageTooLarge is a call whose request or answer was larger than a
+// side of the boundary accepts: gRPC's RESOURCE_EXHAUSTED "message larger
+// than max". Retrying does not fix it, so it is a failure with
+// ReasonMessageTooLarge, not a throttle.
+var ErrMessageTooLarge = errors.New("message larger than the plugin boundary accepts")
+
+// tooLarge says whether a RESOURCE_EXHAUSTED is gRPC's own refusal of a
+// message for its size, in the words of gRPC's implementations: Go, C++
+// and Node.js say "larger than max", Java "exceeds maximum size". A plugin's
+// throttle carries retry-after-ms; without it, the message decides.
+func tooLarge(st *status.Status, trailer metadata.MD) bool {
+	if st.Code() != codes.ResourceExhausted || first(trailer.Get(MetadataRetryAfter)) != "" {
+		return false
+	}
+	msg := strings.ToLower(st.Message())
+	return strings.Contains(msg, "larger than max") || strings.Contains(msg, "exceeds maximum size")
+}
+
+// nodeBytes is what one encoded node adds to a message's size on the wire
+// (the nodes field's tag and length, then the JSON).
+func nodeBytes(b []byte) int {
+	return protowire.SizeTag(3) + protowire.SizeBytes(len(b))
+}
+
+// splitBySize splits encoded nodes, in order, into runs of at most budget
+// bytes on the wire (a node larger than that alone is a run of its own).
+func splitBySize(nodes [][]byte, budget int) [][][]byte {
+	var out [][][]byte
+	start, size := 0, 0
+	for i, b := range nodes {
+		if n := nodeBytes(b); size+n > budget && i > start {
+			out = append(out, nodes[start:i])
+			start, size = i, n
+		} else {
+			size += n
+		}
+	}
+	if start < len(nodes) || len(out) == 0 {
+		out = append(out, nodes[start:])
+	}
+	return out
+}
+
 // throttledError is a plugin's RESOURCE_EXHAUSTED: the call layer pauses
 // all callers for RetryAfter, as for an in-process provider.
 type throttledError struct {
@@ -186,6 +309,10 @@ func fromStatus(method string, err error, trailer metadata.MD) error {
 	case codes.Unimplemented:
 		out = fmt.Errorf("%s: %w", msg, cloudprovider.NotImplemented)
 	case codes.ResourceExhausted:
+		if tooLarge(st, trailer) {
+			out = provider.WithReason(ReasonMessageTooLarge, fmt.Errorf("%s: %w", msg, ErrMessageTooLarge))
+			break
+		}
 		after := time.Second
 		if ms, err := strconv.ParseInt(first(trailer.Get(MetadataRetryAfter)), 10, 64); err == nil && ms >= 0 {
 			// A trailer too large for a Duration would wrap negative.

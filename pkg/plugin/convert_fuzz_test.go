@@ -28,6 +28,7 @@ func FuzzWireToProvider(f *testing.F) {
 	f.Add([]byte{0x0a, 0xff}, []byte(`{"spec":{"ports":[{"port":"x"}]}}`), uint32(99), "", "-5", "InvalidAnnotation")
 	f.Add([]byte{}, []byte(" "), uint32(codes.Unimplemented), "\xff", "9223372036854775807", "")
 	f.Add([]byte{}, []byte("null"), uint32(codes.ResourceExhausted), "", "9223372036854775807", "")
+	f.Add([]byte{}, []byte("{}"), uint32(codes.ResourceExhausted), "grpc: received message larger than max (5 vs. 4)", "", "")
 	f.Fuzz(func(t *testing.T, msg, object []byte, code uint32, message, retryAfter, reason string) {
 		var pmd pluginpb.InstanceMetadata
 		if proto.Unmarshal(msg, &pmd) == nil {
@@ -60,6 +61,9 @@ func FuzzWireToProvider(f *testing.F) {
 		var te *throttledError
 		if errors.As(err, &te) && te.RetryAfter() < 0 {
 			t.Fatalf("negative retry-after %s from %q", te.RetryAfter(), retryAfter)
+		}
+		if errors.Is(err, ErrMessageTooLarge) && errors.As(err, &te) {
+			t.Fatalf("code %d %q: a message too large reads as a throttle too: %v", code, message, err)
 		}
 	})
 }

@@ -37,6 +37,7 @@ func reconnectOptions(endpoint string, maxDelay time.Duration) []grpc.DialOption
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithChainUnaryInterceptor(annotateUnreachable(endpoint)),
+		grpc.WithChainStreamInterceptor(annotateUnreachableStream(endpoint)),
 	}
 }
 
@@ -46,29 +47,74 @@ func reconnectOptions(endpoint string, maxDelay time.Duration) []grpc.DialOption
 // operator that the plugin is down.
 func annotateUnreachable(endpoint string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if dl, ok := ctx.Deadline(); ok && cc.GetState() != connectivity.Ready {
-			// Waiting for the plugin to come back: stop waiting a little
-			// before the caller's deadline, so that the caller gets this
-			// error, which says why, rather than its own bare timeout.
-			margin := min(time.Until(dl)/10, 200*time.Millisecond)
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
-			defer cancel()
+		ctx, cancel := beforeDeadline(ctx, cc)
+		defer cancel()
+		return explainUnreachable(cc, endpoint, invoker(ctx, method, req, reply, cc, opts...))
+	}
+}
+
+// annotateUnreachableStream is annotateUnreachable for streaming calls
+// (LOAD_BALANCER_STREAM).
+func annotateUnreachableStream(endpoint string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		ctx, cancel := beforeDeadline(ctx, cc)
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			cancel()
+			return nil, explainUnreachable(cc, endpoint, err)
 		}
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if err == nil {
-			return nil
-		}
-		st, ok := status.FromError(err)
-		if !ok || (st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded) {
-			return err
-		}
-		if state := cc.GetState(); state != connectivity.Ready {
-			return status.Error(st.Code(), fmt.Sprintf("plugin at %s unreachable (connection %s, reconnecting with backoff): %s",
-				endpoint, strings.ToLower(state.String()), st.Message()))
-		}
+		return &explainedStream{ClientStream: s, cc: cc, endpoint: endpoint, cancel: cancel, single: !desc.ServerStreams}, nil
+	}
+}
+
+// explainedStream explains its errors as annotateUnreachable does, and
+// releases its deadline when the call is over.
+type explainedStream struct {
+	grpc.ClientStream
+	cc       *grpc.ClientConn
+	endpoint string
+	cancel   context.CancelFunc
+	single   bool // one answer: the call is over once it is received
+}
+
+func (s *explainedStream) SendMsg(m any) error {
+	return explainUnreachable(s.cc, s.endpoint, s.ClientStream.SendMsg(m))
+}
+
+func (s *explainedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil || s.single {
+		s.cancel()
+	}
+	return explainUnreachable(s.cc, s.endpoint, err)
+}
+
+// beforeDeadline: while waiting for the plugin to come back, stop waiting a
+// little before the caller's deadline, so that the caller gets the error
+// of explainUnreachable, which says why, rather than its own bare timeout.
+func beforeDeadline(ctx context.Context, cc *grpc.ClientConn) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && cc.GetState() != connectivity.Ready {
+		margin := min(time.Until(dl)/10, 200*time.Millisecond)
+		return context.WithDeadline(ctx, dl.Add(-margin))
+	}
+	return ctx, func() {}
+}
+
+// explainUnreachable adds to a call's timeout or unavailability that the
+// plugin is unreachable, when it is.
+func explainUnreachable(cc *grpc.ClientConn, endpoint string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok || (st.Code() != codes.Unavailable && st.Code() != codes.DeadlineExceeded) {
 		return err
 	}
+	if state := cc.GetState(); state != connectivity.Ready {
+		return status.Error(st.Code(), fmt.Sprintf("plugin at %s unreachable (connection %s, reconnecting with backoff): %s",
+			endpoint, strings.ToLower(state.String()), st.Message()))
+	}
+	return err
 }
 
 // watchConnection logs the plugin connection going away and coming back,

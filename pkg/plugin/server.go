@@ -86,6 +86,7 @@ func (s *server) GetCapabilities(context.Context, *pluginpb.GetCapabilitiesReque
 	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER)
 	add(s.routes != nil, pluginpb.Capability_ROUTES)
 	add(s.cidrs != nil, pluginpb.Capability_NODE_CIDRS)
+	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER_STREAM)
 	return resp, nil
 }
 
@@ -227,6 +228,81 @@ func (s *server) UpdateLoadBalancer(ctx context.Context, req *pluginpb.EnsureLoa
 		return nil, err
 	}
 	return &pluginpb.UpdateLoadBalancerResponse{}, toStatus(ctx, s.lb.UpdateLoadBalancer(ctx, req.GetClusterName(), svc, nodes))
+}
+
+// receiveBackends reads a LOAD_BALANCER_STREAM request to its end: the
+// first message's cluster name, Service and node count, and the nodes of
+// every message, decoded as they arrive. The provider is called only with
+// a complete request: a stream the client cancelled, or one that lost
+// nodes, is an error, since acting on part of the backends would take the
+// others out of the load balancer.
+func (s *server) receiveBackends(recv func() (*pluginpb.EnsureLoadBalancerRequest, error)) (string, *corev1.Service, []*corev1.Node, error) {
+	if s.lb == nil {
+		return "", nil, nil, unimplemented("load balancers")
+	}
+	first, err := recv()
+	if errors.Is(err, io.EOF) {
+		return "", nil, nil, status.Error(codes.InvalidArgument, "empty stream: the first message carries the Service")
+	}
+	if err != nil {
+		return "", nil, nil, err
+	}
+	svc, err := decodeService(first.GetService())
+	if err != nil {
+		return "", nil, nil, err
+	}
+	want := int64(first.GetNodeCount())
+	// The count comes from the wire: it sizes the slice only up to a bound.
+	nodes := make([]*corev1.Node, 0, min(want, 1<<16))
+	for m := first; ; {
+		for _, b := range m.GetNodes() {
+			n, err := decodeNode(b)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			nodes = append(nodes, n)
+		}
+		m, err = recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", nil, nil, err
+		}
+	}
+	if int64(len(nodes)) != want {
+		return "", nil, nil, status.Errorf(codes.InvalidArgument, "the stream carried %d nodes, its first message announced %d", len(nodes), want)
+	}
+	return first.GetClusterName(), svc, nodes, nil
+}
+
+func (s *server) EnsureLoadBalancerStream(stream pluginpb.CloudProvider_EnsureLoadBalancerStreamServer) error {
+	clusterName, svc, nodes, err := s.receiveBackends(stream.Recv)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	st, err := s.lb.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
+	if err != nil {
+		return toStatus(ctx, err)
+	}
+	b, err := encode(st)
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(&pluginpb.EnsureLoadBalancerResponse{Status: b})
+}
+
+func (s *server) UpdateLoadBalancerStream(stream pluginpb.CloudProvider_UpdateLoadBalancerStreamServer) error {
+	clusterName, svc, nodes, err := s.receiveBackends(stream.Recv)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	if err := s.lb.UpdateLoadBalancer(ctx, clusterName, svc, nodes); err != nil {
+		return toStatus(ctx, err)
+	}
+	return stream.SendAndClose(&pluginpb.UpdateLoadBalancerResponse{})
 }
 
 func (s *server) EnsureLoadBalancerDeleted(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.EnsureLoadBalancerDeletedResponse, error) {

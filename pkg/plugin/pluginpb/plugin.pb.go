@@ -2,13 +2,26 @@
 // own process, in any language, to Outrigger's cloud controllers.
 //
 // Kubernetes objects (Node, Service) travel as their JSON encoding (the
-// API's own), so a plugin sees exactly what an in-process provider sees and
-// needs no Kubernetes library to read them.
+// API's own), so a plugin needs no Kubernetes library to read them. A
+// Service is whole but for managedFields and kubectl's last-applied
+// annotation. Of a Node a plugin gets what providers read: metadata name,
+// uid, resourceVersion, creationTimestamp, deletionTimestamp, labels and
+// annotations (without kubectl's last-applied copy); the whole spec; status
+// addresses, conditions, nodeInfo, capacity, allocatable, phase and
+// daemonEndpoints. Not sent: managedFields, status.images, volumesInUse,
+// volumesAttached and the rest.
+//
+// Message sizes: Outrigger sends no message over 3 MiB, below the 4 MiB a
+// gRPC server accepts by default, unless one object alone is larger (the
+// API server stores none over 1.5 MiB). InstancesStatus batches are split
+// by size; EnsureLoadBalancer and UpdateLoadBalancer go as streams when the
+// plugin offers LOAD_BALANCER_STREAM. Outrigger accepts answers up to 64 MiB.
 //
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
 //   UNIMPLEMENTED        the plugin does not offer this (cloudprovider.NotImplemented)
 //   RESOURCE_EXHAUSTED   the cloud throttled the call; "retry-after-ms" says how long to wait
+//                        (gRPC's own "message larger than max" is a failure, not a throttle)
 //   DEADLINE_EXCEEDED    the call ran out of time
 //   anything else        a failure; "outrigger-reason" classifies it in a
 //                        CamelCase word: QuotaExceeded, InvalidAnnotation,
@@ -50,6 +63,10 @@ const (
 	Capability_LOAD_BALANCER          Capability = 3
 	Capability_ROUTES                 Capability = 4
 	Capability_NODE_CIDRS             Capability = 5
+	// EnsureLoadBalancerStream and UpdateLoadBalancerStream; with it,
+	// Outrigger sends EnsureLoadBalancer and UpdateLoadBalancer only as
+	// streams.
+	Capability_LOAD_BALANCER_STREAM Capability = 6
 )
 
 // Enum value maps for Capability.
@@ -61,6 +78,7 @@ var (
 		3: "LOAD_BALANCER",
 		4: "ROUTES",
 		5: "NODE_CIDRS",
+		6: "LOAD_BALANCER_STREAM",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED": 0,
@@ -69,6 +87,7 @@ var (
 		"LOAD_BALANCER":          3,
 		"ROUTES":                 4,
 		"NODE_CIDRS":             5,
+		"LOAD_BALANCER_STREAM":   6,
 	}
 )
 
@@ -908,7 +927,10 @@ type EnsureLoadBalancerRequest struct {
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	Service     []byte                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	// JSON of each backend core/v1 Node.
-	Nodes         [][]byte `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes [][]byte `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// In the first message of a stream: how many nodes the whole stream
+	// carries (a check that none was lost).
+	NodeCount     uint32 `protobuf:"varint,4,opt,name=node_count,json=nodeCount,proto3" json:"node_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,6 +984,13 @@ func (x *EnsureLoadBalancerRequest) GetNodes() [][]byte {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *EnsureLoadBalancerRequest) GetNodeCount() uint32 {
+	if x != nil {
+		return x.NodeCount
+	}
+	return 0
 }
 
 type GetLoadBalancerNameResponse struct {
@@ -1621,11 +1650,13 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bstatuses\x18\x01 \x03(\v2#.outrigger.plugin.v1.InstanceStatusR\bstatuses\"R\n" +
 	"\x13LoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
-	"\aservice\x18\x02 \x01(\fR\aservice\"n\n" +
+	"\aservice\x18\x02 \x01(\fR\aservice\"\x8d\x01\n" +
 	"\x19EnsureLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
-	"\x05nodes\x18\x03 \x03(\fR\x05nodes\"1\n" +
+	"\x05nodes\x18\x03 \x03(\fR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"node_count\x18\x04 \x01(\rR\tnodeCount\"1\n" +
 	"\x1bGetLoadBalancerNameResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
 	"\x17GetLoadBalancerResponse\x12\x16\n" +
@@ -1656,7 +1687,7 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05route\x18\x02 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\"\x15\n" +
 	"\x13DeleteRouteResponse\")\n" +
 	"\x11NodeCIDRsResponse\x12\x14\n" +
-	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*{\n" +
+	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\x95\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\r\n" +
@@ -1666,7 +1697,8 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\x06ROUTES\x10\x04\x12\x0e\n" +
 	"\n" +
-	"NODE_CIDRS\x10\x052\xa3\r\n" +
+	"NODE_CIDRS\x10\x05\x12\x18\n" +
+	"\x14LOAD_BALANCER_STREAM\x10\x062\xa1\x0f\n" +
 	"\rCloudProvider\x12f\n" +
 	"\rGetPluginInfo\x12).outrigger.plugin.v1.GetPluginInfoRequest\x1a*.outrigger.plugin.v1.GetPluginInfoResponse\x12l\n" +
 	"\x0fGetCapabilities\x12+.outrigger.plugin.v1.GetCapabilitiesRequest\x1a,.outrigger.plugin.v1.GetCapabilitiesResponse\x12N\n" +
@@ -1679,7 +1711,9 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x0fGetLoadBalancer\x12(.outrigger.plugin.v1.LoadBalancerRequest\x1a,.outrigger.plugin.v1.GetLoadBalancerResponse\x12u\n" +
 	"\x12EnsureLoadBalancer\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.EnsureLoadBalancerResponse\x12u\n" +
 	"\x12UpdateLoadBalancer\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.UpdateLoadBalancerResponse\x12}\n" +
-	"\x19EnsureLoadBalancerDeleted\x12(.outrigger.plugin.v1.LoadBalancerRequest\x1a6.outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse\x12]\n" +
+	"\x19EnsureLoadBalancerDeleted\x12(.outrigger.plugin.v1.LoadBalancerRequest\x1a6.outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse\x12}\n" +
+	"\x18EnsureLoadBalancerStream\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.EnsureLoadBalancerResponse(\x01\x12}\n" +
+	"\x18UpdateLoadBalancerStream\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.UpdateLoadBalancerResponse(\x01\x12]\n" +
 	"\n" +
 	"ListRoutes\x12&.outrigger.plugin.v1.ListRoutesRequest\x1a'.outrigger.plugin.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.outrigger.plugin.v1.CreateRouteRequest\x1a(.outrigger.plugin.v1.CreateRouteResponse\x12`\n" +
@@ -1757,28 +1791,32 @@ var file_outrigger_plugin_v1_plugin_proto_depIdxs = []int32{
 	17, // 19: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
 	17, // 20: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
 	16, // 21: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	24, // 22: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
-	26, // 23: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
-	28, // 24: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
-	7,  // 25: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
-	2,  // 26: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
-	4,  // 27: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
-	6,  // 28: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
-	8,  // 29: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
-	9,  // 30: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
-	12, // 31: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
-	15, // 32: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
-	18, // 33: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
-	19, // 34: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
-	20, // 35: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	21, // 36: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	22, // 37: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	25, // 38: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
-	27, // 39: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
-	29, // 40: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
-	30, // 41: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
-	26, // [26:42] is the sub-list for method output_type
-	10, // [10:26] is the sub-list for method input_type
+	17, // 22: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	17, // 23: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	24, // 24: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
+	26, // 25: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
+	28, // 26: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
+	7,  // 27: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
+	2,  // 28: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
+	4,  // 29: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
+	6,  // 30: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
+	8,  // 31: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
+	9,  // 32: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
+	12, // 33: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
+	15, // 34: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
+	18, // 35: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
+	19, // 36: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
+	20, // 37: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	21, // 38: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	22, // 39: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	20, // 40: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	21, // 41: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	25, // 42: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
+	27, // 43: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
+	29, // 44: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
+	30, // 45: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
+	28, // [28:46] is the sub-list for method output_type
+	10, // [10:28] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name

@@ -2,13 +2,26 @@
 // own process, in any language, to Outrigger's cloud controllers.
 //
 // Kubernetes objects (Node, Service) travel as their JSON encoding (the
-// API's own), so a plugin sees exactly what an in-process provider sees and
-// needs no Kubernetes library to read them.
+// API's own), so a plugin needs no Kubernetes library to read them. A
+// Service is whole but for managedFields and kubectl's last-applied
+// annotation. Of a Node a plugin gets what providers read: metadata name,
+// uid, resourceVersion, creationTimestamp, deletionTimestamp, labels and
+// annotations (without kubectl's last-applied copy); the whole spec; status
+// addresses, conditions, nodeInfo, capacity, allocatable, phase and
+// daemonEndpoints. Not sent: managedFields, status.images, volumesInUse,
+// volumesAttached and the rest.
+//
+// Message sizes: Outrigger sends no message over 3 MiB, below the 4 MiB a
+// gRPC server accepts by default, unless one object alone is larger (the
+// API server stores none over 1.5 MiB). InstancesStatus batches are split
+// by size; EnsureLoadBalancer and UpdateLoadBalancer go as streams when the
+// plugin offers LOAD_BALANCER_STREAM. Outrigger accepts answers up to 64 MiB.
 //
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
 //   UNIMPLEMENTED        the plugin does not offer this (cloudprovider.NotImplemented)
 //   RESOURCE_EXHAUSTED   the cloud throttled the call; "retry-after-ms" says how long to wait
+//                        (gRPC's own "message larger than max" is a failure, not a throttle)
 //   DEADLINE_EXCEEDED    the call ran out of time
 //   anything else        a failure; "outrigger-reason" classifies it in a
 //                        CamelCase word: QuotaExceeded, InvalidAnnotation,
@@ -51,6 +64,8 @@ const (
 	CloudProvider_EnsureLoadBalancer_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancer"
 	CloudProvider_UpdateLoadBalancer_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancer"
 	CloudProvider_EnsureLoadBalancerDeleted_FullMethodName = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerDeleted"
+	CloudProvider_EnsureLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerStream"
+	CloudProvider_UpdateLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancerStream"
 	CloudProvider_ListRoutes_FullMethodName                = "/outrigger.plugin.v1.CloudProvider/ListRoutes"
 	CloudProvider_CreateRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/CreateRoute"
 	CloudProvider_DeleteRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/DeleteRoute"
@@ -78,6 +93,14 @@ type CloudProviderClient interface {
 	EnsureLoadBalancer(ctx context.Context, in *EnsureLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error)
 	UpdateLoadBalancer(ctx context.Context, in *EnsureLoadBalancerRequest, opts ...grpc.CallOption) (*UpdateLoadBalancerResponse, error)
 	EnsureLoadBalancerDeleted(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error)
+	// LOAD_BALANCER_STREAM: EnsureLoadBalancer and UpdateLoadBalancer for any
+	// number of backend nodes, the request spread over a stream of messages of
+	// at most 3 MiB each. The first message carries cluster_name, service and
+	// node_count; each message carries the next of the nodes. The plugin acts
+	// once the client has closed its side of the stream and node_count nodes
+	// arrived; a stream cut short (cancelled, or fewer nodes) changes nothing.
+	EnsureLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse], error)
+	UpdateLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse], error)
 	// ROUTES (cloudprovider.Routes).
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error)
@@ -214,6 +237,32 @@ func (c *cloudProviderClient) EnsureLoadBalancerDeleted(ctx context.Context, in 
 	return out, nil
 }
 
+func (c *cloudProviderClient) EnsureLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CloudProvider_ServiceDesc.Streams[0], CloudProvider_EnsureLoadBalancerStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CloudProvider_EnsureLoadBalancerStreamClient = grpc.ClientStreamingClient[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]
+
+func (c *cloudProviderClient) UpdateLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CloudProvider_ServiceDesc.Streams[1], CloudProvider_UpdateLoadBalancerStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CloudProvider_UpdateLoadBalancerStreamClient = grpc.ClientStreamingClient[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]
+
 func (c *cloudProviderClient) ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListRoutesResponse)
@@ -275,6 +324,14 @@ type CloudProviderServer interface {
 	EnsureLoadBalancer(context.Context, *EnsureLoadBalancerRequest) (*EnsureLoadBalancerResponse, error)
 	UpdateLoadBalancer(context.Context, *EnsureLoadBalancerRequest) (*UpdateLoadBalancerResponse, error)
 	EnsureLoadBalancerDeleted(context.Context, *LoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error)
+	// LOAD_BALANCER_STREAM: EnsureLoadBalancer and UpdateLoadBalancer for any
+	// number of backend nodes, the request spread over a stream of messages of
+	// at most 3 MiB each. The first message carries cluster_name, service and
+	// node_count; each message carries the next of the nodes. The plugin acts
+	// once the client has closed its side of the stream and node_count nodes
+	// arrived; a stream cut short (cancelled, or fewer nodes) changes nothing.
+	EnsureLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]) error
+	UpdateLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]) error
 	// ROUTES (cloudprovider.Routes).
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error)
@@ -326,6 +383,12 @@ func (UnimplementedCloudProviderServer) UpdateLoadBalancer(context.Context, *Ens
 }
 func (UnimplementedCloudProviderServer) EnsureLoadBalancerDeleted(context.Context, *LoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method EnsureLoadBalancerDeleted not implemented")
+}
+func (UnimplementedCloudProviderServer) EnsureLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method EnsureLoadBalancerStream not implemented")
+}
+func (UnimplementedCloudProviderServer) UpdateLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method UpdateLoadBalancerStream not implemented")
 }
 func (UnimplementedCloudProviderServer) ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListRoutes not implemented")
@@ -576,6 +639,20 @@ func _CloudProvider_EnsureLoadBalancerDeleted_Handler(srv interface{}, ctx conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CloudProvider_EnsureLoadBalancerStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CloudProviderServer).EnsureLoadBalancerStream(&grpc.GenericServerStream[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CloudProvider_EnsureLoadBalancerStreamServer = grpc.ClientStreamingServer[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]
+
+func _CloudProvider_UpdateLoadBalancerStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CloudProviderServer).UpdateLoadBalancerStream(&grpc.GenericServerStream[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CloudProvider_UpdateLoadBalancerStreamServer = grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]
+
 func _CloudProvider_ListRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRoutesRequest)
 	if err := dec(in); err != nil {
@@ -720,6 +797,17 @@ var CloudProvider_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _CloudProvider_NodeCIDRs_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "EnsureLoadBalancerStream",
+			Handler:       _CloudProvider_EnsureLoadBalancerStream_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "UpdateLoadBalancerStream",
+			Handler:       _CloudProvider_UpdateLoadBalancerStream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "outrigger/plugin/v1/plugin.proto",
 }
