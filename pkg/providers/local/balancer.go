@@ -302,6 +302,19 @@ type stickyEntry struct {
 	expires time.Time
 }
 
+// Per-client state is bounded, whoever sends: a client (or a spoofer of
+// many source addresses) cannot grow the process without limit.
+const (
+	// maxStickyClients bounds a load balancer's ClientIP affinity
+	// entries. At the bound expired entries go first, then arbitrary
+	// ones: those clients' next connections may reach another backend.
+	maxStickyClients = 1 << 16
+	// maxUDPFlows bounds a UDP listener's flows, each a socket: at the
+	// bound a datagram of a new client is dropped, as a full conntrack
+	// table drops it, until a flow ends (after udpIdleTimeout).
+	maxUDPFlows = 4096
+)
+
 type listenerKey struct {
 	protocol corev1.Protocol
 	port     int32
@@ -424,9 +437,31 @@ func (b *balancer) pick(client netip.Addr, skip []backend) (backend, bool) {
 	}
 	be := healthy[int(b.rr.Add(1)-1)%len(healthy)]
 	if b.cfg.affinity > 0 {
+		if len(b.sticky) >= maxStickyClients {
+			b.evictStickyLocked(now)
+		}
 		b.sticky[client] = stickyEntry{be, now.Add(b.cfg.affinity)}
 	}
 	return be, true
+}
+
+// evictStickyLocked makes room for affinity entries: the expired ones go
+// or, when too few had expired, a sixteenth of the entries, arbitrary ones,
+// so that the scan is paid once per many new clients, not once each.
+func (b *balancer) evictStickyLocked(now time.Time) {
+	for c, e := range b.sticky {
+		if !now.Before(e.expires) {
+			delete(b.sticky, c)
+		}
+	}
+	excess := len(b.sticky) - (maxStickyClients - maxStickyClients/16)
+	for c := range b.sticky {
+		if excess <= 0 {
+			return
+		}
+		delete(b.sticky, c)
+		excess--
+	}
 }
 
 // nodePort returns where a listener's traffic goes on the backends now.
@@ -655,6 +690,9 @@ func (u *udpProxy) flow(client netip.AddrPort) *udpFlow {
 	defer u.mu.Unlock()
 	if f, ok := u.flows[client]; ok {
 		return f
+	}
+	if len(u.flows) >= maxUDPFlows {
+		return nil
 	}
 	nodePort, ok := u.b.nodePort(u.key)
 	if !ok {
