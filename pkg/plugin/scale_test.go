@@ -227,8 +227,8 @@ func TestLoadBalancerBackendsAtScale(t *testing.T) {
 	switch {
 	case testing.Short():
 	case raceDetector:
-		// 50 s there, 4 s without. 50,000 such nodes are 137 MB of JSON,
-		// in 45 messages of at most MessageBudget.
+		// 50 s there, 4 s without. 50,000 such nodes are 136 MB of JSON,
+		// in 44 messages of at most MessageBudget.
 		t.Log("50,000 backends: run without -race")
 	default:
 		sizes = append(sizes, 50_000)
