@@ -308,3 +308,18 @@ func TestLoadBalancerTooLargeForAPluginIsNotThrottling(t *testing.T) {
 		}
 	}
 }
+
+// A streamed call made while the plugin is down says so, as a unary call
+// does: its error lands in the Service's Events.
+func TestStreamedCallSaysThePluginIsUnreachable(t *testing.T) {
+	endpoint, _ := socket(t)
+	stop := serve(t, endpoint, &backends{})
+	lb, _ := dial(t, endpoint).LoadBalancer()
+	stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := lb.EnsureLoadBalancer(ctx, "cluster", lbService(), kubeletNodes(10))
+	if err == nil || !strings.Contains(err.Error(), "unreachable") || !strings.Contains(err.Error(), endpoint) {
+		t.Errorf("EnsureLoadBalancer with the plugin down: %v, want an error naming %s unreachable", err, endpoint)
+	}
+}
