@@ -1,6 +1,6 @@
 // Command outrigger is the Outrigger cloud-controller-manager with the
-// providers that ship with it, plus the `sim`, `sanity` and `console` subcommands and,
-// unless built with -tags product (as its container image is), `dev`.
+// providers that ship with it, plus the `conformance` and `console` subcommands and,
+// unless built with -tags product (as its container image is), `dev` and `sim`.
 package main
 
 import (
@@ -12,7 +12,6 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
 	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
@@ -21,5 +20,5 @@ func main() {
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, append(devCommands(), simcli.NewCommand(), sanity.NewCommand(reg), console.NewCommand())...))
+	os.Exit(manager.Main(reg, append(devCommands(), sanity.NewCommand(reg), console.NewCommand())...))
 }

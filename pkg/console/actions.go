@@ -3,9 +3,6 @@ package console
 import (
 	"context"
 	"errors"
-	"fmt"
-
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // Action is something the page offers to do; Target names what kind of
@@ -16,8 +13,9 @@ type Action struct {
 	Target string `json:"target,omitempty"`
 }
 
-// Actions are what the page may change. Only simulated clouds offer them:
-// the console of a real cluster is read-only.
+// Actions are what the page may change. Only simulated clouds offer them
+// (`outrigger dev` gives the sim cloud's): the console of a real cluster is
+// read-only.
 type Actions interface {
 	List() []Action
 	// Do runs the named action and says what it did.
@@ -26,56 +24,3 @@ type Actions interface {
 
 // ErrUnknownAction is returned by Do for a name List does not offer.
 var ErrUnknownAction = errors.New("unknown action")
-
-// simCloud is what SimActions needs of the sim cloud.
-type simCloud interface {
-	Get(idOrName string) (simcloud.Instance, bool)
-	SetState(id, state string) (simcloud.Instance, error)
-	Settings() simcloud.Settings
-	SetSettings(simcloud.Settings)
-}
-
-// SimActions are the sim cloud's faults and instance changes, for `outrigger
-// dev --console-actions`.
-type SimActions struct{ Cloud simCloud }
-
-// List implements Actions.
-func (a SimActions) List() []Action {
-	return []Action{
-		{Name: "stop", Label: "Stop instance", Target: "node"},
-		{Name: "start", Label: "Start instance", Target: "node"},
-		{Name: "terminate", Label: "Terminate instance", Target: "node"},
-		{Name: "throttle", Label: "Throttle the cloud to 2 calls/s"},
-		{Name: "errors", Label: "Fail half of the cloud's calls"},
-		{Name: "clear-faults", Label: "Clear cloud faults"},
-	}
-}
-
-// Do implements Actions.
-func (a SimActions) Do(_ context.Context, name, target string) (string, error) {
-	switch name {
-	case "stop", "start", "terminate":
-		in, ok := a.Cloud.Get(target)
-		if !ok {
-			return "", fmt.Errorf("no instance %q in the sim cloud", target)
-		}
-		state := map[string]string{"stop": simcloud.StateStopped, "start": simcloud.StateRunning, "terminate": simcloud.StateTerminated}[name]
-		if _, err := a.Cloud.SetState(in.ID, state); err != nil {
-			return "", fmt.Errorf("%s %s: %w", name, target, err)
-		}
-		return fmt.Sprintf("instance %s (%s) is %s", target, in.ID, state), nil
-	case "throttle", "errors", "clear-faults":
-		s := a.Cloud.Settings()
-		switch name {
-		case "throttle":
-			s.RateLimit, s.RateBurst = 2, 2
-		case "errors":
-			s.ErrorRate = 0.5
-		default:
-			s.RateLimit, s.RateBurst, s.ErrorRate = 0, 0, 0
-		}
-		a.Cloud.SetSettings(s)
-		return fmt.Sprintf("sim cloud: rate limit %g/s, error rate %g", s.RateLimit, s.ErrorRate), nil
-	}
-	return "", fmt.Errorf("%w %q", ErrUnknownAction, name)
-}

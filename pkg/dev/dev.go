@@ -222,7 +222,7 @@ func startConsole(ctx context.Context, opts Options, client kubernetes.Interface
 	co := console.Options{Client: client, Gatherer: ctrlmetrics.Registry, Ranges: ranges,
 		Class: opts.Outrigger.LoadBalancerClass, Log: klog.FromContext(ctx).WithName("console")}
 	if opts.ConsoleActions {
-		co.Actions = console.SimActions{Cloud: cloud}
+		co.Actions = SimActions{Cloud: cloud}
 	}
 	l, err := console.Listen(ctx, opts.ConsoleAddress)
 	if err != nil {

@@ -22,8 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
+	"github.com/outrigger-ccm/outrigger/pkg/dev"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -137,11 +139,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		testenv.CreateNode(t, n, nil)
 	}
-	port := testenv.FreePort(t)
-	testenv.StartOutrigger(t, cloud, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cloud-qps=50", "--cloud-burst=50")
+	port := freeport.Reserve(t) // held until Outrigger binds it, with SO_REUSEPORT
+	testenv.StartOutrigger(t, cloud, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--permit-port-sharing", "--cloud-qps=50", "--cloud-burst=50")
 	url := serveConsole(t, console.Options{
 		Ranges:  []console.Range{{Name: "sim-vips", Prefix: mustPrefix(t, "198.18.0.0/15")}},
-		Actions: console.SimActions{Cloud: cloud.Cloud},
+		Actions: dev.SimActions{Cloud: cloud.Cloud},
 	})
 
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
