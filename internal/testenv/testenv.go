@@ -62,7 +62,7 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	cp, err := controlplane.Start(ctx, controlplane.WithAudit())
+	cp, err := startControlPlane(ctx, controlplane.WithAudit())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
@@ -262,7 +262,9 @@ func SetReady(t testing.TB, name string, ready bool) {
 	}
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago (see
+// freeport.Get; freeport.Reserve is race-free for a child that binds with
+// SO_REUSEPORT).
 func FreePort(t testing.TB) int { return freeport.Get(t) }
 
 // RunController runs, until the test ends, a manager on the package's API
@@ -297,6 +299,26 @@ func RunController(t testing.TB, setup func(crmanager.Manager) error, modify ...
 	})
 }
 
+// startControlPlane starts etcd and kube-apiserver, again if one of them
+// exits before it is ready. Their ports are envtest's choice, free a moment
+// before they bind them: another process may take one meanwhile (test
+// packages run in parallel), and envtest tells that only as an exit before
+// readiness (it keeps their output). It stops what it started on failure.
+func startControlPlane(ctx context.Context, options ...controlplane.Option) (*controlplane.ControlPlane, error) {
+	var err error
+	for range 3 {
+		var cp *controlplane.ControlPlane
+		if cp, err = controlplane.Start(ctx, options...); err == nil {
+			return cp, nil
+		}
+		if !strings.Contains(err.Error(), "stopped unexpectedly before becoming ready") {
+			return nil, err
+		}
+		fmt.Fprintln(os.Stderr, "testenv: starting the control plane again:", err)
+	}
+	return nil, err
+}
+
 // SecondControlPlane is another cluster's API server and etcd, for tests
 // of two clusters sharing one cloud.
 type SecondControlPlane struct {
@@ -307,7 +329,7 @@ type SecondControlPlane struct {
 // StartSecondControlPlane starts another control plane until the test ends.
 func StartSecondControlPlane(t testing.TB) *SecondControlPlane {
 	t.Helper()
-	cp, err := controlplane.Start(context.Background())
+	cp, err := startControlPlane(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,9 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,14 +170,17 @@ func TestLoadBalancerOnlyProviderRunsWithDefaultControllers(t *testing.T) {
 func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 	node := testenv.Name("informed")
 	testenv.CreateNode(t, node, nil)
-	lease := "--leader-elect-resource-name=" + testenv.Name("init-lease")
-	fast := []string{"--leader-elect=true", lease, "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=250ms"}
+	lease := testenv.Name("init-lease")
+	fast := []string{"--leader-elect=true", "--leader-elect-resource-name=" + lease, "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=250ms"}
 	first, second := &lbOnly{}, &lbOnly{}
 	stopFirst := startWith(t, first, fast...)
 	testenv.Eventually(t, 30*time.Second, "the first replica to lead and initialize its provider", func() (bool, error) {
 		return first.initialized.Load() == 1, nil
 	})
-	startWith(t, second, fast...)
+	// The standby reaches the API server through a proxy, to count its
+	// own tries for the lease.
+	standby := testenv.StartAPIProxy(t, nil)
+	startWith(t, second, append([]string{"--kubeconfig=" + standby.Kubeconfig}, fast...)...)
 	testenv.Eventually(t, 20*time.Second, "the provider's informer to list the node", func() (bool, error) {
 		nodes, _ := first.nodesSeen()
 		for _, n := range nodes {
@@ -185,14 +190,21 @@ func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 		}
 		return false, nil
 	})
-	// The standby must not initialize while the first leads.
-	time.Sleep(2 * time.Second)
-	if n := second.initialized.Load(); n != 0 {
-		t.Fatalf("the standby replica initialized its provider %d times", n)
-	}
-	if n := first.initialized.Load(); n != 1 {
-		t.Fatalf("the leader initialized its provider %d times, want once", n)
-	}
+	// The standby must not initialize while the first leads: three tries
+	// for the lease (each reads it), each of which would have made it
+	// initialize had it led.
+	tries := testenv.Count(func() int {
+		return standby.Requests(http.MethodGet, testenv.LeasePath(lease))
+	})
+	testenv.Consistently(t, 30*time.Second, "the standby not initializing, the leader initialized once", tries, 3, func() error {
+		if n := second.initialized.Load(); n != 0 {
+			return fmt.Errorf("the standby replica initialized its provider %d times", n)
+		}
+		if n := first.initialized.Load(); n != 1 {
+			return fmt.Errorf("the leader initialized its provider %d times, want once", n)
+		}
+		return nil
+	})
 	stopFirst()
 	testenv.Eventually(t, 30*time.Second, "the standby to take over and initialize", func() (bool, error) {
 		return second.initialized.Load() == 1, nil

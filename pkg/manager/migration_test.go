@@ -4,6 +4,8 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,7 +84,9 @@ controllerLeaders:
 	release := holdLease(t, migrationLease, "kube-controller-manager-1")
 
 	mainLease := testenv.Name("ccm-main")
-	testenv.StartOutrigger(t, cloud, "--leader-elect=true", "--leader-elect-resource-name="+mainLease,
+	// Through a proxy, to count this Outrigger's own reads of the lease.
+	proxy := testenv.StartAPIProxy(t, nil)
+	testenv.StartOutrigger(t, cloud, "--kubeconfig="+proxy.Kubeconfig, "--leader-elect=true", "--leader-elect-resource-name="+mainLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=200ms",
 		"--enable-leader-migration", "--leader-migration-config="+config,
 		"--controllers=cloud-node-controller,service-lb-controller")
@@ -113,14 +117,22 @@ controllerLeaders:
 	t.Cleanup(func() {
 		_ = testenv.Client.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
 	})
-	time.Sleep(3 * time.Second)
-	got, err := testenv.Client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Finalizers) != 0 || len(cloud.LoadBalancers()) != 0 {
-		t.Fatalf("the service controller ran while another manager held the migration lease: finalizers %v, %d load balancers", got.Finalizers, len(cloud.LoadBalancers()))
-	}
+	// Outrigger reads the migration lease at each try for it: three tries
+	// since the Service exists. A try that took the lease shows in its
+	// holder (checked below); a service controller that did not wait for
+	// the lease has been running since the node controller started, and
+	// would have put its finalizer on the Service by the third.
+	tries := testenv.Count(func() int { return proxy.Requests(http.MethodGet, testenv.LeasePath(migrationLease)) })
+	testenv.Consistently(t, 30*time.Second, "the service controller not running while another manager holds the migration lease", tries, 3, func() error {
+		got, err := testenv.Client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(got.Finalizers) != 0 || len(cloud.LoadBalancers()) != 0 {
+			return fmt.Errorf("finalizers %v, %d load balancers", got.Finalizers, len(cloud.LoadBalancers()))
+		}
+		return nil
+	})
 	if h := leaseHolder(t, migrationLease); h != "kube-controller-manager-1" {
 		t.Fatalf("migration lease holder = %q", h)
 	}

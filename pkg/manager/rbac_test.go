@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -332,7 +333,7 @@ func exerciseEveryController(t *testing.T, flags ...string) {
 	goneIn, _ := cloud.Create(simcloud.CreateRequest{Name: gone})
 	testenv.CreateNode(t, name, nil)
 	testenv.CreateNode(t, gone, nil)
-	port := testenv.FreePort(t)
+	port := freeport.Reserve(t) // held until Outrigger binds it, with SO_REUSEPORT
 	// The default lock name, the only one the manifests let Outrigger take;
 	// gone first, so that taking it is exercised from its creation.
 	if err := testenv.Client.CoordinationV1().Leases("kube-system").Delete(ctx, "cloud-controller-manager", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
@@ -340,7 +341,7 @@ func exerciseEveryController(t *testing.T, flags ...string) {
 	}
 	o := testenv.StartOutrigger(t, cloud, append([]string{"--kubeconfig=" + saKubeconfig, "--leader-elect=true",
 		"--allocate-node-cidrs", "--cluster-cidr=10.120.0.0/16,fd00:120::/56", "--route-reconciliation-period=500ms",
-		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1"},
+		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--permit-port-sharing"},
 		flags...)...)
 
 	testenv.Eventually(t, 30*time.Second, "both nodes initialized", func() (bool, error) {

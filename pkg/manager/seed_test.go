@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -73,10 +74,11 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 	testenv.CreateNode(t, name, nil)
 
 	// What the DaemonSet leaves to the environment: the API server (in a
-	// pod, the in-cluster config), the provider's cloud-config, a free port.
+	// pod, the in-cluster config), the provider's cloud-config, a free port
+	// (held for the process until it binds it, with SO_REUSEPORT).
 	args := append(append([]string{}, seedArgs...),
 		"--kubeconfig="+saKubeconfig, "--cloud-config="+cloud.ConfigFile,
-		"--secure-port="+strconv.Itoa(testenv.FreePort(t)), "--route-reconciliation-period=1s")
+		"--secure-port="+strconv.Itoa(freeport.Reserve(t)), "--permit-port-sharing", "--route-reconciliation-period=1s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)

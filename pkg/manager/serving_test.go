@@ -22,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -33,9 +34,10 @@ import (
 // certificate written to --cert-dir.
 func TestSecurePortAsUpstream(t *testing.T) {
 	certDir := t.TempDir()
-	port := testenv.FreePort(t)
+	// Held for Outrigger until it binds it (with SO_REUSEPORT).
+	port := freeport.Reserve(t)
 	cloud := testenv.StartCloud(t)
-	testenv.StartOutrigger(t, cloud, "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+	testenv.StartOutrigger(t, cloud, "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--permit-port-sharing",
 		"--cert-dir="+certDir, "--profiling=true")
 
 	reader := newServiceAccount(t, testenv.Name("scraper"), []string{"/metrics", "/configz", "/debug/*"})
@@ -149,8 +151,8 @@ func newServiceAccount(t *testing.T, name string, paths []string) string {
 // --disable-metrics-authentication opens /metrics and nothing else: the
 // console, /configz and pprof still authenticate their callers.
 func TestDisableMetricsAuthenticationOpensMetricsOnly(t *testing.T) {
-	port := testenv.FreePort(t)
-	testenv.StartOutrigger(t, testenv.StartCloud(t), "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1",
+	port := freeport.Reserve(t)
+	testenv.StartOutrigger(t, testenv.StartCloud(t), "--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--permit-port-sharing",
 		"--profiling=true", "--disable-metrics-authentication")
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(path string) int {
