@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -71,10 +72,7 @@ func TestOutriggerThroughAPlugin(t *testing.T) {
 	// same socket and the node is initialized.
 	stop()
 	second := join()
-	time.Sleep(2 * time.Second)
-	if testenv.GetNode(t, second).Spec.ProviderID != "" {
-		t.Fatal("a node was initialized with the plugin down")
-	}
+	testenv.Consistently(t, 30*time.Second, "a node not initialized with the plugin down", failedTries(t, second), 2, uninitialized(t, second))
 	serve(t, endpoint, simProvider(t, c))
 	testenv.Eventually(t, 60*time.Second, "node joined while the plugin was down initialized after it restarted", initialized(second))
 
@@ -82,10 +80,7 @@ func TestOutriggerThroughAPlugin(t *testing.T) {
 	// resumes when it is fast again.
 	c.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: 3 * time.Second}})
 	third := join()
-	time.Sleep(3 * time.Second)
-	if testenv.GetNode(t, third).Spec.ProviderID != "" {
-		t.Fatal("initialized although every call outlived its deadline")
-	}
+	testenv.Consistently(t, 30*time.Second, "a node not initialized while every call outlives its deadline", failedTries(t, third), 2, uninitialized(t, third))
 	c.SetSettings(simcloud.Settings{})
 	testenv.Eventually(t, 60*time.Second, "node initialized once the plugin is fast again", initialized(third))
 
@@ -103,6 +98,27 @@ func TestOutriggerThroughAPlugin(t *testing.T) {
 		}
 		return false, fmt.Errorf("service finalizers %v, deletionTimestamp %v, conditions %+v; cloud: %+v; calls %v", s.Finalizers, s.DeletionTimestamp, s.Status.Conditions, c.LoadBalancers(), c.Calls().ByOp)
 	})
+}
+
+// failedTries counts the node controller's failed tries to initialize a
+// node: each records a SyncFailed Event (a repeat adds to its count).
+func failedTries(t *testing.T, name string) func() float64 {
+	return func() float64 {
+		var n float64
+		for _, e := range testenv.Events(t, name)[node.ReasonSyncFailed] {
+			n += float64(max(e.Count, 1))
+		}
+		return n
+	}
+}
+
+func uninitialized(t *testing.T, name string) func() error {
+	return func() error {
+		if id := testenv.GetNode(t, name).Spec.ProviderID; id != "" {
+			return fmt.Errorf("node %s initialized, providerID %s", name, id)
+		}
+		return nil
+	}
 }
 
 // Readiness follows the plugin: Ready fails while it is down.
