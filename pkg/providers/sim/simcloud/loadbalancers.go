@@ -148,23 +148,27 @@ func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec, match map[st
 }
 
 func (c *Cloud) allocateVIP(requested string) (netip.Addr, error) {
+	pool := c.vipPool
+	if !pool.IsValid() {
+		pool = defaultVIPPool
+	}
 	if requested != "" {
 		ip, err := netip.ParseAddr(requested)
-		if err != nil || !defaultVIPPool.Contains(ip) {
-			return netip.Addr{}, fmt.Errorf("%w: %s is not in the pool %s", ErrIPNotAvailable, requested, defaultVIPPool)
+		if err != nil || !pool.Contains(ip) {
+			return netip.Addr{}, fmt.Errorf("%w: %s is not in the pool %s", ErrIPNotAvailable, requested, pool)
 		}
 		if owner, used := c.vips[ip]; used {
 			return netip.Addr{}, fmt.Errorf("%w: %s is in use by %s", ErrIPNotAvailable, requested, owner)
 		}
 		return ip, nil
 	}
-	first := defaultVIPPool.Addr().Next() // skip the network address
+	first := pool.Addr().Next() // skip the network address
 	ip := c.nextVIP
 	if !ip.IsValid() {
 		ip = first
 	}
-	for range 1 << (32 - defaultVIPPool.Bits()) {
-		if !defaultVIPPool.Contains(ip) {
+	for range 1 << (32 - pool.Bits()) {
+		if !pool.Contains(ip) {
 			ip = first
 		}
 		if _, used := c.vips[ip]; !used {
@@ -173,7 +177,21 @@ func (c *Cloud) allocateVIP(requested string) (netip.Addr, error) {
 		}
 		ip = ip.Next()
 	}
-	return netip.Addr{}, fmt.Errorf("%w: the pool %s is exhausted", ErrIPNotAvailable, defaultVIPPool)
+	return netip.Addr{}, fmt.Errorf("%w: the pool %s is exhausted", ErrIPNotAvailable, pool)
+}
+
+// SetVIPPool makes load balancers created from now on take their VIPs
+// from prefix, an IPv4 range (default 198.18.0.0/15), e.g. to keep them
+// apart from the addresses of a network the cloud shares.
+func (c *Cloud) SetVIPPool(prefix netip.Prefix) error {
+	if !prefix.IsValid() || !prefix.Addr().Is4() || prefix.Bits() > 30 {
+		return fmt.Errorf("VIP pool %s is not an IPv4 range of at least 4 addresses", prefix)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vipPool = prefix.Masked()
+	c.nextVIP = netip.Addr{}
+	return nil
 }
 
 // SetBackends replaces a load balancer's backends, when its tags carry

@@ -34,6 +34,7 @@ type Cloud struct {
 	lbs        map[string]*LoadBalancer
 	vips       map[netip.Addr]string // VIP -> load balancer name
 	nextVIP    netip.Addr
+	vipPool    netip.Prefix // SetVIPPool; zero: defaultVIPPool
 	afterPut   func(context.Context, LoadBalancer)
 	nextPodNet int
 	byName     map[string]string // name -> ID of the newest instance with it
