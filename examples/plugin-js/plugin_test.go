@@ -25,16 +25,11 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// startPlugin installs the plugin's dependencies (npm ci) and runs it on a
+// startPlugin installs the plugin's dependencies (npm ci, once) and runs it on a
 // fresh unix socket with the given instances until the test ends.
 func startPlugin(t *testing.T, instances ...string) string {
 	t.Helper()
-	if _, err := os.Stat("node_modules/@grpc/grpc-js"); err != nil {
-		out, err := exec.Command("npm", "ci", "--no-audit", "--no-fund").CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
+	testenv.NPMInstall(t, ".")
 	dir, err := os.MkdirTemp("", "js")
 	if err != nil {
 		t.Fatal(err)

@@ -271,13 +271,7 @@ func TestGoPluginUnderFire(t *testing.T) {
 // instances named on its command line.
 func TestJavaScriptPluginUnderFire(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "examples", "plugin-js")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@grpc", "grpc-js")); err != nil {
-		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
+	testenv.NPMInstall(t, dir)
 	nodes := nodeNames("js-fire")
 	p := newProcess(t, dir, "node", "plugin.js", "--instances", strings.Join(nodes, ","))
 	p.start()
