@@ -65,10 +65,12 @@ func TestDev(t *testing.T) {
 		t.Fatalf("building outrigger: %v\n%s", err, out)
 	}
 	state := filepath.Join(dir, "state")
-	cloudAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
-	// Node addresses and VIPs of their own, so that a developer's running
-	// `outrigger dev` does not collide with the test's.
-	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address="+cloudAddr, "--secure-port="+strconv.Itoa(testenv.FreePort(t)),
+	// Node addresses, VIPs and ports of their own, so that a developer's
+	// running `outrigger dev` does not collide with the test's. The cloud
+	// and the console bind a port of the kernel's choosing (the cloud's is
+	// in the state dir's sim.yaml); the secure port cannot be chosen so.
+	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address=127.0.0.1:0", "--console-address=127.0.0.1:0",
+		"--secure-port="+strconv.Itoa(testenv.FreePort(t)),
 		"--node-ip-range=127.3.0.0/16", "--lb-pool=127.0.203.0/24")
 	var out syncBuffer
 	dev.Stdout, dev.Stderr = &out, &out
