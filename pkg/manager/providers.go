@@ -117,7 +117,7 @@ func allPlatforms(units []*unit) platform.Set {
 // does not serve (provider.Platforms). flag names where they were given.
 func checkPlatforms(p cloudprovider.Interface, name string, schemes []string, flag string) error {
 	served, ok := p.(contract.Platforms)
-	if !ok {
+	if !ok || len(served.Platforms()) == 0 { // none stated (a plugin that does not say)
 		return nil
 	}
 	for _, scheme := range schemes {

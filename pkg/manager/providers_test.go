@@ -51,7 +51,7 @@ func TestProvidersFileRefusals(t *testing.T) {
 		{"scheme the provider does not serve", head + "providers: [{name: aws, platforms: [gce]}]", `names "gce", but provider "aws" serves only the providerID schemes [aws]`},
 		{"no schemes stated or listed", head + "providers: [{name: silent}]", `provider "silent" states no providerID schemes: list its platforms`},
 		{"unknown provider", head + "providers: [{name: nosuch}]", `nosuch`},
-		{"unknown field", head + "providers: [{name: aws, clas: example.com/x}]", `unknown field "clas"`},
+		{"unknown field", head + "providers: [{name: aws, balancerClass: example.com/x}]", `unknown field "balancerClass"`},
 		{"wrong kind", "apiVersion: v1\nkind: ConfigMap\nproviders: [{name: aws}]", `want outrigger.io/v1alpha1 and CloudProviders`},
 		{"no providers", head + "providers: []", `names no providers`},
 		{"missing cloudConfig", head + "providers: [{name: aws, cloudConfig: /nonexistent/aws.conf}]", `cannot read its cloudConfig`},

@@ -131,7 +131,7 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 		return fail(fmt.Errorf("plugin %q capabilities: %w", info.GetName(), err))
 	}
 	go watchConnection(watchCtx, conn, cfg.Endpoint)
-	c.name, c.hasClusterID = info.GetName(), caps.GetHasClusterId()
+	c.name, c.hasClusterID, c.platforms = info.GetName(), caps.GetHasClusterId(), caps.GetPlatforms()
 	c.caps = map[pluginpb.Capability]bool{}
 	for _, cp := range caps.GetCapabilities() {
 		c.caps[cp] = true
@@ -202,6 +202,7 @@ type Client struct {
 	name         string
 	hasClusterID bool
 	caps         map[pluginpb.Capability]bool
+	platforms    []string
 	stopWatch    context.CancelFunc
 }
 
@@ -282,8 +283,15 @@ func (c *Client) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	if !c.caps[pluginpb.Capability_LOAD_BALANCER] {
 		return nil, false
 	}
+	if c.caps[pluginpb.Capability_LOAD_BALANCER_OWNERSHIP] {
+		return ownedLoadBalancer{loadBalancer{c}}, true
+	}
 	return loadBalancer{c}, true
 }
+
+// Platforms implements provider.Platforms: the providerID schemes the
+// plugin states (none: it did not say).
+func (c *Client) Platforms() []string { return slices.Clone(c.platforms) }
 
 // Routes implements cloudprovider.Interface when the plugin has them.
 func (c *Client) Routes() (cloudprovider.Routes, bool) {
@@ -546,4 +554,37 @@ func (r routes) DeleteRoute(ctx context.Context, clusterName string, route *clou
 		return r.c.rpc.DeleteRoute(ctx, &pluginpb.DeleteRouteRequest{ClusterName: clusterName, Route: toRoute(route)}, opts...)
 	})
 	return err
+}
+
+// ownedLoadBalancer is the load balancer of a plugin that keeps ownership
+// records (provider.LoadBalancerOwnership).
+type ownedLoadBalancer struct{ loadBalancer }
+
+func (l ownedLoadBalancer) LoadBalancerOwner(ctx context.Context, clusterName string, svc *corev1.Service) (provider.LoadBalancerOwner, bool, error) {
+	b, err := encodeService(svc)
+	if err != nil {
+		return provider.LoadBalancerOwner{}, false, err
+	}
+	resp, err := call(ctx, "LoadBalancerOwner", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.LoadBalancerOwnerResponse, error) {
+		return l.c.rpc.LoadBalancerOwner(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+	})
+	if err != nil {
+		return provider.LoadBalancerOwner{}, false, err
+	}
+	return ownerFromProto(resp.GetOwner()), resp.GetExists(), nil
+}
+
+func (l ownedLoadBalancer) ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]provider.OwnedLoadBalancer, error) {
+	resp, err := call(ctx, "ListLoadBalancerOwners", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.ListLoadBalancerOwnersResponse, error) {
+		return l.c.rpc.ListLoadBalancerOwners(ctx, &pluginpb.ListLoadBalancerOwnersRequest{ClusterName: clusterName}, opts...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provider.OwnedLoadBalancer, 0, len(resp.GetLoadBalancers()))
+	for _, o := range resp.GetLoadBalancers() {
+		out = append(out, provider.OwnedLoadBalancer{Name: o.GetName(), LoadBalancerOwner: ownerFromProto(o.GetOwner()),
+			ServiceNamespace: o.GetServiceNamespace(), ServiceName: o.GetServiceName()})
+	}
+	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
@@ -42,6 +43,7 @@ type server struct {
 	lb        cloudprovider.LoadBalancer
 	routes    cloudprovider.Routes
 	cidrs     provider.NodeCIDRSource
+	owners    provider.LoadBalancerOwnership
 }
 
 // NewServer returns the gRPC service for provider. Capabilities are what
@@ -62,6 +64,7 @@ func NewServer(p cloudprovider.Interface, info Info) pluginpb.CloudProviderServe
 	}
 	if lb, ok := p.LoadBalancer(); ok && lb != nil {
 		s.lb = lb
+		s.owners, _ = lb.(provider.LoadBalancerOwnership)
 	}
 	if r, ok := p.Routes(); ok && r != nil {
 		s.routes = r
@@ -87,6 +90,10 @@ func (s *server) GetCapabilities(context.Context, *pluginpb.GetCapabilitiesReque
 	add(s.routes != nil, pluginpb.Capability_ROUTES)
 	add(s.cidrs != nil, pluginpb.Capability_NODE_CIDRS)
 	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER_STREAM)
+	add(s.owners != nil, pluginpb.Capability_LOAD_BALANCER_OWNERSHIP)
+	if p, ok := s.provider.(provider.Platforms); ok {
+		resp.Platforms = p.Platforms()
+	}
 	return resp, nil
 }
 
@@ -497,4 +504,44 @@ func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+func (s *server) LoadBalancerOwner(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.LoadBalancerOwnerResponse, error) {
+	if s.owners == nil {
+		return nil, unimplemented("LOAD_BALANCER_OWNERSHIP")
+	}
+	svc, err := s.service(req)
+	if err != nil {
+		return nil, err
+	}
+	owner, exists, err := s.owners.LoadBalancerOwner(ctx, req.GetClusterName(), svc)
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	return &pluginpb.LoadBalancerOwnerResponse{Exists: exists, Owner: ownerToProto(owner)}, nil
+}
+
+func (s *server) ListLoadBalancerOwners(ctx context.Context, req *pluginpb.ListLoadBalancerOwnersRequest) (*pluginpb.ListLoadBalancerOwnersResponse, error) {
+	if s.owners == nil {
+		return nil, unimplemented("LOAD_BALANCER_OWNERSHIP")
+	}
+	owned, err := s.owners.ListLoadBalancerOwners(ctx, req.GetClusterName())
+	if err != nil {
+		return nil, toStatus(ctx, err)
+	}
+	resp := &pluginpb.ListLoadBalancerOwnersResponse{}
+	for _, o := range owned {
+		resp.LoadBalancers = append(resp.LoadBalancers, &pluginpb.OwnedLoadBalancer{
+			Name: o.Name, Owner: ownerToProto(o.LoadBalancerOwner), ServiceNamespace: o.ServiceNamespace, ServiceName: o.ServiceName,
+		})
+	}
+	return resp, nil
+}
+
+func ownerToProto(o provider.LoadBalancerOwner) *pluginpb.LoadBalancerOwner {
+	return &pluginpb.LoadBalancerOwner{ClusterName: o.ClusterName, ServiceUid: string(o.ServiceUID), Class: o.Class}
+}
+
+func ownerFromProto(o *pluginpb.LoadBalancerOwner) provider.LoadBalancerOwner {
+	return provider.LoadBalancerOwner{ClusterName: o.GetClusterName(), ServiceUID: types.UID(o.GetServiceUid()), Class: o.GetClass()}
 }

@@ -67,6 +67,8 @@ const (
 	// Outrigger sends EnsureLoadBalancer and UpdateLoadBalancer only as
 	// streams.
 	Capability_LOAD_BALANCER_STREAM Capability = 6
+	// LoadBalancerOwner and ListLoadBalancerOwners.
+	Capability_LOAD_BALANCER_OWNERSHIP Capability = 7
 )
 
 // Enum value maps for Capability.
@@ -79,15 +81,17 @@ var (
 		4: "ROUTES",
 		5: "NODE_CIDRS",
 		6: "LOAD_BALANCER_STREAM",
+		7: "LOAD_BALANCER_OWNERSHIP",
 	}
 	Capability_value = map[string]int32{
-		"CAPABILITY_UNSPECIFIED": 0,
-		"INSTANCES":              1,
-		"INSTANCES_BATCH":        2,
-		"LOAD_BALANCER":          3,
-		"ROUTES":                 4,
-		"NODE_CIDRS":             5,
-		"LOAD_BALANCER_STREAM":   6,
+		"CAPABILITY_UNSPECIFIED":  0,
+		"INSTANCES":               1,
+		"INSTANCES_BATCH":         2,
+		"LOAD_BALANCER":           3,
+		"ROUTES":                  4,
+		"NODE_CIDRS":              5,
+		"LOAD_BALANCER_STREAM":    6,
+		"LOAD_BALANCER_OWNERSHIP": 7,
 	}
 )
 
@@ -257,7 +261,10 @@ type GetCapabilitiesResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Capabilities []Capability           `protobuf:"varint,1,rep,packed,name=capabilities,proto3,enum=outrigger.plugin.v1.Capability" json:"capabilities,omitempty"`
 	// Whether the provider tags resources with a cluster ID (HasClusterID).
-	HasClusterId  bool `protobuf:"varint,2,opt,name=has_cluster_id,json=hasClusterId,proto3" json:"has_cluster_id,omitempty"`
+	HasClusterId bool `protobuf:"varint,2,opt,name=has_cluster_id,json=hasClusterId,proto3" json:"has_cluster_id,omitempty"`
+	// The providerID schemes (the part before "://") of the nodes the
+	// provider serves (provider.Platforms); empty: not stated.
+	Platforms     []string `protobuf:"bytes,3,rep,name=platforms,proto3" json:"platforms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +311,13 @@ func (x *GetCapabilitiesResponse) GetHasClusterId() bool {
 		return x.HasClusterId
 	}
 	return false
+}
+
+func (x *GetCapabilitiesResponse) GetPlatforms() []string {
+	if x != nil {
+		return x.Platforms
+	}
+	return nil
 }
 
 type ProbeRequest struct {
@@ -1207,6 +1221,278 @@ func (*EnsureLoadBalancerDeletedResponse) Descriptor() ([]byte, []int) {
 	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
+// LoadBalancerOwner is a load balancer's ownership record.
+type LoadBalancerOwner struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	ServiceUid  string                 `protobuf:"bytes,2,opt,name=service_uid,json=serviceUid,proto3" json:"service_uid,omitempty"`
+	// The Service's spec.loadBalancerClass when it was made; "" for none.
+	Class         string `protobuf:"bytes,3,opt,name=class,proto3" json:"class,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerOwner) Reset() {
+	*x = LoadBalancerOwner{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerOwner) ProtoMessage() {}
+
+func (x *LoadBalancerOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerOwner.ProtoReflect.Descriptor instead.
+func (*LoadBalancerOwner) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LoadBalancerOwner) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *LoadBalancerOwner) GetServiceUid() string {
+	if x != nil {
+		return x.ServiceUid
+	}
+	return ""
+}
+
+func (x *LoadBalancerOwner) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+type LoadBalancerOwnerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a load balancer exists under the Service's name.
+	Exists bool `protobuf:"varint,1,opt,name=exists,proto3" json:"exists,omitempty"`
+	// Its record; empty fields when it has none.
+	Owner         *LoadBalancerOwner `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoadBalancerOwnerResponse) Reset() {
+	*x = LoadBalancerOwnerResponse{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerOwnerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerOwnerResponse) ProtoMessage() {}
+
+func (x *LoadBalancerOwnerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerOwnerResponse.ProtoReflect.Descriptor instead.
+func (*LoadBalancerOwnerResponse) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *LoadBalancerOwnerResponse) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
+func (x *LoadBalancerOwnerResponse) GetOwner() *LoadBalancerOwner {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+type ListLoadBalancerOwnersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLoadBalancerOwnersRequest) Reset() {
+	*x = ListLoadBalancerOwnersRequest{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLoadBalancerOwnersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLoadBalancerOwnersRequest) ProtoMessage() {}
+
+func (x *ListLoadBalancerOwnersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLoadBalancerOwnersRequest.ProtoReflect.Descriptor instead.
+func (*ListLoadBalancerOwnersRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListLoadBalancerOwnersRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+type OwnedLoadBalancer struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Owner            *LoadBalancerOwner     `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	ServiceNamespace string                 `protobuf:"bytes,3,opt,name=service_namespace,json=serviceNamespace,proto3" json:"service_namespace,omitempty"`
+	ServiceName      string                 `protobuf:"bytes,4,opt,name=service_name,json=serviceName,proto3" json:"service_name,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *OwnedLoadBalancer) Reset() {
+	*x = OwnedLoadBalancer{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedLoadBalancer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedLoadBalancer) ProtoMessage() {}
+
+func (x *OwnedLoadBalancer) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedLoadBalancer.ProtoReflect.Descriptor instead.
+func (*OwnedLoadBalancer) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *OwnedLoadBalancer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnedLoadBalancer) GetOwner() *LoadBalancerOwner {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
+}
+
+func (x *OwnedLoadBalancer) GetServiceNamespace() string {
+	if x != nil {
+		return x.ServiceNamespace
+	}
+	return ""
+}
+
+func (x *OwnedLoadBalancer) GetServiceName() string {
+	if x != nil {
+		return x.ServiceName
+	}
+	return ""
+}
+
+type ListLoadBalancerOwnersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LoadBalancers []*OwnedLoadBalancer   `protobuf:"bytes,1,rep,name=load_balancers,json=loadBalancers,proto3" json:"load_balancers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListLoadBalancerOwnersResponse) Reset() {
+	*x = ListLoadBalancerOwnersResponse{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListLoadBalancerOwnersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListLoadBalancerOwnersResponse) ProtoMessage() {}
+
+func (x *ListLoadBalancerOwnersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListLoadBalancerOwnersResponse.ProtoReflect.Descriptor instead.
+func (*ListLoadBalancerOwnersResponse) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ListLoadBalancerOwnersResponse) GetLoadBalancers() []*OwnedLoadBalancer {
+	if x != nil {
+		return x.LoadBalancers
+	}
+	return nil
+}
+
 type Route struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	Name                string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1220,7 +1506,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1518,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1531,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Route) GetName() string {
@@ -1292,7 +1578,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1590,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1603,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRoutesRequest) GetClusterName() string {
@@ -1336,7 +1622,7 @@ type ListRoutesResponse struct {
 
 func (x *ListRoutesResponse) Reset() {
 	*x = ListRoutesResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1634,7 @@ func (x *ListRoutesResponse) String() string {
 func (*ListRoutesResponse) ProtoMessage() {}
 
 func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1647,7 @@ func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListRoutesResponse) GetRoutes() []*Route {
@@ -1382,7 +1668,7 @@ type CreateRouteRequest struct {
 
 func (x *CreateRouteRequest) Reset() {
 	*x = CreateRouteRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1680,7 @@ func (x *CreateRouteRequest) String() string {
 func (*CreateRouteRequest) ProtoMessage() {}
 
 func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1693,7 @@ func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteRequest.ProtoReflect.Descriptor instead.
 func (*CreateRouteRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateRouteRequest) GetClusterName() string {
@@ -1439,7 +1725,7 @@ type CreateRouteResponse struct {
 
 func (x *CreateRouteResponse) Reset() {
 	*x = CreateRouteResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1737,7 @@ func (x *CreateRouteResponse) String() string {
 func (*CreateRouteResponse) ProtoMessage() {}
 
 func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1750,7 @@ func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteResponse.ProtoReflect.Descriptor instead.
 func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 type DeleteRouteRequest struct {
@@ -1477,7 +1763,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1775,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1788,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteRouteRequest) GetClusterName() string {
@@ -1527,7 +1813,7 @@ type DeleteRouteResponse struct {
 
 func (x *DeleteRouteResponse) Reset() {
 	*x = DeleteRouteResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1825,7 @@ func (x *DeleteRouteResponse) String() string {
 func (*DeleteRouteResponse) ProtoMessage() {}
 
 func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1838,7 @@ func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 type NodeCIDRsResponse struct {
@@ -1564,7 +1850,7 @@ type NodeCIDRsResponse struct {
 
 func (x *NodeCIDRsResponse) Reset() {
 	*x = NodeCIDRsResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1862,7 @@ func (x *NodeCIDRsResponse) String() string {
 func (*NodeCIDRsResponse) ProtoMessage() {}
 
 func (x *NodeCIDRsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1875,7 @@ func (x *NodeCIDRsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCIDRsResponse.ProtoReflect.Descriptor instead.
 func (*NodeCIDRsResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeCIDRsResponse) GetCidrs() []string {
@@ -1609,10 +1895,11 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12+\n" +
 	"\x11protocol_versions\x18\x03 \x03(\tR\x10protocolVersions\"\x18\n" +
-	"\x16GetCapabilitiesRequest\"\x84\x01\n" +
+	"\x16GetCapabilitiesRequest\"\xa2\x01\n" +
 	"\x17GetCapabilitiesResponse\x12C\n" +
 	"\fcapabilities\x18\x01 \x03(\x0e2\x1f.outrigger.plugin.v1.CapabilityR\fcapabilities\x12$\n" +
-	"\x0ehas_cluster_id\x18\x02 \x01(\bR\fhasClusterId\"\x0e\n" +
+	"\x0ehas_cluster_id\x18\x02 \x01(\bR\fhasClusterId\x12\x1c\n" +
+	"\tplatforms\x18\x03 \x03(\tR\tplatforms\"\x0e\n" +
 	"\fProbeRequest\"?\n" +
 	"\rProbeResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
@@ -1665,7 +1952,24 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x1aEnsureLoadBalancerResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\fR\x06status\"\x1c\n" +
 	"\x1aUpdateLoadBalancerResponse\"#\n" +
-	"!EnsureLoadBalancerDeletedResponse\"\xdb\x01\n" +
+	"!EnsureLoadBalancerDeletedResponse\"m\n" +
+	"\x11LoadBalancerOwner\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
+	"\vservice_uid\x18\x02 \x01(\tR\n" +
+	"serviceUid\x12\x14\n" +
+	"\x05class\x18\x03 \x01(\tR\x05class\"q\n" +
+	"\x19LoadBalancerOwnerResponse\x12\x16\n" +
+	"\x06exists\x18\x01 \x01(\bR\x06exists\x12<\n" +
+	"\x05owner\x18\x02 \x01(\v2&.outrigger.plugin.v1.LoadBalancerOwnerR\x05owner\"B\n" +
+	"\x1dListLoadBalancerOwnersRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\xb5\x01\n" +
+	"\x11OwnedLoadBalancer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
+	"\x05owner\x18\x02 \x01(\v2&.outrigger.plugin.v1.LoadBalancerOwnerR\x05owner\x12+\n" +
+	"\x11service_namespace\x18\x03 \x01(\tR\x10serviceNamespace\x12!\n" +
+	"\fservice_name\x18\x04 \x01(\tR\vserviceName\"o\n" +
+	"\x1eListLoadBalancerOwnersResponse\x12M\n" +
+	"\x0eload_balancers\x18\x01 \x03(\v2&.outrigger.plugin.v1.OwnedLoadBalancerR\rloadBalancers\"\xdb\x01\n" +
 	"\x05Route\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vtarget_node\x18\x02 \x01(\tR\n" +
@@ -1687,7 +1991,7 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05route\x18\x02 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\"\x15\n" +
 	"\x13DeleteRouteResponse\")\n" +
 	"\x11NodeCIDRsResponse\x12\x14\n" +
-	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\x95\x01\n" +
+	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\xb2\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\r\n" +
@@ -1698,7 +2002,8 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x06ROUTES\x10\x04\x12\x0e\n" +
 	"\n" +
 	"NODE_CIDRS\x10\x05\x12\x18\n" +
-	"\x14LOAD_BALANCER_STREAM\x10\x062\xa1\x0f\n" +
+	"\x14LOAD_BALANCER_STREAM\x10\x06\x12\x1b\n" +
+	"\x17LOAD_BALANCER_OWNERSHIP\x10\a2\x94\x11\n" +
 	"\rCloudProvider\x12f\n" +
 	"\rGetPluginInfo\x12).outrigger.plugin.v1.GetPluginInfoRequest\x1a*.outrigger.plugin.v1.GetPluginInfoResponse\x12l\n" +
 	"\x0fGetCapabilities\x12+.outrigger.plugin.v1.GetCapabilitiesRequest\x1a,.outrigger.plugin.v1.GetCapabilitiesResponse\x12N\n" +
@@ -1713,7 +2018,9 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x12UpdateLoadBalancer\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.UpdateLoadBalancerResponse\x12}\n" +
 	"\x19EnsureLoadBalancerDeleted\x12(.outrigger.plugin.v1.LoadBalancerRequest\x1a6.outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse\x12}\n" +
 	"\x18EnsureLoadBalancerStream\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.EnsureLoadBalancerResponse(\x01\x12}\n" +
-	"\x18UpdateLoadBalancerStream\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.UpdateLoadBalancerResponse(\x01\x12]\n" +
+	"\x18UpdateLoadBalancerStream\x12..outrigger.plugin.v1.EnsureLoadBalancerRequest\x1a/.outrigger.plugin.v1.UpdateLoadBalancerResponse(\x01\x12m\n" +
+	"\x11LoadBalancerOwner\x12(.outrigger.plugin.v1.LoadBalancerRequest\x1a..outrigger.plugin.v1.LoadBalancerOwnerResponse\x12\x81\x01\n" +
+	"\x16ListLoadBalancerOwners\x122.outrigger.plugin.v1.ListLoadBalancerOwnersRequest\x1a3.outrigger.plugin.v1.ListLoadBalancerOwnersResponse\x12]\n" +
 	"\n" +
 	"ListRoutes\x12&.outrigger.plugin.v1.ListRoutesRequest\x1a'.outrigger.plugin.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.outrigger.plugin.v1.CreateRouteRequest\x1a(.outrigger.plugin.v1.CreateRouteResponse\x12`\n" +
@@ -1733,7 +2040,7 @@ func file_outrigger_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(Capability)(0),                           // 0: outrigger.plugin.v1.Capability
 	(*GetPluginInfoRequest)(nil),              // 1: outrigger.plugin.v1.GetPluginInfoRequest
@@ -1758,68 +2065,80 @@ var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(*EnsureLoadBalancerResponse)(nil),        // 20: outrigger.plugin.v1.EnsureLoadBalancerResponse
 	(*UpdateLoadBalancerResponse)(nil),        // 21: outrigger.plugin.v1.UpdateLoadBalancerResponse
 	(*EnsureLoadBalancerDeletedResponse)(nil), // 22: outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	(*Route)(nil),                             // 23: outrigger.plugin.v1.Route
-	(*ListRoutesRequest)(nil),                 // 24: outrigger.plugin.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),                // 25: outrigger.plugin.v1.ListRoutesResponse
-	(*CreateRouteRequest)(nil),                // 26: outrigger.plugin.v1.CreateRouteRequest
-	(*CreateRouteResponse)(nil),               // 27: outrigger.plugin.v1.CreateRouteResponse
-	(*DeleteRouteRequest)(nil),                // 28: outrigger.plugin.v1.DeleteRouteRequest
-	(*DeleteRouteResponse)(nil),               // 29: outrigger.plugin.v1.DeleteRouteResponse
-	(*NodeCIDRsResponse)(nil),                 // 30: outrigger.plugin.v1.NodeCIDRsResponse
-	nil,                                       // 31: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*LoadBalancerOwner)(nil),                 // 23: outrigger.plugin.v1.LoadBalancerOwner
+	(*LoadBalancerOwnerResponse)(nil),         // 24: outrigger.plugin.v1.LoadBalancerOwnerResponse
+	(*ListLoadBalancerOwnersRequest)(nil),     // 25: outrigger.plugin.v1.ListLoadBalancerOwnersRequest
+	(*OwnedLoadBalancer)(nil),                 // 26: outrigger.plugin.v1.OwnedLoadBalancer
+	(*ListLoadBalancerOwnersResponse)(nil),    // 27: outrigger.plugin.v1.ListLoadBalancerOwnersResponse
+	(*Route)(nil),                             // 28: outrigger.plugin.v1.Route
+	(*ListRoutesRequest)(nil),                 // 29: outrigger.plugin.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),                // 30: outrigger.plugin.v1.ListRoutesResponse
+	(*CreateRouteRequest)(nil),                // 31: outrigger.plugin.v1.CreateRouteRequest
+	(*CreateRouteResponse)(nil),               // 32: outrigger.plugin.v1.CreateRouteResponse
+	(*DeleteRouteRequest)(nil),                // 33: outrigger.plugin.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),               // 34: outrigger.plugin.v1.DeleteRouteResponse
+	(*NodeCIDRsResponse)(nil),                 // 35: outrigger.plugin.v1.NodeCIDRsResponse
+	nil,                                       // 36: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 }
 var file_outrigger_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: outrigger.plugin.v1.GetCapabilitiesResponse.capabilities:type_name -> outrigger.plugin.v1.Capability
 	10, // 1: outrigger.plugin.v1.InstanceMetadata.node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
-	31, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	36, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 	11, // 3: outrigger.plugin.v1.InstanceMetadataResponse.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	11, // 4: outrigger.plugin.v1.InstanceStatus.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	14, // 5: outrigger.plugin.v1.InstancesStatusResponse.statuses:type_name -> outrigger.plugin.v1.InstanceStatus
-	10, // 6: outrigger.plugin.v1.Route.target_node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
-	23, // 7: outrigger.plugin.v1.ListRoutesResponse.routes:type_name -> outrigger.plugin.v1.Route
-	23, // 8: outrigger.plugin.v1.CreateRouteRequest.route:type_name -> outrigger.plugin.v1.Route
-	23, // 9: outrigger.plugin.v1.DeleteRouteRequest.route:type_name -> outrigger.plugin.v1.Route
-	1,  // 10: outrigger.plugin.v1.CloudProvider.GetPluginInfo:input_type -> outrigger.plugin.v1.GetPluginInfoRequest
-	3,  // 11: outrigger.plugin.v1.CloudProvider.GetCapabilities:input_type -> outrigger.plugin.v1.GetCapabilitiesRequest
-	5,  // 12: outrigger.plugin.v1.CloudProvider.Probe:input_type -> outrigger.plugin.v1.ProbeRequest
-	7,  // 13: outrigger.plugin.v1.CloudProvider.InstanceExists:input_type -> outrigger.plugin.v1.InstanceRequest
-	7,  // 14: outrigger.plugin.v1.CloudProvider.InstanceShutdown:input_type -> outrigger.plugin.v1.InstanceRequest
-	7,  // 15: outrigger.plugin.v1.CloudProvider.InstanceMetadata:input_type -> outrigger.plugin.v1.InstanceRequest
-	13, // 16: outrigger.plugin.v1.CloudProvider.InstancesStatus:input_type -> outrigger.plugin.v1.InstancesStatusRequest
-	16, // 17: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	16, // 18: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	17, // 19: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	17, // 20: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	16, // 21: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	17, // 22: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	17, // 23: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	24, // 24: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
-	26, // 25: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
-	28, // 26: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
-	7,  // 27: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
-	2,  // 28: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
-	4,  // 29: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
-	6,  // 30: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
-	8,  // 31: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
-	9,  // 32: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
-	12, // 33: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
-	15, // 34: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
-	18, // 35: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
-	19, // 36: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
-	20, // 37: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	21, // 38: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	22, // 39: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	20, // 40: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	21, // 41: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	25, // 42: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
-	27, // 43: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
-	29, // 44: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
-	30, // 45: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
-	28, // [28:46] is the sub-list for method output_type
-	10, // [10:28] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	23, // 6: outrigger.plugin.v1.LoadBalancerOwnerResponse.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
+	23, // 7: outrigger.plugin.v1.OwnedLoadBalancer.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
+	26, // 8: outrigger.plugin.v1.ListLoadBalancerOwnersResponse.load_balancers:type_name -> outrigger.plugin.v1.OwnedLoadBalancer
+	10, // 9: outrigger.plugin.v1.Route.target_node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
+	28, // 10: outrigger.plugin.v1.ListRoutesResponse.routes:type_name -> outrigger.plugin.v1.Route
+	28, // 11: outrigger.plugin.v1.CreateRouteRequest.route:type_name -> outrigger.plugin.v1.Route
+	28, // 12: outrigger.plugin.v1.DeleteRouteRequest.route:type_name -> outrigger.plugin.v1.Route
+	1,  // 13: outrigger.plugin.v1.CloudProvider.GetPluginInfo:input_type -> outrigger.plugin.v1.GetPluginInfoRequest
+	3,  // 14: outrigger.plugin.v1.CloudProvider.GetCapabilities:input_type -> outrigger.plugin.v1.GetCapabilitiesRequest
+	5,  // 15: outrigger.plugin.v1.CloudProvider.Probe:input_type -> outrigger.plugin.v1.ProbeRequest
+	7,  // 16: outrigger.plugin.v1.CloudProvider.InstanceExists:input_type -> outrigger.plugin.v1.InstanceRequest
+	7,  // 17: outrigger.plugin.v1.CloudProvider.InstanceShutdown:input_type -> outrigger.plugin.v1.InstanceRequest
+	7,  // 18: outrigger.plugin.v1.CloudProvider.InstanceMetadata:input_type -> outrigger.plugin.v1.InstanceRequest
+	13, // 19: outrigger.plugin.v1.CloudProvider.InstancesStatus:input_type -> outrigger.plugin.v1.InstancesStatusRequest
+	16, // 20: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	16, // 21: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	17, // 22: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	17, // 23: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	16, // 24: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	17, // 25: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	17, // 26: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	16, // 27: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	25, // 28: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:input_type -> outrigger.plugin.v1.ListLoadBalancerOwnersRequest
+	29, // 29: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
+	31, // 30: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
+	33, // 31: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
+	7,  // 32: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
+	2,  // 33: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
+	4,  // 34: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
+	6,  // 35: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
+	8,  // 36: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
+	9,  // 37: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
+	12, // 38: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
+	15, // 39: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
+	18, // 40: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
+	19, // 41: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
+	20, // 42: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	21, // 43: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	22, // 44: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	20, // 45: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	21, // 46: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	24, // 47: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:output_type -> outrigger.plugin.v1.LoadBalancerOwnerResponse
+	27, // 48: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:output_type -> outrigger.plugin.v1.ListLoadBalancerOwnersResponse
+	30, // 49: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
+	32, // 50: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
+	34, // 51: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
+	35, // 52: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
+	33, // [33:53] is the sub-list for method output_type
+	13, // [13:33] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_plugin_v1_plugin_proto_init() }
@@ -1833,7 +2152,7 @@ func file_outrigger_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_plugin_v1_plugin_proto_rawDesc), len(file_outrigger_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -66,6 +66,8 @@ const (
 	CloudProvider_EnsureLoadBalancerDeleted_FullMethodName = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerDeleted"
 	CloudProvider_EnsureLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerStream"
 	CloudProvider_UpdateLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancerStream"
+	CloudProvider_LoadBalancerOwner_FullMethodName         = "/outrigger.plugin.v1.CloudProvider/LoadBalancerOwner"
+	CloudProvider_ListLoadBalancerOwners_FullMethodName    = "/outrigger.plugin.v1.CloudProvider/ListLoadBalancerOwners"
 	CloudProvider_ListRoutes_FullMethodName                = "/outrigger.plugin.v1.CloudProvider/ListRoutes"
 	CloudProvider_CreateRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/CreateRoute"
 	CloudProvider_DeleteRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/DeleteRoute"
@@ -101,6 +103,11 @@ type CloudProviderClient interface {
 	// arrived; a stream cut short (cancelled, or fewer nodes) changes nothing.
 	EnsureLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse], error)
 	UpdateLoadBalancerStream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse], error)
+	// LOAD_BALANCER_OWNERSHIP: the ownership record each load balancer keeps
+	// in the cloud (its tags or name: cluster, Service UID, class), so that
+	// what Outrigger made survives its restarts (provider.LoadBalancerOwnership).
+	LoadBalancerOwner(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*LoadBalancerOwnerResponse, error)
+	ListLoadBalancerOwners(ctx context.Context, in *ListLoadBalancerOwnersRequest, opts ...grpc.CallOption) (*ListLoadBalancerOwnersResponse, error)
 	// ROUTES (cloudprovider.Routes).
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error)
@@ -263,6 +270,26 @@ func (c *cloudProviderClient) UpdateLoadBalancerStream(ctx context.Context, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CloudProvider_UpdateLoadBalancerStreamClient = grpc.ClientStreamingClient[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]
 
+func (c *cloudProviderClient) LoadBalancerOwner(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*LoadBalancerOwnerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LoadBalancerOwnerResponse)
+	err := c.cc.Invoke(ctx, CloudProvider_LoadBalancerOwner_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cloudProviderClient) ListLoadBalancerOwners(ctx context.Context, in *ListLoadBalancerOwnersRequest, opts ...grpc.CallOption) (*ListLoadBalancerOwnersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListLoadBalancerOwnersResponse)
+	err := c.cc.Invoke(ctx, CloudProvider_ListLoadBalancerOwners_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *cloudProviderClient) ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListRoutesResponse)
@@ -332,6 +359,11 @@ type CloudProviderServer interface {
 	// arrived; a stream cut short (cancelled, or fewer nodes) changes nothing.
 	EnsureLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, EnsureLoadBalancerResponse]) error
 	UpdateLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]) error
+	// LOAD_BALANCER_OWNERSHIP: the ownership record each load balancer keeps
+	// in the cloud (its tags or name: cluster, Service UID, class), so that
+	// what Outrigger made survives its restarts (provider.LoadBalancerOwnership).
+	LoadBalancerOwner(context.Context, *LoadBalancerRequest) (*LoadBalancerOwnerResponse, error)
+	ListLoadBalancerOwners(context.Context, *ListLoadBalancerOwnersRequest) (*ListLoadBalancerOwnersResponse, error)
 	// ROUTES (cloudprovider.Routes).
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error)
@@ -389,6 +421,12 @@ func (UnimplementedCloudProviderServer) EnsureLoadBalancerStream(grpc.ClientStre
 }
 func (UnimplementedCloudProviderServer) UpdateLoadBalancerStream(grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method UpdateLoadBalancerStream not implemented")
+}
+func (UnimplementedCloudProviderServer) LoadBalancerOwner(context.Context, *LoadBalancerRequest) (*LoadBalancerOwnerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LoadBalancerOwner not implemented")
+}
+func (UnimplementedCloudProviderServer) ListLoadBalancerOwners(context.Context, *ListLoadBalancerOwnersRequest) (*ListLoadBalancerOwnersResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListLoadBalancerOwners not implemented")
 }
 func (UnimplementedCloudProviderServer) ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListRoutes not implemented")
@@ -653,6 +691,42 @@ func _CloudProvider_UpdateLoadBalancerStream_Handler(srv interface{}, stream grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CloudProvider_UpdateLoadBalancerStreamServer = grpc.ClientStreamingServer[EnsureLoadBalancerRequest, UpdateLoadBalancerResponse]
 
+func _CloudProvider_LoadBalancerOwner_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CloudProviderServer).LoadBalancerOwner(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CloudProvider_LoadBalancerOwner_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CloudProviderServer).LoadBalancerOwner(ctx, req.(*LoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CloudProvider_ListLoadBalancerOwners_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListLoadBalancerOwnersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CloudProviderServer).ListLoadBalancerOwners(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CloudProvider_ListLoadBalancerOwners_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CloudProviderServer).ListLoadBalancerOwners(ctx, req.(*ListLoadBalancerOwnersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _CloudProvider_ListRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListRoutesRequest)
 	if err := dec(in); err != nil {
@@ -779,6 +853,14 @@ var CloudProvider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "EnsureLoadBalancerDeleted",
 			Handler:    _CloudProvider_EnsureLoadBalancerDeleted_Handler,
+		},
+		{
+			MethodName: "LoadBalancerOwner",
+			Handler:    _CloudProvider_LoadBalancerOwner_Handler,
+		},
+		{
+			MethodName: "ListLoadBalancerOwners",
+			Handler:    _CloudProvider_ListLoadBalancerOwners_Handler,
 		},
 		{
 			MethodName: "ListRoutes",
