@@ -76,6 +76,13 @@ type Settings struct {
 	// HangFor makes every call block this long (or until the client gives
 	// up) before it is answered: a cloud API stalling for half a minute.
 	HangFor Duration `json:"hangFor,omitzero"`
+	// HangObjects makes calls on these objects block until the client
+	// gives up, and leaves every other call alone: a cloud API stalling
+	// on a few load balancers. An object is named as in the call log:
+	// "loadbalancer/NAME", "route/NAME" or "instance/ID"; a call on one
+	// object reads, changes or deletes it (lists and the EC2 API are not
+	// on one object).
+	HangObjects []string `json:"hangObjects,omitempty"`
 	// RetryAfter is the hint sent with 429 answers (Retry-After, whole
 	// seconds, at least 1). Default 1s.
 	RetryAfter Duration `json:"retryAfter,omitzero"`

@@ -69,3 +69,61 @@ func TestHangForHoldsCalls(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// HangObjects holds the calls on the objects it names, until the client
+// gives up, and answers every other call, the list included.
+func TestHangObjectsHoldsOnlyTheirCalls(t *testing.T) {
+	c := New("")
+	srv := httptest.NewServer(c.Handler())
+	defer srv.Close()
+	for _, name := range []string{"hung", "free"} {
+		if _, err := c.PutLoadBalancer(name, LoadBalancerSpec{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetSettings(Settings{HangObjects: []string{"loadbalancer/hung"}})
+	call := func(ctx context.Context, method, path string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
+		return http.DefaultClient.Do(req)
+	}
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/loadbalancers/free"}, {http.MethodGet, "/v1/loadbalancers"}, {http.MethodGet, "/v1/instances"},
+	} {
+		resp, err := call(context.Background(), tc.method, tc.path)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s during the hang of another object: %v %v", tc.method, tc.path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/loadbalancers/hung"}, {http.MethodPut, "/v1/loadbalancers/hung/backends"}, {http.MethodDelete, "/v1/loadbalancers/hung"},
+	} {
+		before := c.Calls().Total
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			// The client gives up once the cloud has the call.
+			for c.Calls().Total == before {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+		}()
+		resp, err := call(ctx, tc.method, tc.path)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s %s answered %s during its hang", tc.method, tc.path, resp.Status)
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s %s: got %v, want the client's cancellation", tc.method, tc.path, err)
+		}
+	}
+	if _, ok := c.GetLoadBalancer("hung"); !ok {
+		t.Fatal("a held delete deleted the load balancer")
+	}
+	// Lifted, the object's calls are answered again.
+	c.SetSettings(Settings{})
+	resp, err := call(context.Background(), http.MethodGet, "/v1/loadbalancers/hung")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the hang: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}

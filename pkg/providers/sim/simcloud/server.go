@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -373,6 +374,20 @@ func mutatedObject(r *http.Request) (string, bool) {
 	return "", false
 }
 
+// objectOf names the one object a call reads, changes or deletes, as
+// HangObjects does; "" for a call on no one object.
+func objectOf(r *http.Request) string {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1/loadbalancers/"):
+		return "loadbalancer/" + r.PathValue("name")
+	case strings.HasPrefix(r.URL.Path, "/v1/routes/"):
+		return "route/" + r.PathValue("name")
+	case strings.HasPrefix(r.URL.Path, "/v1/instances/"):
+		return "instance/" + r.PathValue("id")
+	}
+	return ""
+}
+
 // CallLog returns the newest calls answered, oldest first.
 func (c *Cloud) CallLog() []LoggedCall {
 	c.mu.Lock()
@@ -408,6 +423,10 @@ func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail fun
 		}
 	}
 	if s.Hang {
+		<-r.Context().Done()
+		return true
+	}
+	if o := objectOf(r); o != "" && slices.Contains(s.HangObjects, o) {
 		<-r.Context().Done()
 		return true
 	}
