@@ -6,7 +6,7 @@
 // cloud accepts (per method family; --cloud-qps as a hard ceiling when set),
 // a slowdown of one method family when the cloud throttles many of its
 // objects, and Prometheus metrics per method. A retry hint from the cloud is
-// for the one object that got it: RequeueOnRetryHint requeues that object
+// for the one object that got it: the controllers' retryhint.Requeue requeues that object
 // after the hint.
 //
 // What a provider implements, and the optional interfaces it may offer, are

@@ -115,10 +115,6 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 	return l
 }
 
-// Provider returns the wrapped provider, for calls that are not cloud API
-// calls (ProviderName, HasClusterID).
-func (l *Layer) Provider() cloudprovider.Interface { return l.provider }
-
 // DegradedAbandoned is how many calls of one method family may be abandoned
 // at their deadline and not yet returned by the provider before the family
 // reports itself degraded (Degraded): the provider is hung on that many

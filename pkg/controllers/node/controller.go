@@ -23,6 +23,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -143,7 +144,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named(name).
 		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		Complete(cloud.RequeueOnRetryHint(r))
+		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}

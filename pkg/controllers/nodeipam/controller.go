@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -122,7 +122,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			GenericFunc: func(event.GenericEvent) bool { return true },
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.Workers}).
-		Complete(cloud.RequeueOnRetryHint(r))
+		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}

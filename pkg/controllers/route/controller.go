@@ -52,8 +52,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 )
 
@@ -163,7 +163,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return nil
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(cloud.RequeueOnRetryHint(r))
+		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}

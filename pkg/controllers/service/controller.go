@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -226,7 +227,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 			// Upstream retries a failed Service after 5s, up to 5m.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Second, 5*time.Minute),
 		}).
-		Complete(cloud.RequeueOnRetryHint(r))
+		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
@@ -499,7 +500,7 @@ func (r *reconciler) checkedNotOurs(uid types.UID) bool {
 // requeue retries a Service whose cloud call carried a retry hint after
 // that hint, as upstream does, without growing its failure backoff.
 func requeue(ctx context.Context, err error) (ctrl.Result, error) {
-	return cloud.RequeueAfterHint(ctx, ctrl.Result{}, err)
+	return retryhint.After(ctx, ctrl.Result{}, err)
 }
 
 // elsewhere reports whether err is the provider saying another component

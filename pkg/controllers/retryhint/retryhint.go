@@ -1,4 +1,8 @@
-package cloud
+// Package retryhint requeues the object whose cloud call carried a retry
+// hint (provider.RetryAfter) after that hint, as upstream's service
+// controller does with api.RetryError. It is the controllers' side of the
+// call layer's holds: pkg/cloud knows nothing of reconcilers.
+package retryhint
 
 import (
 	"context"
@@ -9,7 +13,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// RequeueOnRetryHint wraps r so that an error carrying a retry hint (see
+// Requeue wraps r so that an error carrying a retry hint (see
 // provider.RetryAfter) retries only the object that got it, after the hint, as
 // upstream's service controller does with api.RetryError: the object is
 // requeued with Result{RequeueAfter: hint} and its failure backoff is not
@@ -17,16 +21,16 @@ import (
 // delayed. A hint of zero says nothing about when, so such an error stays
 // an error and the object's backoff applies; retrying it at once would only
 // be throttled again.
-func RequeueOnRetryHint(r reconcile.Reconciler) reconcile.Reconciler {
+func Requeue(r reconcile.Reconciler) reconcile.Reconciler {
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		res, err := r.Reconcile(ctx, req)
-		return RequeueAfterHint(ctx, res, err)
+		return After(ctx, res, err)
 	})
 }
 
-// RequeueAfterHint is RequeueOnRetryHint for one result: for a reconciler
+// After is Requeue for one result: for a reconciler
 // that handles its errors itself before returning.
-func RequeueAfterHint(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
+func After(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
 	if err == nil {
 		return res, nil
 	}
