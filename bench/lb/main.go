@@ -13,17 +13,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -118,7 +114,7 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	cloud.SetSettings(simcloud.Settings{Latency: simcloud.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
 
 	var withIngress atomic.Int64
-	stopWatch, err := watchIngress(ctx, client, &withIngress)
+	stopWatch, err := benchenv.WatchIngress(ctx, client, &withIngress)
 	if err != nil {
 		return r, err
 	}
@@ -161,7 +157,7 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 	start := time.Now()
 	var createErr atomic.Value
 	workqueue.ParallelizeUntil(ctx, 64, cfg.services, func(i int) {
-		if _, err := client.CoreV1().Services("default").Create(ctx, lbService(i), metav1.CreateOptions{}); err != nil {
+		if _, err := client.CoreV1().Services("default").Create(ctx, benchenv.LoadBalancerService(fmt.Sprintf("lb-%05d", i)), metav1.CreateOptions{}); err != nil {
 			createErr.Store(err)
 		}
 	})
@@ -262,40 +258,4 @@ func createNodes(ctx context.Context, client kubernetes.Interface, from, to int)
 		return fmt.Errorf("creating nodes: %w", err)
 	}
 	return nil
-}
-
-func lbService(i int) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%05d", i), Namespace: "default"},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": "bench"},
-			Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-}
-
-// watchIngress counts Services that have an ingress, from a watch.
-func watchIngress(ctx context.Context, client kubernetes.Interface, count *atomic.Int64) (func(), error) {
-	seen := map[string]bool{}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	inf := factory.Core().V1().Services().Informer()
-	check := func(obj any) {
-		s, ok := obj.(*corev1.Service)
-		if !ok || seen[s.Name] || len(s.Status.LoadBalancer.Ingress) == 0 || !slices.Contains([]corev1.ServiceType{corev1.ServiceTypeLoadBalancer}, s.Spec.Type) {
-			return
-		}
-		seen[s.Name] = true
-		count.Add(1)
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, o any) { check(o) }}); err != nil {
-		return nil, err
-	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		close(stop)
-		return nil, fmt.Errorf("service informer did not sync")
-	}
-	return func() { close(stop); factory.Shutdown() }, nil
 }

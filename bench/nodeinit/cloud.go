@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -21,31 +18,14 @@ import (
 // registered. The cloud stops with ctx.
 func startCloud(ctx context.Context, cfg config, cloudConfig string, names []string) (counts func() simcloud.Calls, setLimits func(), err error) {
 	if cfg.fake {
-		// The fake lives in the CCM's process; it serves its counts on
-		// a loopback port chosen here.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		stats, err := upstreamfake.WriteConfig(cloudConfig, upstreamfake.Config{Nodes: names, Latency: metav1.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit})
 		if err != nil {
 			return nil, nil, err
 		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		raw, err := yaml.Marshal(upstreamfake.Config{Nodes: names, Latency: metav1.Duration{Duration: cfg.latency}, RateLimit: cfg.rateLimit, Stats: addr})
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := os.WriteFile(cloudConfig, raw, 0o600); err != nil {
-			return nil, nil, err
-		}
+		read := upstreamfake.Counter(ctx, stats)
 		counts = func() simcloud.Calls {
-			readCtx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			// Before the CCM built its provider, and after it stopped,
-			// there is nothing to read: no calls.
-			c, err := upstreamfake.Read(readCtx, addr)
-			if err != nil {
-				return simcloud.Calls{}
-			}
-			return simcloud.Calls(c)
+			c := read()
+			return simcloud.Calls{Total: c.Total, Throttled: c.Throttled, ByOp: c.ByOp}
 		}
 		return counts, func() {}, nil
 	}

@@ -20,13 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -251,7 +247,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 	}()
 	setLimits()
 
-	untainted, stopWatch, err := watchInitialized(ctx, client, cfg.networking)
+	untainted, stopWatch, err := benchenv.WatchInitialized(ctx, client, cfg.networking)
 	if err != nil {
 		return result{}, err
 	}
@@ -331,7 +327,7 @@ func once(ctx context.Context, client *kubernetes.Clientset, kubeconfig, dir str
 // startCCM starts the CCM under test until ctx ends; done receives its exit.
 func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n int) (<-chan error, error) {
 	if cfg.apiLimit {
-		return writeOnly(ctx, kubeconfig)
+		return benchenv.WriteOnly(ctx, kubeconfig)
 	}
 	if cfg.upstream != "" {
 		args := []string{"--cloud-provider=" + cfg.providerName(), "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
@@ -370,48 +366,4 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	opts.CloudProvider, opts.CloudConfig = plugin.ProviderName, grpcConfig
 	return benchenv.StartOutrigger(ctx, opts, cfg.extra, reg)
-}
-
-// watchInitialized sends on the channel once per node that loses the
-// uninitialized taint, from a watch: polling thousands of nodes would load the
-// API server the benchmark measures.
-func watchInitialized(ctx context.Context, client *kubernetes.Clientset, routed bool) (<-chan struct{}, func(), error) {
-	out := make(chan struct{}, 100000)
-	seen := map[string]bool{}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	inf := factory.Core().V1().Nodes().Informer()
-	check := func(obj any) {
-		n, ok := obj.(*corev1.Node)
-		if !ok || seen[n.Name] {
-			return
-		}
-		// Initialized: the taint gone and the cloud's addresses set (a
-		// kubelet registers with its host name only). Upstream removes the
-		// taint before it writes the addresses; counting the taint alone
-		// would stop its clock before it is done.
-		done := !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }) &&
-			slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Type == corev1.NodeInternalIP })
-		if routed {
-			done = done && len(n.Spec.PodCIDRs) == 2 && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-				return c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated"
-			})
-		}
-		if done {
-			seen[n.Name] = true
-			out <- struct{}{}
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    check,
-		UpdateFunc: func(_, obj any) { check(obj) },
-	}); err != nil {
-		return nil, nil, err
-	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		close(stop)
-		return nil, nil, fmt.Errorf("node informer did not sync")
-	}
-	return out, func() { close(stop); factory.Shutdown() }, nil
 }

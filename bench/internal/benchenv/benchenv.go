@@ -82,6 +82,42 @@ func (p *Process) PeakRSS() (float64, error) {
 	return 0, errors.New("no VmHWM in /proc status")
 }
 
+// CPUSeconds is the CPU time the process used so far, user and system.
+func (p *Process) CPUSeconds() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the CCM's CPU time: %w", err)
+	}
+	return parseCPUSeconds(string(data))
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's
+// times: 100 on every Linux architecture Go runs on.
+const clockTicks = 100
+
+// parseCPUSeconds reads utime and stime (fields 14 and 15) from a
+// /proc/<pid>/stat line. The command name, field 2, is in parentheses and
+// may hold spaces: the fields are counted after its closing one.
+func parseCPUSeconds(stat string) (float64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state): utime is f[11], stime f[12].
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat %q", stat)
+	}
+	var utime, stime float64
+	if _, err := fmt.Sscan(f[11], &utime); err != nil {
+		return 0, fmt.Errorf("parsing utime %q: %w", f[11], err)
+	}
+	if _, err := fmt.Sscan(f[12], &stime); err != nil {
+		return 0, fmt.Errorf("parsing stime %q: %w", f[12], err)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
 // StartUpstream runs the upstream CCM binary; see StartProcess.
 func StartUpstream(ctx context.Context, bin string, args []string, logName string) (<-chan error, error) {
 	p, err := StartProcess(ctx, bin, args, logName)
@@ -150,10 +186,11 @@ type Env struct {
 	stop        []func()
 }
 
-// Start starts the control plane and the sim cloud; Close stops them.
-func Start(ctx context.Context) (*Env, error) {
+// Start starts the control plane, with options, and the sim cloud; Close
+// stops them.
+func Start(ctx context.Context, options ...controlplane.Option) (*Env, error) {
 	e := &Env{}
-	cp, err := controlplane.Start(ctx)
+	cp, err := controlplane.Start(ctx, options...)
 	if err != nil {
 		return nil, err
 	}

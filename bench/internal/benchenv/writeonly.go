@@ -1,4 +1,4 @@
-package main
+package benchenv
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// writeOnly stands in for a CCM to measure the API server's write limit on
+// WriteOnly stands in for a CCM to measure the API server's write limit on
 // this machine: it makes the two writes that initialize every node, the
 // status patch with the addresses and the patch that sets the provider ID
 // and a label and removes the taint, 256 nodes at a time and with no
 // client-side rate limit. No CCM can initialize nodes faster on the same
 // API server; done receives nil once ctx ends, or the first write error.
-func writeOnly(ctx context.Context, kubeconfig string) (<-chan error, error) {
+func WriteOnly(ctx context.Context, kubeconfig string) (<-chan error, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, err

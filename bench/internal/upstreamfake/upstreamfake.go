@@ -9,6 +9,10 @@
 // as a cloud's 429 does, and a count of the calls, served as JSON on a
 // loopback address so that the benchmark reads the calls made in another
 // process.
+//
+// With Config.LoadBalancers it also offers load balancers (loadbalancer.go):
+// the fake's own keep every call's node list and write a map unlocked, which
+// neither thousands of Services nor concurrent workers survive.
 package upstreamfake
 
 import (
@@ -16,8 +20,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -46,6 +52,8 @@ type Config struct {
 	RateLimit float64 `json:"rateLimit"`
 	// Stats is the loopback address where the call counts are served.
 	Stats string `json:"stats"`
+	// LoadBalancers offers the LoadBalancer interface.
+	LoadBalancers bool `json:"loadBalancers,omitempty"`
 }
 
 // Calls are the counts served at Config.Stats.
@@ -53,6 +61,12 @@ type Calls struct {
 	Total     int64            `json:"total"`
 	Throttled int64            `json:"throttled"`
 	ByOp      map[string]int64 `json:"byOp"`
+	// Backends counts the load balancers by backend set (BackendKey of
+	// their nodes' names).
+	Backends map[string]int64 `json:"backends,omitempty"`
+	// BackendWrites counts the accepted EnsureLoadBalancer and
+	// UpdateLoadBalancer calls: each sets a load balancer's backends.
+	BackendWrites int64 `json:"backendWrites,omitempty"`
 }
 
 // New builds the provider from its cloud-config and starts serving its
@@ -79,8 +93,11 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 			Provider:           ProviderName,
 			RequestDelay:       cfg.Latency.Duration,
 		},
-		limiter: rate.NewLimiter(rate.Inf, 1),
-		byOp:    map[string]int64{},
+		limiter:       rate.NewLimiter(rate.Inf, 1),
+		byOp:          map[string]int64{},
+		loadBalancers: cfg.LoadBalancers,
+		lbs:           map[string]balancer{},
+		backends:      map[string]int64{},
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, int(cfg.RateLimit)))
@@ -101,18 +118,25 @@ type provider struct {
 	*fake.Cloud
 	limiter *rate.Limiter
 
+	loadBalancers bool
+
 	mu        sync.Mutex
 	total     int64
 	throttled int64
 	byOp      map[string]int64
+	// The load balancers, by name; how many have each backend set; the
+	// accepted backend writes; the addresses handed out.
+	lbs           map[string]balancer
+	backends      map[string]int64
+	backendWrites int64
+	nextIP        int
 }
 
-func (p *provider) Instances() (cloudprovider.Instances, bool)       { return nil, false }
-func (p *provider) InstancesV2() (cloudprovider.InstancesV2, bool)   { return p, true }
-func (p *provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
-func (p *provider) Routes() (cloudprovider.Routes, bool)             { return nil, false }
-func (p *provider) Zones() (cloudprovider.Zones, bool)               { return nil, false }
-func (p *provider) Clusters() (cloudprovider.Clusters, bool)         { return nil, false }
+func (p *provider) Instances() (cloudprovider.Instances, bool)     { return nil, false }
+func (p *provider) InstancesV2() (cloudprovider.InstancesV2, bool) { return p, true }
+func (p *provider) Routes() (cloudprovider.Routes, bool)           { return nil, false }
+func (p *provider) Zones() (cloudprovider.Zones, bool)             { return nil, false }
+func (p *provider) Clusters() (cloudprovider.Clusters, bool)       { return nil, false }
 
 // admit counts a call and tells whether the cloud's rate lets it through.
 func (p *provider) admit(op string) error {
@@ -149,16 +173,21 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 	return p.Cloud.InstanceMetadata(ctx, node)
 }
 
+// counts are the call counts so far.
+func (p *provider) counts() Calls {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: maps.Clone(p.byOp), BackendWrites: p.backendWrites}
+	if len(p.backends) > 0 {
+		c.Backends = maps.Clone(p.backends)
+	}
+	return c
+}
+
 // ServeHTTP answers the call counts.
 func (p *provider) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	p.mu.Lock()
-	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: make(map[string]int64, len(p.byOp))}
-	for k, v := range p.byOp {
-		c.ByOp[k] = v
-	}
-	p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(c)
+	_ = json.NewEncoder(w).Encode(p.counts())
 }
 
 // Read fetches the call counts served at addr.
@@ -177,4 +206,39 @@ func Read(ctx context.Context, addr string) (Calls, error) {
 		return Calls{}, fmt.Errorf("decoding the upstream-fake call counts: %w", err)
 	}
 	return c, nil
+}
+
+// WriteConfig writes cfg to path as the provider's cloud-config, with a
+// free loopback port for Stats, and returns that address. The provider
+// lives in the CCM's process: the counts are read there, with Read.
+func WriteConfig(path string, cfg Config) (stats string, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	cfg.Stats = ln.Addr().String()
+	_ = ln.Close()
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return "", err
+	}
+	return cfg.Stats, nil
+}
+
+// Counter reads the counts served at addr, each read bounded by a second.
+// Before the CCM built its provider, and after it stopped, there is
+// nothing to read: no calls.
+func Counter(ctx context.Context, addr string) func() Calls {
+	return func() Calls {
+		readCtx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		c, err := Read(readCtx, addr)
+		if err != nil {
+			return Calls{}
+		}
+		return c
+	}
 }
