@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // Options configure a cluster.
@@ -51,6 +52,10 @@ type Options struct {
 	LogDir string
 	// Out receives progress; default os.Stderr.
 	Out io.Writer
+	// Hybrid makes the even-numbered nodes the sim cloud's instances
+	// (providerID sim://<ID>), served by the harness, and has one Outrigger
+	// run the local and sim providers (hybrid.go).
+	Hybrid bool
 }
 
 // PauseImage is the sandbox image every node's containerd is configured
@@ -83,6 +88,10 @@ type Cluster struct {
 	// router forwards VIP traffic to the nodes (router.go).
 	router     *router
 	stopRouter func()
+	// sim is the sim cloud of a hybrid cluster, simIDs its instance for
+	// each sim node (by name).
+	sim    *simcloud.Cloud
+	simIDs map[string]string
 }
 
 type proc struct {
@@ -208,7 +217,11 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	}
 	c = &Cluster{opts: o, state: &State{WorkDir: o.WorkDir}, release: release, agents: map[string][]agent{}, instances: map[string]string{}}
 	for i := 1; i <= o.Nodes; i++ {
-		c.nodes = append(c.nodes, newNode(o.WorkDir, i))
+		platform := PlatformLocal
+		if o.Hybrid && i%2 == 0 {
+			platform = PlatformSim
+		}
+		c.nodes = append(c.nodes, newNode(o.WorkDir, i, platform))
 	}
 	defer func() {
 		if err != nil {
@@ -220,15 +233,21 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.state.save(); err != nil {
 		return c, err
 	}
-	steps := []struct {
+	type step struct {
 		name string
 		fn   func(context.Context) error
-	}{
+	}
+	simCloud := step{"the sim cloud's API (its instances: the even nodes)", c.startSimCloud}
+	if !o.Hybrid {
+		simCloud.fn = nil
+	}
+	steps := []step{
 		{"cgroups", c.setupCgroups},
 		{"control plane (etcd, kube-apiserver)", c.startControlPlane},
 		{"network namespaces, bridge, veths", c.setupNetwork},
 		{"API server forwarder in the harness namespace", c.startForwarder},
 		{"the local cloud's instance API", c.startInstanceAPI},
+		simCloud,
 		{"the local cloud's router for VIPs (ECMP to healthy nodes)", c.startRouter},
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
@@ -238,6 +257,9 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"cluster DNS (CoreDNS)", c.deployDNS},
 	}
 	for _, s := range steps {
+		if s.fn == nil {
+			continue
+		}
 		start := time.Now()
 		if err := s.fn(ctx); err != nil {
 			return c, fmt.Errorf("%s: %w", s.name, err)

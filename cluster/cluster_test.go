@@ -23,6 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 )
 
@@ -70,6 +73,15 @@ func hostSnapshot(t *testing.T) map[string]string {
 // reaches both pods through the VIP Outrigger serves, and checks that
 // stopping the cluster leaves the machine as it was.
 func TestRealCluster(t *testing.T) {
+	withCluster(t, false, func(ctx context.Context, c *Cluster) {
+		realCluster(ctx, t, c)
+	})
+}
+
+// withCluster starts a cluster (hybrid or not), runs body on it, stops it,
+// and checks that the machine is as it was before.
+func withCluster(t *testing.T, hybrid bool, body func(context.Context, *Cluster)) {
+	t.Helper()
 	if os.Getenv("OUTRIGGER_CLUSTER") == "" {
 		t.Skip("the real-cluster test runs with OUTRIGGER_CLUSTER=1 (as root, after 'make cluster-binaries cluster-images image'; 'make cluster-test' does all that)")
 	}
@@ -78,6 +90,7 @@ func TestRealCluster(t *testing.T) {
 	o := Options{
 		OutriggerImage: filepath.Join(root, "bin", "outrigger-image.tar"),
 		Out:            testWriter{t},
+		Hybrid:         hybrid,
 	}
 	for _, img := range ClusterImages {
 		o.Images = append(o.Images, filepath.Join(assets, "images", img))
@@ -108,6 +121,10 @@ func TestRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := hostSnapshot(t)
+	// envtest logs through controller-runtime, which prints a warning
+	// with a stack trace when that happens without a logger, 30s into
+	// the process (the second cluster's start).
+	ctrllog.SetLogger(logr.Discard())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -122,6 +139,42 @@ func TestRealCluster(t *testing.T) {
 		}
 	}()
 
+	body(ctx, c)
+
+	downed = true
+	if err := c.Down(); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	after := hostSnapshot(t)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("host %s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k])
+		}
+	}
+	for _, p := range []string{defaultWork, StatePath(defaultWork)} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	if roots, err := cgroupHierarchies(); err == nil {
+		for _, r := range roots {
+			if _, err := os.Stat(filepath.Join(r, c.state.CgroupBase)); err == nil {
+				t.Errorf("cgroup %s left behind in %s", c.state.CgroupBase, r)
+			}
+		}
+	}
+	for _, d := range c.state.CgroupDirs {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("cgroup %s (made by the harness) left behind", d)
+		}
+	}
+	if n := len(cgroupProcs(filepath.Join(pidsHierarchy(), c.state.CgroupBase))); n > 0 {
+		t.Errorf("%d processes left behind", n)
+	}
+}
+
+// realCluster is TestRealCluster's part on the running cluster.
+func realCluster(ctx context.Context, t *testing.T, c *Cluster) {
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -251,37 +304,6 @@ func TestRealCluster(t *testing.T) {
 	checkLocalTrafficKeepsClientIP(ctx, t, c)
 	checkNodeLifecycle(ctx, t, c)
 	checkLeaderHandOver(ctx, t, c)
-
-	downed = true
-	if err := c.Down(); err != nil {
-		t.Fatalf("Down: %v", err)
-	}
-	after := hostSnapshot(t)
-	for k, v := range before {
-		if after[k] != v {
-			t.Errorf("host %s changed:\nbefore:\n%s\nafter:\n%s", k, v, after[k])
-		}
-	}
-	for _, p := range []string{defaultWork, StatePath(defaultWork)} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s left behind", p)
-		}
-	}
-	if roots, err := cgroupHierarchies(); err == nil {
-		for _, r := range roots {
-			if _, err := os.Stat(filepath.Join(r, c.state.CgroupBase)); err == nil {
-				t.Errorf("cgroup %s left behind in %s", c.state.CgroupBase, r)
-			}
-		}
-	}
-	for _, d := range c.state.CgroupDirs {
-		if _, err := os.Stat(d); err == nil {
-			t.Errorf("cgroup %s (made by the harness) left behind", d)
-		}
-	}
-	if n := len(cgroupProcs(filepath.Join(pidsHierarchy(), c.state.CgroupBase))); n > 0 {
-		t.Errorf("%d processes left behind", n)
-	}
 }
 
 // checkOutriggerDeployed asserts Outrigger runs as users run it: the
@@ -425,7 +447,8 @@ func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluste
 // checkNodeLifecycle powers a node's machine off (kubelet stopped, pods
 // killed) and expects Outrigger's lifecycle controller to taint the node
 // shut down once it is NotReady; deletes the machine and expects the Node
-// deleted; starts it again and expects the kubelet's new Node initialized.
+// deleted; starts it again (in a hybrid cluster a new sim instance) and
+// expects the kubelet's new Node initialized with its machine's providerID.
 func checkNodeLifecycle(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
 	name := c.Nodes()[1]
@@ -465,7 +488,7 @@ func checkNodeLifecycle(ctx context.Context, t *testing.T, c *Cluster) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return err == nil && n.Spec.ProviderID == "local://"+name && !hasUninitializedTaint(n) && !hasTaint(n, shutdownTaint), nil
+		return err == nil && n.Spec.ProviderID == c.ProviderID(name) && !hasUninitializedTaint(n) && !hasTaint(n, shutdownTaint), nil
 	}); err != nil {
 		t.Fatalf("restarted machine: node %s not registered and initialized again: %v", name, err)
 	}

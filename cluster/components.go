@@ -270,7 +270,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		if err := os.WriteFile(kcfg, []byte(c.kubeletConfig(n)), 0o644); err != nil {
 			return err
 		}
-		agents := []agent{{n.Name + "-kubelet", c.inNode(n, c.bin("kubelet"),
+		agents := []agent{{name: n.Name + "-kubelet", args: c.inNode(n, c.bin("kubelet"),
 			"--config="+kcfg,
 			"--kubeconfig="+kubeletKC,
 			"--root-dir=/var/lib/kubelet",
@@ -278,7 +278,11 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 			"--node-ip="+n.IP,
 			"--cloud-provider=external",
 			"--v=2",
-		)}}
+		),
+			// In a hybrid cluster, --provider-id: the machine's (a sim
+			// instance's is known once the instance is created).
+			providerID: c.opts.Hybrid,
+		}}
 		proxyKC := filepath.Join(n.Dir, "kube-proxy.kubeconfig")
 		if err := c.userKubeconfig(proxyKC, "system:kube-proxy", []string{"system:masters"}, true); err != nil {
 			return err
@@ -287,7 +291,7 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		if err := os.WriteFile(pcfg, []byte(c.kubeProxyConfig(n, proxyKC)), 0o644); err != nil {
 			return err
 		}
-		agents = append(agents, agent{n.Name + "-kube-proxy", c.inNode(n, c.bin("kube-proxy"), "--config="+pcfg, "--v=2")})
+		agents = append(agents, agent{name: n.Name + "-kube-proxy", args: c.inNode(n, c.bin("kube-proxy"), "--config="+pcfg, "--v=2")})
 		c.mu.Lock()
 		c.agents[n.Name] = agents
 		c.mu.Unlock()

@@ -35,22 +35,24 @@ const imagePlaceholder = "REGISTRY/outrigger:VERSION"
 // API.
 var CloudConfig = fmt.Sprintf("pool: %s\ndataPlane: nodes\ninstances:\n  url: http://%s:%d\n", VIPPool, BridgeIP, InstancesPort)
 
+// cloudConfigSecret is the Secret deploy/deployment.yaml mounts the
+// cloud-config from.
+const cloudConfigSecret = "outrigger-cloud-config"
+
 // deployOutrigger deploys Outrigger as a user does: the manifests of
 // deploy/ (ServiceAccount and least-privilege RBAC, the two-replica
 // Deployment with leader election and its PodDisruptionBudget), with only
-// the image, the provider and the cloud-config Secret filled in. It waits
-// for both replicas to be ready. deploy/local-lb.yaml (announcing VIPs on
-// a shared L2 segment by ARP) is not used: this cluster's network routes
-// VIPs as a cloud's does (router.go).
+// the image, the provider and the cloud-config Secret filled in (in a
+// hybrid cluster: the providers file and both cloud-configs, hybrid.go).
+// It waits for both replicas to be ready. deploy/local-lb.yaml (announcing
+// VIPs on a shared L2 segment by ARP) is not used: this cluster's network
+// routes VIPs as a cloud's does (router.go).
 func (c *Cluster) deployOutrigger(ctx context.Context) error {
 	cl, err := client.New(c.Config, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return err
 	}
-	objs := []client.Object{&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "outrigger-cloud-config", Namespace: "kube-system"},
-		StringData: map[string]string{"cloud.yaml": CloudConfig},
-	}}
+	var objs []client.Object
 	for _, file := range []string{"rbac.yaml", "deployment.yaml"} {
 		data, err := deploy.Manifests.ReadFile(file)
 		if err != nil {
@@ -62,6 +64,7 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 		}
 		objs = append(objs, decoded...)
 	}
+	dir := ""
 	for _, o := range objs {
 		var spec *corev1.PodSpec
 		switch o := o.(type) {
@@ -70,21 +73,30 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 		case *appsv1.DaemonSet:
 			spec = &o.Spec.Template.Spec
 		}
-		if spec != nil {
-			for i := range spec.Containers {
-				ct := &spec.Containers[i]
-				if ct.Image == imagePlaceholder {
-					ct.Image = c.opts.OutriggerImageName
-					ct.ImagePullPolicy = corev1.PullNever
-				}
-				for j, a := range ct.Args {
-					if a == "--cloud-provider=YOUR-PROVIDER" {
-						ct.Args[j] = "--cloud-provider=local"
-						ct.Args = append(ct.Args, "--v=2")
-					}
-				}
-			}
+		if spec == nil {
+			continue
 		}
+		for i := range spec.Containers {
+			ct := &spec.Containers[i]
+			if ct.Image != imagePlaceholder {
+				continue
+			}
+			ct.Image = c.opts.OutriggerImageName
+			ct.ImagePullPolicy = corev1.PullNever
+			if d := secretMountPath(spec, ct, cloudConfigSecret); d != "" {
+				dir = d
+			}
+			ct.Args = c.outriggerArgs(ct.Args, dir)
+		}
+	}
+	if dir == "" {
+		return fmt.Errorf("deploy/deployment.yaml mounts no Secret %s", cloudConfigSecret)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: cloudConfigSecret, Namespace: "kube-system"},
+		StringData: c.cloudConfigData(dir),
+	}
+	for _, o := range append([]client.Object{secret}, objs...) {
 		if err := cl.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
@@ -96,6 +108,21 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 		}
 		return d.Status.ReadyReplicas == *d.Spec.Replicas, c.anyExited()
 	})
+}
+
+// secretMountPath is where the container mounts the Secret named secret.
+func secretMountPath(spec *corev1.PodSpec, ct *corev1.Container, secret string) string {
+	for _, v := range spec.Volumes {
+		if v.Secret == nil || v.Secret.SecretName != secret {
+			continue
+		}
+		for _, m := range ct.VolumeMounts {
+			if m.Name == v.Name {
+				return m.MountPath
+			}
+		}
+	}
+	return ""
 }
 
 // decodeManifests decodes a multi-document YAML file into typed objects.

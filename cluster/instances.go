@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // The local cloud's instances: the harness made the machines (the nodes),
@@ -78,6 +80,8 @@ func (c *Cluster) instanceHandler(control bool) http.Handler {
 		c.mu.Lock()
 		state, ok := c.instances[name]
 		c.mu.Unlock()
+		// A sim node's machine is the sim cloud's, not this cloud's.
+		ok = ok && c.Platform(name) == PlatformLocal
 		w.Header().Set("Content-Type", "application/json")
 		if !ok {
 			// The typed answer: a bare 404 is not "gone" to the provider.
@@ -150,6 +154,9 @@ func (c *Cluster) StopInstance(ctx context.Context, name string) error {
 	c.mu.Lock()
 	c.instances[name] = InstanceStopped
 	c.mu.Unlock()
+	if c.Platform(name) == PlatformSim {
+		return c.setSimState(name, simcloud.StateStopped)
+	}
 	return nil
 }
 
@@ -162,12 +169,15 @@ func (c *Cluster) DeleteInstance(ctx context.Context, name string) error {
 	c.mu.Lock()
 	delete(c.instances, name)
 	c.mu.Unlock()
+	if c.Platform(name) == PlatformSim {
+		return c.setSimState(name, simcloud.StateTerminated)
+	}
 	return nil
 }
 
 // StartInstance starts a stopped or deleted instance again (a deleted one
-// comes back under the same name, as a re-created machine): its kubelet
-// registers the node again.
+// comes back under the same name, as a re-created machine; a sim instance
+// with a new ID): its kubelet registers the node again.
 func (c *Cluster) StartInstance(ctx context.Context, name string) error {
 	c.mu.Lock()
 	state, known := c.instances[name]
@@ -178,6 +188,11 @@ func (c *Cluster) StartInstance(ctx context.Context, name string) error {
 	}
 	if known && state == InstanceRunning {
 		return nil
+	}
+	if n, _ := c.node(name); n.Platform == PlatformSim {
+		if err := c.runSimInstance(n); err != nil {
+			return err
+		}
 	}
 	if err := c.startAgents(name); err != nil {
 		return err
@@ -192,6 +207,9 @@ func (c *Cluster) StartInstance(ctx context.Context, name string) error {
 type agent struct {
 	name string
 	args []string
+	// providerID: started with --provider-id=<the machine's providerID>
+	// (the kubelet).
+	providerID bool
 }
 
 func (c *Cluster) startAgents(node string) error {
@@ -199,7 +217,11 @@ func (c *Cluster) startAgents(node string) error {
 	agents := c.agents[node]
 	c.mu.Unlock()
 	for _, a := range agents {
-		if _, err := c.start(a.name, a.args...); err != nil {
+		args := a.args
+		if a.providerID {
+			args = append(slices.Clone(args), "--provider-id="+c.ProviderID(node))
+		}
+		if _, err := c.start(a.name, args...); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,10 @@ const (
 	// namespace answers on all of it (a local route), so Outrigger can bind
 	// any VIP there.
 	VIPPool = "198.18.100.0/24"
+	// SimVIPPool is the sim cloud's load balancer VIP pool in a hybrid
+	// cluster (Options.Hybrid), apart from every other range here (past
+	// ClusterCIDR's end).
+	SimVIPPool = "198.18.128.0/24"
 	// ServiceCIDR is the Services' range (--service-cluster-ip-range). It
 	// is half of the dev control plane's (pkg/dev/controlplane.ServiceCIDR)
 	// so that ExternalClientIP can be outside it.
@@ -68,16 +72,20 @@ type node struct {
 	IP    string
 	Veth  string // the harness end of its veth pair
 	Dir   string // its files: containerd, kubelet, CNI config
+	// Platform is whose machine it is: PlatformLocal, or PlatformSim
+	// (hybrid.go).
+	Platform string
 }
 
-func newNode(work string, i int) node {
+func newNode(work string, i int, platform string) node {
 	name := fmt.Sprintf("%snode%d", prefix, i)
 	return node{
-		Index: i,
-		Name:  name,
-		IP:    netip.MustParseAddr(fmt.Sprintf("198.18.0.%d", 10+i)).String(),
-		Veth:  fmt.Sprintf("orcv%d", i),
-		Dir:   fmt.Sprintf("%s/%s", work, name),
+		Index:    i,
+		Name:     name,
+		IP:       netip.MustParseAddr(fmt.Sprintf("198.18.0.%d", 10+i)).String(),
+		Veth:     fmt.Sprintf("orcv%d", i),
+		Dir:      fmt.Sprintf("%s/%s", work, name),
+		Platform: platform,
 	}
 }
 

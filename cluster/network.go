@@ -50,9 +50,13 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		{"link", "set", sinkName, "up"},
 		{"link", "set", sinkName + "p", "up"},
 		{"neigh", "add", sinkGateway, "lladdr", "02:00:00:00:00:01", "dev", sinkName, "nud", "permanent"},
-		{"route", "add", VIPPool, "via", sinkGateway, "dev", sinkName, "onlink", "src", ExternalClientIP},
 	} {
 		if err := h(args...); err != nil {
+			return err
+		}
+	}
+	for _, pool := range c.vipPools() {
+		if err := h("route", "add", pool, "via", sinkGateway, "dev", sinkName, "onlink", "src", ExternalClientIP); err != nil {
 			return err
 		}
 	}
@@ -81,13 +85,16 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			{"addr", "add", n.IP + "/24", "dev", "eth0"},
 			{"link", "set", "eth0", "up"},
 			{"route", "add", "default", "via", BridgeIP},
-			// A packet for a VIP that kube-proxy did not take (a
-			// port the Service does not have) is dropped here, not
-			// sent back to the router, which would send it here
-			// again until its TTL ran out.
-			{"route", "add", "blackhole", VIPPool},
 		} {
 			if err := nn(args...); err != nil {
+				return err
+			}
+		}
+		// A packet for a VIP that kube-proxy did not take (a port the
+		// Service does not have) is dropped here, not sent back to the
+		// router, which would send it here again until its TTL ran out.
+		for _, pool := range c.vipPools() {
+			if err := nn("route", "add", "blackhole", pool); err != nil {
 				return err
 			}
 		}

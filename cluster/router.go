@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // KubeProxyHealthzPort is where every node's kube-proxy answers /healthz
@@ -35,9 +37,17 @@ const KubeProxyHealthzPort = 10256
 // per healthy node (ECMP, hashed on the flow's addresses and ports), so
 // every node with endpoints gets traffic, which upstream's e2e load
 // balancer tests require ("should target all nodes with endpoints").
+//
+// A VIP goes only to its own cloud's machines: a local VIP (in a
+// LoadBalancer Service's status) to the local cloud's nodes; in a hybrid
+// cluster, a sim VIP to the nodes its sim load balancer lists as backends,
+// health-checked as the load balancer says (its healthCheckPort, set for
+// externalTrafficPolicy: Local, or kube-proxy's /healthz).
 type router struct {
-	client   kubernetes.Interface
-	nodes    []node
+	client kubernetes.Interface
+	nodes  []node
+	// simLBs lists the sim cloud's load balancers; nil: no sim cloud.
+	simLBs   func() []simcloud.LoadBalancer
 	interval time.Duration
 	// healthzPort is kube-proxy's (KubeProxyHealthzPort).
 	healthzPort int
@@ -83,6 +93,9 @@ func (c *Cluster) startRouter(context.Context) error {
 		},
 		setRoute: setHarnessRoute,
 		routes:   map[netip.Addr][]string{},
+	}
+	if c.sim != nil {
+		r.simLBs = c.sim.LoadBalancers
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -138,10 +151,10 @@ func (r *router) sync(ctx context.Context) {
 	}
 }
 
-// desired is, per VIP of the pool in a LoadBalancer Service's status, the
-// IPs of the nodes whose health check for it passes, sorted.
+// desired is, per VIP of the local pool in a LoadBalancer Service's status
+// and per sim load balancer, the IPs of its cloud's nodes (a sim load
+// balancer's backends) whose health check for it passes, in node order.
 func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.Addr][]string {
-	pool := netip.MustParsePrefix(VIPPool)
 	probed := map[string]bool{} // one probe per URL per pass
 	healthy := func(url string) bool {
 		if ok, seen := probed[url]; seen {
@@ -152,6 +165,7 @@ func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.A
 		return ok
 	}
 	out := map[netip.Addr][]string{}
+	pool := netip.MustParsePrefix(VIPPool)
 	for _, svc := range svcs {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
@@ -163,12 +177,33 @@ func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.A
 			}
 			var hops []string
 			for _, n := range r.nodes {
-				if healthy(healthCheckURL(&svc, n.IP, r.healthzPort)) {
+				if n.Platform == PlatformLocal && healthy(healthCheckURL(&svc, n.IP, r.healthzPort)) {
 					hops = append(hops, n.IP)
 				}
 			}
-			out[vip] = affine(&svc, vip, hops)
+			out[vip] = affine(svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP, vip, hops)
 		}
+	}
+	if r.simLBs == nil {
+		return out
+	}
+	simPool := netip.MustParsePrefix(SimVIPPool)
+	for _, lb := range r.simLBs() {
+		vip, err := netip.ParseAddr(lb.VIP)
+		if err != nil || !simPool.Contains(vip) {
+			continue
+		}
+		backends := map[string]bool{}
+		for _, b := range lb.Backends {
+			backends[b.Address] = true
+		}
+		var hops []string
+		for _, n := range r.nodes {
+			if n.Platform == PlatformSim && backends[n.IP] && healthy(healthURL(n.IP, int(lb.HealthCheckPort), r.healthzPort)) {
+				hops = append(hops, n.IP)
+			}
+		}
+		out[vip] = affine(lb.SessionAffinity == string(corev1.ServiceAffinityClientIP), vip, hops)
 	}
 	return out
 }
@@ -179,8 +214,8 @@ func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.A
 // ports would reach different endpoints. The harness is the only client, so
 // that is one node per VIP, picked by a hash of the VIP among the healthy
 // ones (the spread over endpoints is then kube-proxy's).
-func affine(svc *corev1.Service, vip netip.Addr, hops []string) []string {
-	if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP || len(hops) < 2 {
+func affine(clientIP bool, vip netip.Addr, hops []string) []string {
+	if !clientIP || len(hops) < 2 {
 		return hops
 	}
 	h := fnv.New32a()
@@ -190,8 +225,18 @@ func affine(svc *corev1.Service, vip netip.Addr, hops []string) []string {
 
 // healthCheckURL is what a cloud load balancer checks on a node for svc.
 func healthCheckURL(svc *corev1.Service, nodeIP string, healthzPort int) string {
-	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal && svc.Spec.HealthCheckNodePort != 0 {
-		return fmt.Sprintf("http://%s/", net.JoinHostPort(nodeIP, fmt.Sprint(svc.Spec.HealthCheckNodePort)))
+	port := 0
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		port = int(svc.Spec.HealthCheckNodePort)
+	}
+	return healthURL(nodeIP, port, healthzPort)
+}
+
+// healthURL is a node's health check: port's / (a Service's
+// healthCheckNodePort), or with port 0 kube-proxy's /healthz.
+func healthURL(nodeIP string, port, healthzPort int) string {
+	if port != 0 {
+		return fmt.Sprintf("http://%s/", net.JoinHostPort(nodeIP, fmt.Sprint(port)))
 	}
 	return fmt.Sprintf("http://%s/healthz", net.JoinHostPort(nodeIP, fmt.Sprint(healthzPort)))
 }

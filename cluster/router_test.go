@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // serveHealth answers GET on ip:port with status, standing for kube-proxy's
@@ -64,7 +66,7 @@ func TestRouter(t *testing.T) {
 	programmed := map[netip.Addr][]string{}
 	r := &router{
 		client:      client,
-		nodes:       []node{{Name: "n1", IP: n1}, {Name: "n2", IP: n2}},
+		nodes:       []node{{Name: "n1", IP: n1, Platform: PlatformLocal}, {Name: "n2", IP: n2, Platform: PlatformLocal}},
 		healthzPort: healthz,
 		probe:       &http.Client{},
 		setRoute: func(_ context.Context, vip netip.Addr, hops []string) error {
@@ -105,5 +107,86 @@ func TestRouter(t *testing.T) {
 	}
 	if _, ok := r.routes[netip.MustParseAddr("198.18.100.2")]; ok {
 		t.Errorf("the deleted Service's VIP is still recorded: %v", r.routes)
+	}
+}
+
+// In a hybrid cluster each cloud's VIPs go to its own machines only: a local
+// VIP to the local nodes, a sim VIP to the sim nodes its load balancer lists
+// as backends, health-checked on the load balancer's healthCheckPort (or
+// kube-proxy's /healthz without one).
+func TestRouterHybrid(t *testing.T) {
+	// n1 is the local cloud's machine; n2 and n3 the sim cloud's. Every
+	// kube-proxy is healthy; on the Local Service's health check node port
+	// only n3 has an endpoint.
+	n1, n2, n3 := "127.0.0.1", "127.0.0.2", "127.0.0.3"
+	healthz := serveHealth(t, n1, 0, http.StatusOK)
+	serveHealth(t, n2, healthz, http.StatusOK)
+	serveHealth(t, n3, healthz, http.StatusOK)
+	hcPort := serveHealth(t, n1, 0, http.StatusOK)
+	serveHealth(t, n2, hcPort, http.StatusServiceUnavailable)
+	serveHealth(t, n3, hcPort, http.StatusOK)
+
+	client := fake.NewClientset(
+		lbService("local", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.100.1"),
+		// A sim VIP in a Service's status is routed from the sim
+		// cloud's record, not from the Service.
+		lbService("sim", corev1.ServiceExternalTrafficPolicyCluster, 0, "198.18.128.1"),
+	)
+	lbs := []simcloud.LoadBalancer{
+		{Name: "cluster", VIP: "198.18.128.1", LoadBalancerSpec: simcloud.LoadBalancerSpec{
+			Backends: []simcloud.Backend{{Node: "n2", Address: n2}}}},
+		{Name: "local", VIP: "198.18.128.2", LoadBalancerSpec: simcloud.LoadBalancerSpec{
+			HealthCheckPort: int32(hcPort),
+			Backends:        []simcloud.Backend{{Node: "n2", Address: n2}, {Node: "n3", Address: n3}}}},
+		// A backend that is not one of the sim cloud's machines (the
+		// local node) is not reached through the sim cloud's network.
+		{Name: "foreign", VIP: "198.18.128.3", LoadBalancerSpec: simcloud.LoadBalancerSpec{
+			Backends: []simcloud.Backend{{Node: "n1", Address: n1}, {Node: "n3", Address: n3}}}},
+		{Name: "outside-pool", VIP: "198.18.0.7", LoadBalancerSpec: simcloud.LoadBalancerSpec{
+			Backends: []simcloud.Backend{{Node: "n2", Address: n2}}}},
+	}
+	programmed := map[netip.Addr][]string{}
+	r := &router{
+		client: client,
+		nodes: []node{
+			{Name: "n1", IP: n1, Platform: PlatformLocal},
+			{Name: "n2", IP: n2, Platform: PlatformSim},
+			{Name: "n3", IP: n3, Platform: PlatformSim},
+		},
+		simLBs:      func() []simcloud.LoadBalancer { return lbs },
+		healthzPort: healthz,
+		probe:       &http.Client{},
+		setRoute: func(_ context.Context, vip netip.Addr, hops []string) error {
+			if hops == nil {
+				delete(programmed, vip)
+			} else {
+				programmed[vip] = hops
+			}
+			return nil
+		},
+		routes: map[netip.Addr][]string{},
+	}
+	ctx := context.Background()
+	r.sync(ctx)
+	want := map[netip.Addr][]string{
+		netip.MustParseAddr("198.18.100.1"): {n1}, // local: the local node only
+		netip.MustParseAddr("198.18.128.1"): {n2}, // sim: its backend
+		netip.MustParseAddr("198.18.128.2"): {n3}, // sim, Local: the backend with an endpoint
+		netip.MustParseAddr("198.18.128.3"): {n3}, // sim: its backends among the sim machines
+	}
+	if len(programmed) != len(want) {
+		t.Errorf("programmed %v, want %v", programmed, want)
+	}
+	for vip, hops := range want {
+		if !slices.Equal(programmed[vip], hops) {
+			t.Errorf("VIP %s: programmed %v, want %v", vip, programmed[vip], hops)
+		}
+	}
+
+	// The sim load balancer gone: its VIP's route goes.
+	lbs = lbs[1:]
+	r.sync(ctx)
+	if hops, ok := programmed[netip.MustParseAddr("198.18.128.1")]; ok {
+		t.Errorf("a deleted sim load balancer's VIP is still routed to %v", hops)
 	}
 }

@@ -3,6 +3,7 @@
 //
 //	cluster deps   install the Debian packages the cluster needs
 //	cluster up     start it; Ctrl-C (or SIGTERM) stops it and removes everything
+//	               (-hybrid: nodes of two platforms, the local and the sim cloud)
 //	cluster down   remove what a killed run left behind
 //	cluster instance stop|start|delete NODE
 //	               act on a node's machine in the local cloud of a running cluster
@@ -28,6 +29,7 @@ func main() {
 	outrigger := fs.String("outrigger-image", "bin/outrigger-image.tar", "Outrigger's image tarball (make image)")
 	images := fs.String("images", "", "directory of OCI image tarballs to import into every node (default: none)")
 	logs := fs.String("logs", "", "keep every process's log in this directory (default: inside -workdir, removed on exit)")
+	hybrid := fs.Bool("hybrid", false, "two platforms: even-numbered nodes are sim cloud instances (sim://), served with the local cloud's by one Outrigger")
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: cluster deps|up|down|instance [flags]")
 		os.Exit(2)
@@ -53,7 +55,7 @@ func main() {
 			err = cluster.Cleanup(s, os.Stderr)
 		}
 	case "up":
-		o := cluster.Options{WorkDir: *work, Nodes: *nodes, OutriggerImage: *outrigger, LogDir: *logs}
+		o := cluster.Options{WorkDir: *work, Nodes: *nodes, OutriggerImage: *outrigger, LogDir: *logs, Hybrid: *hybrid}
 		if *images != "" {
 			o.Images, _ = filepath.Glob(filepath.Join(*images, "*.tar"))
 		}
@@ -63,6 +65,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "Cluster up in %s: nodes %v initialized by Outrigger.\n", time.Since(start).Round(time.Second), c.Nodes())
 			fmt.Fprintf(os.Stderr, "  kubectl --kubeconfig %s get nodes -o wide\n", c.Kubeconfig)
 			fmt.Fprintf(os.Stderr, "  ip netns exec %s curl http://<load balancer ingress IP>/\n", cluster.HarnessNetns())
+			if *hybrid {
+				for _, n := range c.Nodes() {
+					fmt.Fprintf(os.Stderr, "  %s: %s\n", n, c.ProviderID(n))
+				}
+				fmt.Fprintf(os.Stderr, "  Services without a loadBalancerClass: local (VIPs %s); loadBalancerClass %s: sim (VIPs %s)\n", cluster.VIPPool, cluster.SimLoadBalancerClass, cluster.SimVIPPool)
+				fmt.Fprintf(os.Stderr, "  ip netns exec %s curl %s/v1/loadbalancers\n", cluster.HarnessNetns(), c.SimCloudURL())
+			}
 			fmt.Fprintf(os.Stderr, "  go run ./cluster/cmd/cluster instance stop|start|delete %s\n", c.Nodes()[len(c.Nodes())-1])
 			fmt.Fprintln(os.Stderr, "Ctrl-C stops it and removes everything.")
 			<-ctx.Done()
