@@ -9,9 +9,9 @@ import (
 	"net/netip"
 
 	cloudprovider "k8s.io/cloud-provider"
-	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/pkg/console"
+	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
@@ -37,16 +37,13 @@ type provider struct {
 
 // NewProvider is the dev provider's factory.
 func NewProvider(r io.Reader) (cloudprovider.Interface, error) {
-	if r == nil {
-		return nil, errors.New("the dev provider needs --cloud-config with a sim: and a local: section")
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading cloud-config: %w", err)
-	}
 	var cfg config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("malformed cloud-config: %w", err)
+	present, err := contract.DecodeConfig(r, &cfg)
+	switch {
+	case err != nil:
+		return nil, err
+	case !present:
+		return nil, errors.New("the dev provider needs --cloud-config with a sim: and a local: section")
 	}
 	s, err := sim.New(bytes.NewReader(cfg.Sim))
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -60,16 +59,13 @@ type TLSConfig struct {
 // NewProvider is the grpc provider's factory: it connects to the plugin
 // the cloud-config names, and asks what it offers.
 func NewProvider(config io.Reader) (cloudprovider.Interface, error) {
-	if config == nil {
-		return nil, errors.New("the grpc provider needs --cloud-config with at least \"endpoint: unix:///path/to/plugin.sock\"")
-	}
-	data, err := io.ReadAll(config)
-	if err != nil {
-		return nil, fmt.Errorf("reading cloud-config: %w", err)
-	}
 	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("malformed cloud-config: %w", err)
+	present, err := provider.DecodeConfig(config, &cfg)
+	switch {
+	case err != nil:
+		return nil, err
+	case !present:
+		return nil, errors.New("the grpc provider needs --cloud-config with at least \"endpoint: unix:///path/to/plugin.sock\"")
 	}
 	timeout := 30 * time.Second
 	if cfg.ConnectTimeout != "" {

@@ -20,7 +20,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +35,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
-	"sigs.k8s.io/yaml"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // ProviderName is the --cloud-provider name.
@@ -135,16 +135,8 @@ func parseConfig(r io.Reader) (settings, error) {
 		instancesTimeout:   5 * time.Second,
 	}
 	var cfg Config
-	if r != nil {
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return s, fmt.Errorf("reading cloud-config: %w", err)
-		}
-		if len(bytes.TrimSpace(data)) > 0 {
-			if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-				return s, fmt.Errorf("malformed cloud-config: %w", err)
-			}
-		}
+	if _, err := provider.DecodeConfig(r, &cfg); err != nil {
+		return s, err
 	}
 	var errs []error
 	if cfg.Pool != "" {

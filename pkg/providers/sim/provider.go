@@ -5,7 +5,6 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -47,18 +45,14 @@ type Config struct {
 // so a misspelt key is reported instead of silently ignored.
 func ParseConfig(r io.Reader) (Config, time.Duration, int, error) {
 	var cfg Config
-	if r == nil {
+	present, err := provider.DecodeConfig(r, &cfg)
+	switch {
+	case err != nil:
+		return cfg, 0, 0, err
+	case !present && r == nil:
 		return cfg, 0, 0, errors.New("the sim provider needs --cloud-config, a YAML file with at least \"endpoint: http://HOST:PORT\"")
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return cfg, 0, 0, fmt.Errorf("reading cloud-config: %w", err)
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
+	case !present:
 		return cfg, 0, 0, errors.New("cloud-config is empty: it needs at least \"endpoint: http://HOST:PORT\"")
-	}
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return cfg, 0, 0, fmt.Errorf("malformed cloud-config: %w", err)
 	}
 	u, err := url.Parse(cfg.Endpoint)
 	if cfg.Endpoint == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
