@@ -94,6 +94,9 @@ extraArgs: {v: 2, logging-format: json}
 podAnnotations: {example.com/team: cloud}
 `},
 		{name: "service account credentials", namespace: charttest.Namespace, values: "cloudProvider: sim\nuseServiceAccountCredentials: true\ncloudConfig: {existingSecret: cloud-config}\n"},
+		// The PrometheusRule needs the Prometheus Operator's CRD, which this
+		// API server does not serve; charts/test/monitoring loads its rules.
+		{name: "grafana dashboard", namespace: charttest.Namespace, values: "cloudProvider: sim\nmonitoring: {grafanaDashboard: {enabled: true, annotations: {grafana_folder: Kubernetes}}}\n"},
 		{name: "overrides in another namespace", namespace: "outrigger-system", values: `
 cloudProvider: sim
 replicaCount: 3
