@@ -290,6 +290,8 @@ type balancer struct {
 	listeners map[listenerKey]*listener
 	sticky    map[netip.Addr]stickyEntry
 	rr        atomic.Uint64
+	// dialFailures counts connections to backends that failed.
+	dialFailures atomic.Int64
 }
 
 type backend struct {
@@ -599,22 +601,7 @@ func (t *tcpProxy) handle(c net.Conn) {
 	if !ok {
 		return
 	}
-	var (
-		upstream net.Conn
-		tried    []backend
-	)
-	for range 3 {
-		be, ok := t.b.pick(client, tried)
-		if !ok {
-			return
-		}
-		var err error
-		upstream, err = net.DialTimeout("tcp", netip.AddrPortFrom(be.ip, uint16(nodePort)).String(), t.b.s.dialTimeout)
-		if err == nil {
-			break
-		}
-		tried = append(tried, be)
-	}
+	upstream := t.dial(client, nodePort)
 	if upstream == nil {
 		return
 	}
@@ -635,6 +622,36 @@ func (t *tcpProxy) handle(c net.Conn) {
 	go splice(c, upstream)
 	<-done
 	<-done
+}
+
+// dial connects a new client to a backend: up to three backends in turn,
+// and while none accepts (a Service just provisioned: its nodes' ports open
+// a moment after its address is published), again with backoff for up to
+// connectWait, the client held meanwhile rather than reset. Nil: none
+// accepted in time.
+func (t *tcpProxy) dial(client netip.Addr, nodePort int32) net.Conn {
+	deadline := time.Now().Add(t.b.s.connectWait)
+	wait := 50 * time.Millisecond
+	for {
+		var tried []backend
+		for range 3 {
+			be, ok := t.b.pick(client, tried)
+			if !ok {
+				break
+			}
+			c, err := net.DialTimeout("tcp", netip.AddrPortFrom(be.ip, uint16(nodePort)).String(), t.b.s.dialTimeout)
+			if err == nil {
+				return c
+			}
+			t.b.dialFailures.Add(1)
+			tried = append(tried, be)
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return nil
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
 }
 
 func (t *tcpProxy) close() {

@@ -529,3 +529,44 @@ func TestInstanceAPI(t *testing.T) {
 		})
 	}
 }
+
+// A connection that arrives before any backend accepts (a Service just
+// provisioned: its address is published a moment before its nodes' ports
+// open) is held and retried, not reset.
+func TestFirstConnectionWaitsForABackend(t *testing.T) {
+	health, np := freeport.Get(t), freeport.Get(t)
+	a := startNode(t, "node-a", "127.0.0.13", health)
+	lbs := newProvider(t, fmt.Sprintf("pool: 127.0.102.0/24\nhealthCheck: {kubeProxyPort: %d, interval: 100ms, timeout: 500ms}\n", health))
+	st, err := lbs.EnsureLoadBalancer(context.Background(), "c", service("early", tcpPort(8080, np)), []*corev1.Node{a.node()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := lbs.byName[lbs.GetLoadBalancerName(context.Background(), "c", service("early"))]
+	answer := make(chan error, 1)
+	go func() {
+		got, err := ask(st.Ingress[0].IP, 8080, "")
+		if err == nil && got != "node-a hello" {
+			err = fmt.Errorf("answer %q", got)
+		}
+		answer <- err
+	}()
+	// Only once the proxy has found the node's port closed does it open.
+	eventually(t, "a refused connection to the backend", func() bool { return b.dialFailures.Load() > 0 })
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.13", strconv.Itoa(np)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		fmt.Fprintf(c, "node-a %s", line)
+	}()
+	if err := <-answer; err != nil {
+		t.Fatalf("the early connection: %v", err)
+	}
+}

@@ -53,6 +53,10 @@ type Config struct {
 	HealthCheck HealthCheckConfig `json:"healthCheck,omitempty"`
 	// DialTimeout bounds a connection to a backend. Default 2s.
 	DialTimeout string `json:"dialTimeout,omitempty"`
+	// ConnectWait is how long a new TCP connection is held while no
+	// backend accepts it (a Service just provisioned, its nodes' ports not
+	// open yet), retried with backoff, before it is closed. Default 5s.
+	ConnectWait string `json:"connectWait,omitempty"`
 	// UDPIdleTimeout ends a UDP flow after this long without packets.
 	// Default 60s.
 	UDPIdleTimeout string `json:"udpIdleTimeout,omitempty"`
@@ -109,6 +113,7 @@ type settings struct {
 	unhealthyThreshold int
 	healthDisabled     bool
 	dialTimeout        time.Duration
+	connectWait        time.Duration
 	udpIdle            time.Duration
 	dataPlane          string
 	instancesURL       string
@@ -130,6 +135,7 @@ func parseConfig(r io.Reader) (settings, error) {
 		timeout:            time.Second,
 		unhealthyThreshold: 2,
 		dialTimeout:        2 * time.Second,
+		connectWait:        5 * time.Second,
 		udpIdle:            60 * time.Second,
 		dataPlane:          DataPlaneProxy,
 		instancesTimeout:   5 * time.Second,
@@ -164,6 +170,7 @@ func parseConfig(r io.Reader) (settings, error) {
 	duration("healthCheck.interval", cfg.HealthCheck.Interval, &s.interval)
 	duration("healthCheck.timeout", cfg.HealthCheck.Timeout, &s.timeout)
 	duration("dialTimeout", cfg.DialTimeout, &s.dialTimeout)
+	duration("connectWait", cfg.ConnectWait, &s.connectWait)
 	duration("udpIdleTimeout", cfg.UDPIdleTimeout, &s.udpIdle)
 	duration("instances.timeout", cfg.Instances.Timeout, &s.instancesTimeout)
 	if u := cfg.Instances.URL; u != "" {
