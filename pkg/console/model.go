@@ -28,6 +28,9 @@ type Snapshot struct {
 	// Warnings say what the console cannot show and why (a resource it
 	// may not list), so that an empty table is not mistaken for none.
 	Warnings []string `json:"warnings,omitempty"`
+	// Degraded names the provider method families with many calls
+	// abandoned at their deadline: the provider is hung on those objects.
+	Degraded []string `json:"degraded,omitempty"`
 }
 
 // LoadBalancer is one Service of type LoadBalancer.

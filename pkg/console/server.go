@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,10 @@ type Options struct {
 	// Nodes, when set, is the node cache the console reads (the manager's,
 	// shared with the controllers) instead of a node informer of its own.
 	Nodes crcache.Informers
+	// Degraded, when set, says which provider method families are
+	// degraded (calls abandoned at their deadline and not returned): the
+	// page shows each as a badge.
+	Degraded func() []string
 	// Actions, when set, makes the page offer them. Nil: read-only.
 	Actions Actions
 	// Interval is how often the metrics are sampled and changes pushed.
@@ -92,6 +97,9 @@ type Server struct {
 
 	version atomic.Uint64 // bumped by every informer event
 	changed chan struct{} // poked, without blocking, by the same
+
+	// lastDegraded is what Degraded said at the last sample.
+	lastDegraded string
 
 	callsMu sync.Mutex
 	calls   []Entry // call-layer timeline entries, newest last
@@ -158,6 +166,15 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) NeedLeaderElection() bool { return false }
 
 func (s *Server) sample(now time.Time) {
+	if s.opts.Degraded != nil {
+		// A family's state changes without any object changing: a new
+		// snapshot carries the badge.
+		d := strings.Join(s.opts.Degraded(), "\n")
+		if d != s.lastDegraded {
+			s.lastDegraded = d
+			s.poke()
+		}
+	}
 	entries := s.sampler.take(now)
 	if len(entries) == 0 {
 		return
@@ -321,6 +338,9 @@ func (s *Server) Snapshot() Snapshot {
 		calls:    calls,
 	})
 	snap.Warnings = s.warnings
+	if s.opts.Degraded != nil {
+		snap.Degraded = s.opts.Degraded()
+	}
 	select {
 	case <-s.ready:
 	default:

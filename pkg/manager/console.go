@@ -21,7 +21,7 @@ const consolePath = "/console/"
 // addConsole serves the read-only console on the secure port. Its
 // informers start at the first request, so an unvisited console costs
 // nothing.
-func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*unit) error {
+func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*unit, degraded func() []string) error {
 	if opts.Serving.BindPort == 0 {
 		return nil
 	}
@@ -31,7 +31,7 @@ func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*u
 	}
 	// The nodes come from the manager's cache, shared with the
 	// controllers: one copy of each node in the process.
-	co := console.Options{Client: client, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Log: klog.Background().WithName("console")}
+	co := console.Options{Client: client, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Degraded: degraded, Log: klog.Background().WithName("console")}
 	for _, u := range units {
 		co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: u.class, Platforms: u.platforms.Schemes()})
 	}

@@ -117,7 +117,21 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 			}
 		}
 	}
-	if err := addConsole(mgr, restConfig, opts, units); err != nil {
+	// Degraded method families, by "provider/family" (the layers are
+	// built below, before anything asks).
+	degraded := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, u := range units {
+			if u.layer == nil {
+				continue
+			}
+			for f, n := range u.layer.Degraded() {
+				out[u.name+"/"+string(f)] = n
+			}
+		}
+		return out
+	}
+	if err := addConsole(mgr, restConfig, opts, units, degradedList(degraded)); err != nil {
 		return nil, err
 	}
 	for _, u := range units {
@@ -132,16 +146,19 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	// A provider hung on many objects makes this replica unready, naming
 	// the method family: the work of other objects goes on meanwhile.
 	readyz["cloud-calls"] = func(*http.Request) error {
-		var msgs []string
-		for _, u := range units {
-			if d := u.layer.Degraded(); len(d) > 0 {
-				msgs = append(msgs, fmt.Sprintf("provider %s: %v", u.name, d))
-			}
-		}
-		if len(msgs) > 0 {
-			return fmt.Errorf("provider calls abandoned at their deadline and not returned, by method family: %s", strings.Join(msgs, "; "))
+		if d := degradedList(degraded)(); len(d) > 0 {
+			return fmt.Errorf("provider calls abandoned at their deadline and not returned, by provider/method family: %s", strings.Join(d, "; "))
 		}
 		return nil
+	}
+	if err := mgr.Add(&degradedEvents{
+		degraded: degraded,
+		recorder: mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
+		lease: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+			Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName},
+		period: 5 * time.Second,
+	}); err != nil {
+		return nil, err
 	}
 	var siblings *node.Siblings
 	if len(units) > 1 {

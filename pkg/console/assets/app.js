@@ -40,6 +40,8 @@
   function renderWarnings() {
     const w = $("#warnings");
     w.replaceChildren(...(snap.warnings || []).map((t) => el("p", { text: t })));
+    const d = $("#degraded");
+    d.replaceChildren(...(snap.degraded || []).map((t) => el("span", { class: "badge bad", text: t })));
   }
 
   function lbMatches(lb, q, onlyBad) {
