@@ -40,10 +40,26 @@ func (h *harness) runFaults(ctx context.Context, steps []Step) error {
 func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) error, error) {
 	none := func(context.Context) error { return nil }
 	switch s.Kind {
-	case KillOutrigger:
-		i := int(s.Pick) % len(h.replicas)
+	case KillOutrigger, KillSharedCCM:
+		// Outrigger's replicas come first, then the second CCM's.
+		i := int(s.Pick) % h.cfg.Replicas
+		if s.Kind == KillSharedCCM {
+			i = h.cfg.Replicas + int(s.Pick)%h.cfg.SharedReplicas
+		}
 		h.stopReplica(i, syscall.SIGKILL)
 		return func(context.Context) error { return h.startReplica(i) }, nil
+	case ObjectHang:
+		return h.injectObjectHang(ctx, s)
+	case LostResponses:
+		before, _ := h.proxy.counts()
+		h.proxy.lose(lostShare)
+		return func(context.Context) error {
+			h.proxy.lose(0)
+			lost, committed := h.proxy.counts()
+			h.report.lostResponses(lost, committed)
+			h.logf("  %d answers lost (%d in all, %d of them successes)", lost-before, lost, committed)
+			return nil
+		}, nil
 	case KillAPIServer:
 		if err := h.cp.KillAPIServer(); err != nil {
 			return nil, err

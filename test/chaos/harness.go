@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -21,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
@@ -58,14 +61,53 @@ type Config struct {
 	// leader election. Default 4 s, 3 s, 500 ms (upstream's defaults,
 	// 15 s, 10 s, 2 s, in a failover run).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// Shared runs a second CCM on the same cloud and cluster:
+	// SharedReplicas (default 2) Outrigger processes with
+	// --load-balancer-class=example.com/not-outrigger, their own Lease and
+	// only the service controller, which serve the Services of that class.
+	// The schedule also SIGKILLs them (KillSharedCCM); both CCMs run the
+	// orphan sweep. Neither may change or delete the other's load
+	// balancers.
+	Shared         bool
+	SharedReplicas int
+	// Hang adds ObjectHang to the schedule: the cloud never answers calls
+	// on the load balancers of some Services, and the replicas abandon
+	// each at --cloud-call-timeout (5 s in this setting). Services created
+	// meanwhile must get their load balancer during the fault.
+	Hang bool
+	// LostResponses puts a proxy between the replicas and the API server
+	// and adds the fault LostResponses to the schedule: a share of the
+	// replicas' writes commit and their answer is lost.
+	LostResponses bool
+}
+
+// extraFaults are the fault kinds of the settings cfg turns on.
+func (cfg Config) extraFaults() []string {
+	var out []string
+	if cfg.Shared {
+		out = append(out, KillSharedCCM)
+	}
+	if cfg.Hang {
+		out = append(out, ObjectHang)
+	}
+	if cfg.LostResponses {
+		out = append(out, LostResponses)
+	}
+	return out
 }
 
 // namespace holds the run's Services.
 const namespace = "chaos"
 
 // foreignClass is a load balancer class Outrigger does not implement:
-// Services with it must get no cloud load balancer from it.
+// Services with it must get no cloud load balancer from it. In a shared
+// run (Config.Shared) the second CCM serves them.
 const foreignClass = "example.com/not-outrigger"
+
+// ForeignClass is the class of the workload's Services that are not
+// Outrigger's, the second CCM's in a shared run.
+const ForeignClass = foreignClass
 
 type harness struct {
 	cfg Config
@@ -78,18 +120,34 @@ type harness struct {
 	dir     string
 	simYAML string
 	kubecfg string
+	// replicaKubecfg is the kubeconfig the replicas use: kubecfg, or the
+	// lossy proxy's (Config.LostResponses).
+	replicaKubecfg string
+	proxy          *lossyProxy
+	// closers stop what setUp started besides the control plane.
+	closers []func()
+	// nodes and services are the watch's caches, once it runs.
+	nodes    cache.Store
+	svcIndex cache.Indexer
+	// hang is the object-hang fault in progress (Config.Hang).
+	hang     *hangWindow
+	nextHang int
 
-	logMu    sync.Mutex
-	mu       sync.Mutex
-	report   *Report
+	logMu  sync.Mutex
+	mu     sync.Mutex
+	report *Report
+	// replicas are Outrigger's, then (Config.Shared) the second CCM's.
 	replicas []*replica
 	services []string // created and not deleted, in creation order
 	nextNode int
 	nextSvc  int
 	created  map[string]time.Time // Service name -> creation, until it gets an ingress
-	lastLift time.Time
-	closing  chan struct{} // closed by tearDown: replicas are not restarted any more
-	starts   int           // replica processes started, for their caller names
+	// createdForeign is created for the Services of the second CCM's class
+	// (Config.Shared).
+	createdForeign map[string]time.Time
+	lastLift       time.Time
+	closing        chan struct{} // closed by tearDown: replicas are not restarted any more
+	starts         int           // replica processes started, for their caller names
 }
 
 type replica struct {
@@ -105,6 +163,15 @@ type replica struct {
 // failed (the control plane did not start, a restart failed); invariant
 // violations are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Failover > 0 && len(cfg.extraFaults()) > 0 {
+		return nil, errors.New("chaos: a failover run takes none of Config.Shared, Hang and LostResponses")
+	}
+	if cfg.Shared && cfg.SharedReplicas <= 0 {
+		cfg.SharedReplicas = 2
+	}
+	if !cfg.Shared {
+		cfg.SharedReplicas = 0
+	}
 	if cfg.Failover > 0 {
 		if cfg.Replicas <= 0 {
 			cfg.Replicas = 3
@@ -131,15 +198,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Outrigger == "" {
 		return nil, errors.New("chaos: Config.Outrigger (the outrigger binary) is required")
 	}
-	sched := NewSchedule(cfg.Seed, cfg.Duration)
-	h := &harness{cfg: cfg, created: map[string]time.Time{}, report: newReport(cfg, sched), closing: make(chan struct{})}
+	sched := NewSchedule(cfg.Seed, cfg.Duration, cfg.extraFaults()...)
+	h := &harness{cfg: cfg, created: map[string]time.Time{}, createdForeign: map[string]time.Time{}, report: newReport(cfg, sched), closing: make(chan struct{})}
 	if cfg.Failover > 0 {
 		h.report.Failover = newFailover(cfg)
 		fmt.Fprintf(cfg.Log, "chaos: seed %d, failover: %d leader kills during a workload of at most %v (schedule %s: %d workload steps), lease %v, renew deadline %v, retry period %v\n",
 			cfg.Seed, cfg.Failover, cfg.Duration, sched.Digest(), len(sched.Workload), cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod)
 	} else {
-		fmt.Fprintf(cfg.Log, "chaos: seed %d, %v, schedule %s: %d workload steps, %d faults\n",
-			cfg.Seed, cfg.Duration, sched.Digest(), len(sched.Workload), len(sched.Faults))
+		settings := ""
+		for _, k := range cfg.extraFaults() {
+			settings += ", " + k
+		}
+		fmt.Fprintf(cfg.Log, "chaos: seed %d, %v, schedule %s: %d workload steps, %d faults%s\n",
+			cfg.Seed, cfg.Duration, sched.Digest(), len(sched.Workload), len(sched.Faults), settings)
 	}
 	var err error
 	if h.dir = cfg.WorkDir; h.dir == "" {
@@ -198,7 +269,15 @@ func (h *harness) setUp(ctx context.Context) error {
 	if err := h.cloud.SetInternalIPv4Range(netip.MustParsePrefix("127.1.0.0/16")); err != nil {
 		return err
 	}
-	cloudURL, err := h.cloud.Serve(ctx, "127.0.0.1:0")
+	var cloudURL string
+	var err error
+	if h.cfg.Shared {
+		// Every change to a load balancer is checked against the class
+		// of the CCM that made it.
+		cloudURL, err = h.serve(ctx, h.auditClasses(h.cloud.Handler()))
+	} else {
+		cloudURL, err = h.cloud.Serve(ctx, "127.0.0.1:0")
+	}
 	if err != nil {
 		return err
 	}
@@ -212,6 +291,12 @@ func (h *harness) setUp(ctx context.Context) error {
 	h.kubecfg = filepath.Join(h.dir, "kubeconfig")
 	if err := h.cp.WriteAdminKubeconfig(h.kubecfg); err != nil {
 		return err
+	}
+	h.replicaKubecfg = h.kubecfg
+	if h.cfg.LostResponses {
+		if err := h.startProxy(ctx); err != nil {
+			return err
+		}
 	}
 	cfg := rest.CopyConfig(h.cp.Config)
 	cfg.QPS, cfg.Burst, cfg.Timeout = 200, 400, 10*time.Second
@@ -235,34 +320,76 @@ func (h *harness) setUp(ctx context.Context) error {
 }
 
 func (h *harness) startReplicas() error {
-	for i := range h.cfg.Replicas {
+	for i := range h.cfg.Replicas + h.cfg.SharedReplicas {
 		h.replicas = append(h.replicas, nil)
 		if err := h.startReplica(i); err != nil {
 			return err
 		}
 	}
-	h.logf("environment up: %d nodes, %d Services, %d Outrigger replicas (%s)", h.cfg.Nodes, h.cfg.Services, h.cfg.Replicas, h.dir)
+	second := ""
+	if h.cfg.Shared {
+		second = fmt.Sprintf(", %d replicas of a second CCM (class %s)", h.cfg.SharedReplicas, foreignClass)
+	}
+	h.logf("environment up: %d nodes, %d Services, %d Outrigger replicas%s (%s)", h.cfg.Nodes, h.cfg.Services, h.cfg.Replicas, second, h.dir)
 	return nil
 }
 
+// shared tells whether replica slot i is the second CCM's.
+func (h *harness) shared(i int) bool { return i >= h.cfg.Replicas }
+
+// sharedLeaseName is the second CCM's leader-election Lease.
+const sharedLeaseName = "outrigger-shared"
+
+// hangCallTimeout is the replicas' --cloud-call-timeout with Config.Hang:
+// well below the hang, which lasts until the caller gives up.
+const hangCallTimeout = 5 * time.Second
+
+// orphanSweepPeriod is both CCMs' --load-balancer-orphan-sweep-period with
+// Config.Shared: each sweeps the cloud, where the other's load balancers
+// are, many times a run.
+const orphanSweepPeriod = 10 * time.Second
+
 // replicaArgs run Outrigger with every controller, IPAM and routes on, and
 // the configured leader election: outside failover runs, short enough that
-// a killed leader is replaced within seconds.
-func (h *harness) replicaArgs(cloudConfig string) []string {
-	return []string{
-		"--kubeconfig=" + h.kubecfg, "--cloud-provider=sim", "--cloud-config=" + cloudConfig,
+// a killed leader is replaced within seconds. The second CCM's replicas
+// (slot i, Config.Shared) run only the service controller, for its class,
+// with their own Lease.
+func (h *harness) replicaArgs(i int, cloudConfig string) []string {
+	args := []string{
+		"--kubeconfig=" + h.replicaKubecfg, "--cloud-provider=sim", "--cloud-config=" + cloudConfig,
 		"--leader-elect=true", "--leader-elect-lease-duration=" + h.cfg.LeaseDuration.String(),
 		"--leader-elect-renew-deadline=" + h.cfg.RenewDeadline.String(), "--leader-elect-retry-period=" + h.cfg.RetryPeriod.String(),
-		"--secure-port=0", "--allocate-node-cidrs=true", "--cluster-cidr=198.18.0.0/16", "--configure-cloud-routes=true",
-		"--route-reconciliation-period=2s", "--node-monitor-period=2s",
+		"--secure-port=0",
 	}
+	if h.shared(i) {
+		args = append(args, "--load-balancer-class="+foreignClass, "--leader-elect-resource-name="+sharedLeaseName,
+			"--controllers=service-lb-controller", "--allocate-node-cidrs=false", "--configure-cloud-routes=false")
+	} else {
+		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr=198.18.0.0/16", "--configure-cloud-routes=true",
+			"--route-reconciliation-period=2s", "--node-monitor-period=2s")
+	}
+	if h.cfg.Shared {
+		args = append(args, "--load-balancer-orphan-sweep-period="+orphanSweepPeriod.String())
+	}
+	if h.cfg.Hang {
+		args = append(args, "--cloud-call-timeout="+hangCallTimeout.String())
+	}
+	return args
+}
+
+// replicaName is replica slot i's name in log files and caller names.
+func (h *harness) replicaName(i int) string {
+	if h.shared(i) {
+		return fmt.Sprintf("%s%d", sharedCallerPrefix, i-h.cfg.Replicas)
+	}
+	return fmt.Sprintf("%s%d", callerPrefix, i)
 }
 
 // startReplica starts replica i. A replica that exits on its own (Outrigger
 // exits when it loses its leader lease, as upstream's CCM does) is started
 // again a second later, as the kubelet restarts a container.
 func (h *harness) startReplica(i int) error {
-	log, err := os.OpenFile(filepath.Join(h.dir, fmt.Sprintf("outrigger-%d.log", i)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	log, err := os.OpenFile(filepath.Join(h.dir, h.replicaName(i)+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
@@ -270,7 +397,7 @@ func (h *harness) startReplica(i int) error {
 	// called: the failover run recognises the leader by it.
 	h.mu.Lock()
 	h.starts++
-	caller := fmt.Sprintf("%s%d-%d", callerPrefix, i, h.starts)
+	caller := fmt.Sprintf("%s-%d", h.replicaName(i), h.starts)
 	h.mu.Unlock()
 	simYAML, err := os.ReadFile(h.simYAML)
 	if err != nil {
@@ -282,7 +409,7 @@ func (h *harness) startReplica(i int) error {
 		log.Close()
 		return err
 	}
-	cmd := exec.Command(h.cfg.Outrigger, h.replicaArgs(cloudConfig)...)
+	cmd := exec.Command(h.cfg.Outrigger, h.replicaArgs(i, cloudConfig)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()
@@ -325,7 +452,7 @@ func (h *harness) startReplica(i int) error {
 			return
 		}
 		h.report.replicaExit()
-		h.logf("Outrigger replica %d exited on its own (%v); restarted", i, err)
+		h.logf("Outrigger replica %s exited on its own (%v); restarted", h.replicaName(i), err)
 		if err := h.startReplica(i); err != nil {
 			h.logf("%v", err)
 		}
@@ -366,6 +493,23 @@ func (h *harness) tearDown() {
 			h.logf("stopping the control plane: %v", err)
 		}
 	}
+	for _, c := range h.closers {
+		c()
+	}
+}
+
+// serve serves handler on a loopback port until ctx ends or tearDown, and
+// returns its URL.
+func (h *harness) serve(ctx context.Context, handler http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	h.closers = append(h.closers, func() { stop(); _ = srv.Close() })
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
 }
 
 func (h *harness) run(ctx context.Context, sched Schedule) error {

@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/ptr"
 
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -35,13 +37,45 @@ const (
 	FinalizerLeft        = "finalizer-left-on-service"
 	NodeNotInitialized   = "node-not-initialized"
 	NodeWithoutInstance  = "node-whose-instance-is-gone"
+	DuplicatePodCIDR     = "pod-cidr-on-two-nodes"
 	cleanupFinalizer     = "service.kubernetes.io/load-balancer-cleanup"
 	continuousCheckEvery = time.Second
 )
 
 // Invariants lists them all, in report order.
 var Invariants = []string{OrphanLB, NoIngress, DuplicateLB, StaleListeners, OrphanRoute, MissingRoute,
-	NodeDeletedInstance, FinalizerLeft, NodeNotInitialized, NodeWithoutInstance}
+	NodeDeletedInstance, FinalizerLeft, NodeNotInitialized, NodeWithoutInstance, DuplicatePodCIDR}
+
+// Invariants of the optional settings, checked when the setting is on.
+const (
+	// CrossClassWrite: a CCM of a shared run (Config.Shared) created or
+	// changed a load balancer tagged with the other's class (checked as
+	// the cloud answers).
+	CrossClassWrite = "lb-written-by-other-class"
+	// CrossClassDelete: a CCM of a shared run deleted the other's load
+	// balancer while its Service still asked the other for one (checked
+	// as the cloud answers).
+	CrossClassDelete = "lb-deleted-by-other-class"
+	// WrongClassLB: a Service's load balancer is tagged with a class
+	// other than the Service's (a shared run, once settled).
+	WrongClassLB = "lb-class-differs-from-service"
+	// HangBlocked: a Service of Outrigger's class created during an
+	// object-hang fault (Config.Hang), whose load balancer the cloud
+	// answers, got no ingress before the fault lifted.
+	HangBlocked = "lb-blocked-by-hung-calls"
+)
+
+// invariants are those a run of cfg checks, in report order.
+func (cfg Config) invariants() []string {
+	out := slices.Clone(Invariants)
+	if cfg.Shared {
+		out = append(out, CrossClassWrite, CrossClassDelete, WrongClassLB)
+	}
+	if cfg.Hang {
+		out = append(out, HangBlocked)
+	}
+	return out
+}
 
 // Violation is one object breaking one invariant.
 type Violation struct {
@@ -63,6 +97,18 @@ func (h *harness) watch(ctx context.Context) (*sync.WaitGroup, error) {
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0)
 	nodes := f.Core().V1().Nodes().Informer()
+	services := f.Core().V1().Services().Informer()
+	if err := services.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
+		if svc, ok := obj.(*corev1.Service); ok {
+			return []string{string(svc.UID)}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.nodes, h.svcIndex = nodes.GetStore(), services.GetIndexer()
+	h.mu.Unlock()
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -77,18 +123,23 @@ func (h *harness) watch(ctx context.Context) (*sync.WaitGroup, error) {
 	}}); err != nil {
 		return nil, err
 	}
-	services := f.Core().V1().Services().Informer()
 	ingress := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 			return
 		}
+		h.hangIngress(svc.Name)
 		h.mu.Lock()
 		t, ok := h.created[svc.Name]
 		delete(h.created, svc.Name)
+		tf, foreign := h.createdForeign[svc.Name]
+		delete(h.createdForeign, svc.Name)
 		h.mu.Unlock()
 		if ok {
 			h.report.ingress(time.Since(t))
+		}
+		if foreign {
+			h.report.foreignIngress(time.Since(tf))
 		}
 	}
 	if _, err := services.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -106,9 +157,9 @@ func (h *harness) violate(invariant, object, detail string) {
 	h.report.violate(Violation{Invariant: invariant, Object: object, Detail: detail, At: h.since().Seconds()})
 }
 
-// checkContinuously looks for duplicate load balancers every second: one
-// Service with two cloud load balancers is never right, not even for a
-// moment.
+// checkContinuously looks for duplicate load balancers and pod CIDRs every
+// second: one Service with two cloud load balancers, or two nodes with one
+// pod CIDR, is never right, not even for a moment.
 func (h *harness) checkContinuously(ctx context.Context) {
 	t := time.NewTicker(continuousCheckEvery)
 	defer t.Stop()
@@ -123,7 +174,38 @@ func (h *harness) checkContinuously(ctx context.Context) {
 				h.violate(DuplicateLB, owner, strings.Join(names, ","))
 			}
 		}
+		h.mu.Lock()
+		store := h.nodes
+		h.mu.Unlock()
+		if store == nil {
+			continue
+		}
+		var nodes []*corev1.Node
+		for _, obj := range store.List() {
+			if n, ok := obj.(*corev1.Node); ok {
+				nodes = append(nodes, n)
+			}
+		}
+		for cidr, names := range nodesByPodCIDR(nodes) {
+			if len(names) > 1 {
+				h.violate(DuplicatePodCIDR, cidr, strings.Join(names, ","))
+			}
+		}
 	}
+}
+
+// nodesByPodCIDR maps every pod CIDR to the nodes that hold it.
+func nodesByPodCIDR(nodes []*corev1.Node) map[string][]string {
+	out := map[string][]string{}
+	for _, n := range nodes {
+		for _, cidr := range n.Spec.PodCIDRs {
+			out[cidr] = append(out[cidr], n.Name)
+		}
+	}
+	for _, names := range out {
+		sort.Strings(names)
+	}
+	return out
 }
 
 func lbsByOwner(lbs []simcloud.LoadBalancer) map[string][]string {
@@ -177,6 +259,15 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 			}
 		}
 	}
+	nodePtrs := make([]*corev1.Node, 0, len(nodeList.Items))
+	for i := range nodeList.Items {
+		nodePtrs = append(nodePtrs, &nodeList.Items[i])
+	}
+	for cidr, names := range nodesByPodCIDR(nodePtrs) {
+		if len(names) > 1 {
+			bad(DuplicatePodCIDR, cidr, "%s", strings.Join(names, ","))
+		}
+	}
 	for _, r := range h.cloud.Routes() {
 		if !nodes[r.Target] {
 			bad(OrphanRoute, r.Name, "%s -> %s", r.Destination, r.Target)
@@ -194,7 +285,10 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 			bad(FinalizerLeft, name, "deleted, finalizers %v", svc.Finalizers)
 			continue
 		}
-		ours := svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil
+		// Outrigger serves the Services without a class; in a shared run
+		// the second CCM those of foreignClass.
+		ours := svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+			(svc.Spec.LoadBalancerClass == nil || h.cfg.Shared && *svc.Spec.LoadBalancerClass == foreignClass)
 		if !ours {
 			if slices.Contains(svc.Finalizers, cleanupFinalizer) {
 				bad(FinalizerLeft, name, "type %s, class %v, still has %s", svc.Spec.Type, svc.Spec.LoadBalancerClass, cleanupFinalizer)
@@ -212,6 +306,9 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 				bad(NoIngress, name, "ingress %v without a cloud load balancer", svc.Status.LoadBalancer.Ingress)
 			}
 			continue
+		}
+		if class := ptr.Deref(svc.Spec.LoadBalancerClass, ""); h.cfg.Shared && lb.Tags[sim.TagClass] != class {
+			bad(WrongClassLB, name, "load balancer %s tagged class %q, the Service's is %q", lbName, lb.Tags[sim.TagClass], class)
 		}
 		if got, wantL := listeners(lb), servicePorts(&svc); !slices.Equal(got, wantL) {
 			bad(StaleListeners, name, "listeners %v, Service ports %v", got, wantL)
@@ -301,8 +398,12 @@ func (h *harness) recordFinal(ctx context.Context) {
 	}
 	if l, err := h.client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, s := range l.Items {
-			if s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Spec.LoadBalancerClass == nil {
+			switch {
+			case s.Spec.Type != corev1.ServiceTypeLoadBalancer:
+			case s.Spec.LoadBalancerClass == nil:
 				f.LoadBalancerServices++
+			case h.cfg.Shared && *s.Spec.LoadBalancerClass == foreignClass:
+				f.ForeignLoadBalancerServices++
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 
@@ -71,11 +72,18 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	if err := kubeletsim.Register(ctx, h.client, "no-instance"); err != nil {
 		t.Fatal(err)
 	}
+	// Two Nodes with one pod CIDR.
+	for _, name := range []string{"chaos-node-1", "no-instance"} {
+		patch := []byte(`{"spec":{"podCIDR":"198.18.200.0/24","podCIDRs":["198.18.200.0/24"]}}`)
+		if _, err := h.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := h.client.CoreV1().Nodes().Delete(ctx, "chaos-node-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	want := []string{OrphanLB, NoIngress, DuplicateLB, StaleListeners, OrphanRoute, MissingRoute, NodeDeletedInstance, FinalizerLeft, NodeNotInitialized, NodeWithoutInstance}
+	want := []string{OrphanLB, NoIngress, DuplicateLB, StaleListeners, OrphanRoute, MissingRoute, NodeDeletedInstance, FinalizerLeft, NodeNotInitialized, NodeWithoutInstance, DuplicatePodCIDR}
 	var got map[string]bool
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		v, err := h.settled(ctx)

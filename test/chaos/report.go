@@ -42,12 +42,58 @@ type Report struct {
 	Ingress Percentiles `json:"ingressSeconds"`
 	Final   Final       `json:"final"`
 	// Failover is set in a failover run (Config.Failover).
-	Failover    *Failover `json:"failover,omitempty"`
-	WallSeconds float64   `json:"wallSeconds"`
-	WorkDir     string    `json:"workDir,omitempty"`
+	Failover *Failover `json:"failover,omitempty"`
+	// Shared, Hang and LostResponses are set when their setting is on.
+	Shared        *SharedReport `json:"shared,omitempty"`
+	Hang          *HangReport   `json:"hang,omitempty"`
+	LostResponses *LostReport   `json:"lostResponses,omitempty"`
+	WallSeconds   float64       `json:"wallSeconds"`
+	WorkDir       string        `json:"workDir,omitempty"`
 
 	ingressTimes []float64
 	seen         map[string]bool
+	// faultKinds and invariants are the run's, in report order.
+	faultKinds, invariants  []string
+	foreignTimes, hangTimes []float64
+}
+
+// SharedReport is what the second CCM of a shared run (Config.Shared) did.
+type SharedReport struct {
+	Replicas int    `json:"replicas"`
+	Class    string `json:"class"`
+	// CrossClassCleanups counts load balancers one CCM deleted that were
+	// tagged with the other's class, of Services that no longer asked for
+	// one (not violations: see CrossClassDelete).
+	CrossClassCleanups int `json:"crossClassCleanups"`
+	// Ingress is how long new Services of the second CCM's class waited
+	// for their load balancer.
+	Ingress Percentiles `json:"ingressSeconds"`
+}
+
+// HangReport is what the object-hang faults (Config.Hang) measured.
+type HangReport struct {
+	Faults int `json:"faults"`
+	// HungServices counts the Services whose load balancer's calls hung,
+	// summed over the faults.
+	HungServices int `json:"hungServices"`
+	// Created counts the other Services of Outrigger's class created
+	// during the faults; Converged those that got their ingress before the
+	// fault lifted, Unjudged those without it that were created less than
+	// hangGrace before the lift or deleted or changed meanwhile. The rest
+	// are HangBlocked violations.
+	Created   int `json:"created"`
+	Converged int `json:"converged"`
+	Unjudged  int `json:"unjudged"`
+	// Ingress is how long the converged waited for their ingress.
+	Ingress Percentiles `json:"ingressSeconds"`
+}
+
+// LostReport counts the API server answers the LostResponses faults lost.
+type LostReport struct {
+	// Lost are the writes whose answer was lost; Committed those of them
+	// the API server had answered with a success.
+	Lost      int `json:"lost"`
+	Committed int `json:"committed"`
 }
 
 // Percentiles summarize durations in seconds.
@@ -65,6 +111,9 @@ type Final struct {
 	LoadBalancerServices int `json:"loadBalancerServices"`
 	LoadBalancers        int `json:"cloudLoadBalancers"`
 	Routes               int `json:"routes"`
+	// ForeignLoadBalancerServices are the LoadBalancer Services of the
+	// second CCM's class, in a shared run.
+	ForeignLoadBalancerServices int `json:"foreignLoadBalancerServices,omitempty"`
 }
 
 func newReport(cfg Config, s Schedule) *Report {
@@ -73,14 +122,60 @@ func newReport(cfg Config, s Schedule) *Report {
 		Nodes: cfg.Nodes, Services: cfg.Services, Replicas: cfg.Replicas,
 		Workload: map[string]int{}, WorkloadErrors: map[string]int{}, Faults: map[string]int{},
 		ViolationsByInvariant: map[string]int{}, Violations: []Violation{}, seen: map[string]bool{},
+		faultKinds: append(slices.Clone(FaultKinds), cfg.extraFaults()...), invariants: cfg.invariants(),
 	}
-	for _, k := range FaultKinds {
+	for _, k := range r.faultKinds {
 		r.Faults[k] = 0
 	}
-	for _, inv := range Invariants {
+	for _, inv := range r.invariants {
 		r.ViolationsByInvariant[inv] = 0
 	}
+	if cfg.Shared {
+		r.Shared = &SharedReport{Replicas: cfg.SharedReplicas, Class: foreignClass}
+	}
+	if cfg.Hang {
+		r.Hang = &HangReport{}
+	}
+	if cfg.LostResponses {
+		r.LostResponses = &LostReport{}
+	}
 	return r
+}
+
+func (r *Report) foreignIngress(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.foreignTimes = append(r.foreignTimes, d.Seconds())
+}
+
+func (r *Report) crossClassCleanup() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Shared.CrossClassCleanups++
+}
+
+func (r *Report) hangStarted(hung int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Hang.Faults++
+	r.Hang.HungServices += hung
+}
+
+func (r *Report) hangEnded(res hangResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Hang.Created += res.created
+	r.Hang.Converged += len(res.ingress)
+	r.Hang.Unjudged += res.unjudged
+	for _, d := range res.ingress {
+		r.hangTimes = append(r.hangTimes, d.Seconds())
+	}
+}
+
+func (r *Report) lostResponses(lost, committed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.LostResponses.Lost, r.LostResponses.Committed = lost, committed
 }
 
 func (r *Report) workload(kind string, err error) {
@@ -150,11 +245,23 @@ func (r *Report) finish(wall time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.WallSeconds = round(wall.Seconds())
-	t := slices.Clone(r.ingressTimes)
-	sort.Float64s(t)
-	if n := len(t); n > 0 {
-		r.Ingress = Percentiles{Count: n, P50: round(t[n/2]), P90: round(t[n*9/10]), Max: round(t[n-1])}
+	r.Ingress = percentiles(r.ingressTimes)
+	if r.Shared != nil {
+		r.Shared.Ingress = percentiles(r.foreignTimes)
 	}
+	if r.Hang != nil {
+		r.Hang.Ingress = percentiles(r.hangTimes)
+	}
+}
+
+func percentiles(times []float64) Percentiles {
+	t := slices.Clone(times)
+	sort.Float64s(t)
+	n := len(t)
+	if n == 0 {
+		return Percentiles{}
+	}
+	return Percentiles{Count: n, P50: round(t[n/2]), P90: round(t[n*9/10]), Max: round(t[n-1])}
 }
 
 func round(s float64) float64 { return float64(int64(s*10+0.5)) / 10 }
@@ -167,19 +274,22 @@ func (r *Report) Table(w io.Writer) {
 	fmt.Fprintf(tw, "seed\t%d\n", r.Seed)
 	fmt.Fprintf(tw, "duration\t%s (schedule %s)\n", r.Duration, r.Schedule)
 	fmt.Fprintf(tw, "start\t%d nodes, %d Services, %d Outrigger replicas\n", r.Nodes, r.Services, r.Replicas)
+	if r.Shared != nil {
+		fmt.Fprintf(tw, "second CCM (shared cloud)\t%d replicas, class %s\n", r.Shared.Replicas, r.Shared.Class)
+	}
 	fmt.Fprintf(tw, "workload cycles\t%d\n", r.Cycles)
 	for _, k := range sortedKeys(r.Workload) {
 		fmt.Fprintf(tw, "  %s\t%d (%d refused)\n", k, r.Workload[k], r.WorkloadErrors[k])
 	}
 	if r.Failover == nil {
 		fmt.Fprintf(tw, "faults\t\n")
-		for _, k := range FaultKinds {
+		for _, k := range r.faultKinds {
 			fmt.Fprintf(tw, "  %s\t%d\n", k, r.Faults[k])
 		}
 	}
 	fmt.Fprintf(tw, "outrigger exits (lease lost), restarted\t%d\n", r.ReplicaExits)
 	fmt.Fprintf(tw, "invariant violations\t%d\n", len(r.Violations))
-	for _, k := range Invariants {
+	for _, k := range r.invariants {
 		fmt.Fprintf(tw, "  %s\t%d\n", k, r.ViolationsByInvariant[k])
 	}
 	if r.Quiesced {
@@ -188,8 +298,24 @@ func (r *Report) Table(w io.Writer) {
 		fmt.Fprintf(tw, "quiescence after last fault\tNOT REACHED\n")
 	}
 	fmt.Fprintf(tw, "time to ingress (new Services)\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", r.Ingress.P50, r.Ingress.P90, r.Ingress.Max, r.Ingress.Count)
-	fmt.Fprintf(tw, "final\t%d instances, %d nodes, %d LB Services, %d cloud LBs, %d routes\n",
-		r.Final.Instances, r.Final.Nodes, r.Final.LoadBalancerServices, r.Final.LoadBalancers, r.Final.Routes)
+	if s := r.Shared; s != nil {
+		fmt.Fprintf(tw, "time to ingress (new Services, class %s)\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", s.Class, s.Ingress.P50, s.Ingress.P90, s.Ingress.Max, s.Ingress.Count)
+		fmt.Fprintf(tw, "cross-class cleanups (Service no longer asking)\t%d\n", s.CrossClassCleanups)
+	}
+	if x := r.Hang; x != nil {
+		fmt.Fprintf(tw, "object hangs\t%d faults, %d Services hung; %d others created during them: %d converged before the lift, %d too late to judge\n",
+			x.Faults, x.HungServices, x.Created, x.Converged, x.Unjudged)
+		fmt.Fprintf(tw, "  time to ingress during a hang\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", x.Ingress.P50, x.Ingress.P90, x.Ingress.Max, x.Ingress.Count)
+	}
+	if l := r.LostResponses; l != nil {
+		fmt.Fprintf(tw, "API answers lost\t%d (%d of committed writes)\n", l.Lost, l.Committed)
+	}
+	foreign := ""
+	if r.Shared != nil {
+		foreign = fmt.Sprintf(" (+%d of class %s)", r.Final.ForeignLoadBalancerServices, r.Shared.Class)
+	}
+	fmt.Fprintf(tw, "final\t%d instances, %d nodes, %d LB Services%s, %d cloud LBs, %d routes\n",
+		r.Final.Instances, r.Final.Nodes, r.Final.LoadBalancerServices, foreign, r.Final.LoadBalancers, r.Final.Routes)
 	if f := r.Failover; f != nil {
 		fmt.Fprintf(tw, "failover: leader SIGKILLs measured\t%d (lease %gs, renew deadline %gs, retry period %gs; bound %gs)\n",
 			f.Kills, f.LeaseDurationSeconds, f.RenewDeadlineSeconds, f.RetryPeriodSeconds, f.BoundSeconds)

@@ -44,6 +44,19 @@ const (
 // FaultKinds are every fault the harness injects.
 var FaultKinds = []string{KillOutrigger, KillAPIServer, PauseEtcd, CloudErrors, Cloud429, CloudHang, CloudQuota, InstanceDelete}
 
+// Fault kinds of the optional settings (Config.Shared, Hang,
+// LostResponses), each added to every round when its setting is on.
+const (
+	// KillSharedCCM SIGKILLs a replica of the second CCM (Config.Shared).
+	KillSharedCCM = "shared-ccm-sigkill"
+	// ObjectHang: the cloud never answers calls on the load balancers of
+	// some Services while the others' are answered (Config.Hang).
+	ObjectHang = "cloud-object-hang"
+	// LostResponses: a share of the replicas' writes to the API server
+	// commit, and their answer is lost (Config.LostResponses).
+	LostResponses = "api-lost-responses"
+)
+
 // workloadWeights make Service churn the bulk of the workload.
 var workloadWeights = []struct {
 	kind   string
@@ -84,12 +97,19 @@ var holds = map[string][2]time.Duration{
 	CloudHang:      {2 * time.Second, 5 * time.Second},
 	CloudQuota:     {3 * time.Second, 10 * time.Second},
 	InstanceDelete: {0, 0},
+	KillSharedCCM:  {0, 5 * time.Second},
+	// Long enough for Services created during it to be measured.
+	ObjectHang:    {20 * time.Second, 30 * time.Second},
+	LostResponses: {5 * time.Second, 15 * time.Second},
 }
 
 // NewSchedule derives a run of length d from seed alone. Faults come in
 // rounds that each hold every kind once, in a seeded order, so even a short
-// run injects every kind; the last one is lifted before d.
-func NewSchedule(seed uint64, d time.Duration) Schedule {
+// run injects every kind; the last one is lifted before d. The rounds hold
+// the kinds of FaultKinds and extra (fault kinds of the optional
+// settings): without extra kinds, the schedule is that of FaultKinds
+// alone.
+func NewSchedule(seed uint64, d time.Duration, extra ...string) Schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var s Schedule
 	total := 0
@@ -114,7 +134,7 @@ func NewSchedule(seed uint64, d time.Duration) Schedule {
 	}
 	at := 5 * time.Second
 	for done := false; !done; {
-		round := append([]string(nil), FaultKinds...)
+		round := append(append([]string(nil), FaultKinds...), extra...)
 		rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
 		for _, kind := range round {
 			h := holds[kind]

@@ -45,3 +45,36 @@ func TestScheduleIsBoundedAndCoversEveryFault(t *testing.T) {
 		}
 	}
 }
+
+// The schedule of the default run does not move when optional settings
+// are added: seed 1, 2 minutes is the short run's (docs/reliability.md).
+func TestDefaultScheduleIsPinned(t *testing.T) {
+	if got := NewSchedule(1, 2*time.Minute).Digest(); got != "19e5496265cc96ac" {
+		t.Fatalf("seed 1, 2m: schedule %s, want 19e5496265cc96ac", got)
+	}
+}
+
+func TestScheduleCoversExtraKinds(t *testing.T) {
+	extra := []string{KillSharedCCM, ObjectHang, LostResponses}
+	for _, tc := range []struct {
+		seed  uint64
+		d     time.Duration
+		extra []string
+	}{{1, 2 * time.Minute, extra[:1]}, {1, 3 * time.Minute, extra[1:2]}, {1, 3 * time.Minute, extra[2:]}, {7, 5 * time.Minute, extra}} {
+		s := NewSchedule(tc.seed, tc.d, tc.extra...)
+		seen := map[string]int{}
+		end := time.Duration(0)
+		for i, f := range s.Faults {
+			seen[f.Kind]++
+			if f.At < end || f.At+f.Hold >= tc.d {
+				t.Errorf("seed %d, %v, %v: fault %d (%s) at %v, hold %v, overlaps or outlives the run", tc.seed, tc.d, tc.extra, i, f.Kind, f.At, f.Hold)
+			}
+			end = f.At + f.Hold
+		}
+		for _, k := range append(slices.Clone(FaultKinds), tc.extra...) {
+			if seen[k] == 0 {
+				t.Errorf("seed %d, %v, %v: no %s fault in %d faults", tc.seed, tc.d, tc.extra, k, len(s.Faults))
+			}
+		}
+	}
+}

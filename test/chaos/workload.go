@@ -104,6 +104,9 @@ func (h *harness) createService(ctx context.Context, pick uint32) error {
 	h.services = append(h.services, name)
 	if svc.Spec.LoadBalancerClass == nil {
 		h.created[name] = created
+		h.hangCreated(name, created)
+	} else if h.cfg.Shared {
+		h.createdForeign[name] = created
 	}
 	h.mu.Unlock()
 	return nil

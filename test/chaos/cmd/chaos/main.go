@@ -28,6 +28,9 @@ func main() {
 	flag.StringVar(&cfg.WorkDir, "workdir", "", "Where logs, kubeconfig and cloud-config go; default a temporary directory, kept when the run fails.")
 	flag.DurationVar(&cfg.Quiesce, "quiesce", 5*time.Minute, "Longest wait for every invariant to hold after the last fault.")
 	flag.IntVar(&cfg.Failover, "failover", 0, "Failover run: SIGKILL the leader this many times during node and Service churn and measure the time to a new leader (3 replicas, upstream's default leader election: 15s lease, 10s renew deadline, 2s retry period); -duration then bounds the workload (default 45s per kill) and no other fault is injected.")
+	flag.BoolVar(&cfg.Shared, "shared", false, "Shared cloud: a second CCM (2 Outrigger replicas with --load-balancer-class="+chaos.ForeignClass+", their own Lease, only the service controller) serves that class's Services on the same cloud and cluster, and is SIGKILLed too; neither CCM may change or delete the other's load balancers.")
+	flag.BoolVar(&cfg.Hang, "hang", false, "Hung cloud calls: a fault during which the cloud never answers calls on the load balancers of some Services (the replicas give up at --cloud-call-timeout=5s); Services created meanwhile must get their load balancer during it.")
+	flag.BoolVar(&cfg.LostResponses, "lost-responses", false, "Lost API answers: the replicas reach the API server through a proxy; a fault during which a third of their writes commit and their answer is lost (504 or the connection closed).")
 	jsonOut := flag.String("json", "bin/chaos-report.json", "Where to write the JSON report; empty for none.")
 	flag.Parse()
 	if cfg.Failover > 0 {
@@ -46,7 +49,16 @@ func main() {
 	if cfg.Failover > 0 {
 		fmt.Printf("chaos seed: %d (replay with -seed %d -failover %d)\n", cfg.Seed, cfg.Seed, cfg.Failover)
 	} else {
-		fmt.Printf("chaos seed: %d (replay with -seed %d -duration %v)\n", cfg.Seed, cfg.Seed, cfg.Duration)
+		settings := ""
+		for _, f := range []struct {
+			name string
+			on   bool
+		}{{"-shared", cfg.Shared}, {"-hang", cfg.Hang}, {"-lost-responses", cfg.LostResponses}} {
+			if f.on {
+				settings += " " + f.name
+			}
+		}
+		fmt.Printf("chaos seed: %d (replay with -seed %d -duration %v%s)\n", cfg.Seed, cfg.Seed, cfg.Duration, settings)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
