@@ -142,16 +142,7 @@ func TestAlertsAndDashboardAgainstScrape(t *testing.T) {
 		return true, nil
 	})
 	healthy := sc.after(t, 3, "three scrapes of a healthy Outrigger", nil)
-	testenv.Eventually(t, 10*time.Second, "the LeaderElection Event on the Lease", func() (bool, error) {
-		evs, err := testenv.Client.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + lease + ",reason=LeaderElection"})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			t.Logf("Event %s %s %s/%s %s: %s", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Source.Component, e.Message)
-		}
-		return len(evs.Items) > 0, nil
-	})
+	waitLeaseEvent(t, "LeaderElection")
 
 	// Work that fails over and over: a Ready node the cloud does not know
 	// (it stays uninitialized), a load balancer quota that leaves four
@@ -193,7 +184,9 @@ func TestAlertsAndDashboardAgainstScrape(t *testing.T) {
 	if code, body := get(t, base+"/readyz"); code == http.StatusOK {
 		t.Errorf("/readyz answers 200 with 16 hung load balancer calls: %s", body)
 	}
+	waitLeaseEvent(t, "CloudCallsDegraded")
 	hang.release()
+	waitLeaseEvent(t, "CloudCallsRecovered")
 
 	// Another holder takes the Lease: the leader cannot renew and exits, as
 	// Outrigger does; started again, as its kubelet would, it stays a
@@ -492,6 +485,23 @@ func startOutrigger(t *testing.T, cloud *testenv.Cloud, hang *gate, flags ...str
 		<-exited
 	})
 	return o
+}
+
+// waitLeaseEvent waits for an Event of the reason on the Lease, which
+// docs/troubleshooting.md lists.
+func waitLeaseEvent(t *testing.T, reason string) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, "a "+reason+" Event on the Lease", func() (bool, error) {
+		evs, err := testenv.Client.CoreV1().Events("kube-system").List(context.Background(),
+			metav1.ListOptions{FieldSelector: "involvedObject.kind=Lease,involvedObject.name=" + lease + ",reason=" + reason})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			t.Logf("Event %s %s on Lease %s from %s: %s", e.Type, e.Reason, e.InvolvedObject.Name, e.Source.Component, e.Message)
+		}
+		return len(evs.Items) > 0, nil
+	})
 }
 
 // createLBService creates a LoadBalancer Service, deleted when the test
