@@ -187,6 +187,7 @@ image:
 
 ## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
 ## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.
+## CLUSTER_FLAGS=-hybrid: its nodes on two platforms (local and sim), one Outrigger serving both.
 CLUSTER_FLAGS ?=
 cluster: cluster-binaries cluster-images image
 	go run ./cluster/cmd/cluster up -images $(ASSETS)/images -outrigger-image bin/outrigger-image.tar $(CLUSTER_FLAGS)
