@@ -6,13 +6,13 @@ package main
 import (
 	"os"
 
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
-	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
 func main() {
@@ -20,5 +20,5 @@ func main() {
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, append(devCommands(), sanity.NewCommand(reg), console.NewCommand())...))
+	os.Exit(manager.Main(reg, append(devCommands(), conformance.NewCommand(reg), console.NewCommand())...))
 }

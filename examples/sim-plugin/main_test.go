@@ -15,7 +15,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/sanity"
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 )
 
 // TestPluginsDocExample checks that the main.go in docs/plugins.md is this
@@ -62,10 +62,10 @@ func TestPluginsDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := sanity.Run(ctx, p, sanity.Options{Nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: in.Name}}}, CallTimeout: 5 * time.Second})
-	if sanity.Failed(results) > 0 {
+	results := conformance.Run(ctx, p, conformance.Options{Nodes: []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: in.Name}}}, CallTimeout: 5 * time.Second})
+	if conformance.Failed(results) > 0 {
 		var report strings.Builder
-		_ = sanity.WriteText(&report, results)
+		_ = conformance.WriteText(&report, results)
 		t.Fatalf("the documented plugin fails conformance:\n%s", report.String())
 	}
 }

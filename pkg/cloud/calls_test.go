@@ -289,7 +289,7 @@ func TestLookupAnswersOtherNodesDespiteAHint(t *testing.T) {
 	defer cancel()
 	nodes := []*corev1.Node{node("a"), node("b"), node("c"), node("d")}
 	for _, need := range []Need{NeedMetadata, NeedLiveness} {
-		out := inst.Lookup(ctx, nodes, need, 1)
+		out := inst.Lookup(ctx, nodes, need)
 		if _, ok := provider.RetryAfter(out[0].Err); !ok || !out[0].Exists {
 			t.Errorf("need %d: throttled node got %+v, want its throttle and never gone", need, out[0])
 		}

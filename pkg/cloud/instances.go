@@ -20,6 +20,9 @@ type Instances struct {
 	inner   cloudprovider.InstancesV2
 	batch   provider.BatchInstances
 	answers *answers
+	// batcher gathers concurrent InstanceMetadata calls into batch calls
+	// (nil without a batch lookup).
+	batcher *batcher
 }
 
 // Instances returns the provider's instances interface, or false when the
@@ -34,7 +37,11 @@ func (l *Layer) Instances() (*Instances, bool) {
 	if l.opts.NoBatch {
 		batch = nil
 	}
-	return &Instances{layer: l, inner: v2, batch: batch, answers: l.answers}, true
+	i := &Instances{layer: l, inner: v2, batch: batch, answers: l.answers}
+	if batch != nil {
+		i.batcher = newBatcher(i, l.opts.BatchWindow)
+	}
+	return i, true
 }
 
 // ProviderIDOptional reports whether the provider may leave a node without a
@@ -73,9 +80,21 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bo
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2, its answers shared
-// as InstanceExists's.
+// as InstanceExists's. With a provider that answers in batches, the calls
+// made at about the same time (within Options.BatchWindow) share one batch
+// call.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	return ask(ctx, i.answers, node, askMetadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
+		if i.batcher != nil {
+			st := i.batcher.lookup(ctx, node)
+			switch {
+			case st.Err != nil:
+				return nil, st.Err
+			case !st.Exists || st.Metadata == nil:
+				return nil, cloudprovider.InstanceNotFound
+			}
+			return st.Metadata, nil
+		}
 		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceMetadata", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {
 			return i.inner.InstanceMetadata(ctx, own)
@@ -111,11 +130,16 @@ const (
 	NeedLiveness
 )
 
+// lookupParallelism is how many batch or per-node calls one Lookup has
+// waiting for the layer at once: the method family's adaptive limits decide
+// how many of them are in flight.
+const lookupParallelism = 256
+
 // Lookup answers for every node, in order, with batch calls of at most
-// provider.MaxBatch nodes when the provider offers them and otherwise with per-node
-// calls, at most concurrency at a time. A failed batch marks every node in it
-// with the batch's error; nodes are never reported gone because of an error.
-func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need, concurrency int) []provider.InstanceStatus {
+// provider.MaxBatch nodes when the provider offers them and otherwise with
+// per-node calls. A failed batch marks every node in it with the batch's
+// error; nodes are never reported gone because of an error.
+func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need) []provider.InstanceStatus {
 	// Until a node is answered it reads as "could not tell", never as gone,
 	// so a lookup cut short by ctx cannot get a node deleted.
 	out := make([]provider.InstanceStatus, len(nodes))
@@ -124,7 +148,7 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need,
 	}
 	if i.batch != nil {
 		chunks := (len(nodes) + provider.MaxBatch - 1) / provider.MaxBatch
-		workqueue.ParallelizeUntil(ctx, max(1, concurrency), chunks, func(c int) {
+		workqueue.ParallelizeUntil(ctx, lookupParallelism, chunks, func(c int) {
 			lo, hi := c*provider.MaxBatch, min(len(nodes), (c+1)*provider.MaxBatch)
 			res, err := i.InstancesStatus(ctx, nodes[lo:hi])
 			for j := lo; j < hi; j++ {
@@ -140,7 +164,7 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need,
 		})
 		return out
 	}
-	workqueue.ParallelizeUntil(ctx, max(1, concurrency), len(nodes), func(j int) {
+	workqueue.ParallelizeUntil(ctx, lookupParallelism, len(nodes), func(j int) {
 		out[j] = i.lookupOne(ctx, nodes[j], need)
 	})
 	return out

@@ -44,6 +44,10 @@ type Options struct {
 	// Name labels the layer's metrics with its provider. Default: the
 	// provider's ProviderName.
 	Name string
+	// BatchWindow is how long an InstanceMetadata call waits for others
+	// to share its batch call, with a provider that answers in batches.
+	// Default 10ms.
+	BatchWindow time.Duration
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.
 	NoBatch bool
@@ -64,6 +68,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThrottledObjects <= 0 {
 		o.ThrottledObjects = 3
+	}
+	if o.BatchWindow <= 0 {
+		o.BatchWindow = 10 * time.Millisecond
 	}
 }
 

@@ -96,7 +96,7 @@ func TestLookupNeverReportsGoneOnError(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			inst, _ := New(&scripted{answer: tc.answer}, Options{}).Instances()
-			st := inst.Lookup(context.Background(), []*corev1.Node{node("a")}, tc.need, 1)[0]
+			st := inst.Lookup(context.Background(), []*corev1.Node{node("a")}, tc.need)[0]
 			if st.Exists != tc.wantExists || (st.Err != nil) != tc.wantErr {
 				t.Errorf("got exists=%t err=%v, want exists=%t err=%t", st.Exists, st.Err, tc.wantExists, tc.wantErr)
 			}
@@ -106,7 +106,7 @@ func TestLookupNeverReportsGoneOnError(t *testing.T) {
 		inst, _ := New(&scripted{answer: func(context.Context, int64) error { return nil }}, Options{}).Instances()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		for _, st := range inst.Lookup(ctx, []*corev1.Node{node("a"), node("b")}, NeedLiveness, 1) {
+		for _, st := range inst.Lookup(ctx, []*corev1.Node{node("a"), node("b")}, NeedLiveness) {
 			if !st.Exists {
 				t.Error("a node reported gone by a lookup that never ran")
 			}
@@ -144,7 +144,7 @@ func TestLookupBatches(t *testing.T) {
 	if !inst.SupportsBatch() {
 		t.Fatal("batch provider not detected")
 	}
-	out := inst.Lookup(context.Background(), nodes, NeedLiveness, 4)
+	out := inst.Lookup(context.Background(), nodes, NeedLiveness)
 	if got := b.batches.Load(); got != 3 {
 		t.Errorf("%d batch calls for %d nodes, want 3", got, len(nodes))
 	}
@@ -156,7 +156,7 @@ func TestLookupBatches(t *testing.T) {
 	}
 
 	b.fail = true
-	for _, st := range inst.Lookup(context.Background(), nodes[:10], NeedLiveness, 1) {
+	for _, st := range inst.Lookup(context.Background(), nodes[:10], NeedLiveness) {
 		if !st.Exists || st.Err == nil {
 			t.Fatalf("failed batch gave %+v, want an error and never gone", st)
 		}
@@ -171,7 +171,7 @@ func TestNoBatchAsksNodeByNode(t *testing.T) {
 	if inst.SupportsBatch() {
 		t.Fatal("NoBatch still batches")
 	}
-	inst.Lookup(context.Background(), []*corev1.Node{node("a"), node("b")}, NeedLiveness, 2)
+	inst.Lookup(context.Background(), []*corev1.Node{node("a"), node("b")}, NeedLiveness)
 	if b.batches.Load() != 0 || b.calls.Load() == 0 {
 		t.Errorf("%d batch calls and %d per-node calls, want none and some", b.batches.Load(), b.calls.Load())
 	}

@@ -19,11 +19,11 @@ import (
 	fakecloud "k8s.io/cloud-provider/fake"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
 // socket returns a unix socket endpoint with a short path (the limit is
@@ -98,10 +98,10 @@ func TestSimPluginIsConformant(t *testing.T) {
 		t.Errorf("ProviderName = %q, want the plugin's %q", p.ProviderName(), sim.ProviderName)
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Name}}
-	results := sanity.Run(context.Background(), p, sanity.Options{Nodes: []*corev1.Node{node}, CallTimeout: 5 * time.Second})
+	results := conformance.Run(context.Background(), p, conformance.Options{Nodes: []*corev1.Node{node}, CallTimeout: 5 * time.Second})
 	var report strings.Builder
-	_ = sanity.WriteText(&report, results)
-	if sanity.Failed(results) > 0 {
+	_ = conformance.WriteText(&report, results)
+	if conformance.Failed(results) > 0 {
 		t.Fatalf("the sim plugin failed conformance:\n%s", report.String())
 	}
 	for _, want := range []string{"Instances", "LoadBalancer", "Routes", "batch lookup"} {
@@ -153,9 +153,9 @@ func TestWrongPluginFailsConformance(t *testing.T) {
 	endpoint, _ := socket(t)
 	serve(t, endpoint, &wrong{})
 	p := dial(t, endpoint)
-	results := sanity.Run(context.Background(), p, sanity.Options{CallTimeout: 2 * time.Second})
+	results := conformance.Run(context.Background(), p, conformance.Options{CallTimeout: 2 * time.Second})
 	var report strings.Builder
-	_ = sanity.WriteText(&report, results)
+	_ = conformance.WriteText(&report, results)
 	t.Logf("conformance report of the wrong plugin:\n%s", report.String())
 	for _, want := range []string{
 		"an unknown instance must be (false, nil)",
@@ -167,11 +167,11 @@ func TestWrongPluginFailsConformance(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, report.String())
 		}
 	}
-	if sanity.Failed(results) < 4 {
-		t.Errorf("%d failures, want at least 4:\n%s", sanity.Failed(results), report.String())
+	if conformance.Failed(results) < 4 {
+		t.Errorf("%d failures, want at least 4:\n%s", conformance.Failed(results), report.String())
 	}
 	var junit strings.Builder
-	if err := sanity.WriteJUnit(&junit, results); err != nil {
+	if err := conformance.WriteJUnit(&junit, results); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(junit.String(), `<failure message="InstanceExists(unknown node`) || !strings.Contains(junit.String(), `<testsuite name="outrigger-conformance/LoadBalancer"`) {

@@ -20,12 +20,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/dev"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
-	"github.com/outrigger-ccm/outrigger/pkg/sanity"
 )
 
 // root is the repository's top directory, from this package's.
@@ -34,10 +34,10 @@ const root = "../.."
 // subcommandPackages are the packages whose NewCommand cmd/outrigger adds
 // to the outrigger command; outriggerCommand builds the same tree.
 var subcommandPackages = []string{
+	"github.com/outrigger-ccm/outrigger/pkg/conformance",
 	"github.com/outrigger-ccm/outrigger/pkg/console",
 	"github.com/outrigger-ccm/outrigger/pkg/dev",
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli",
-	"github.com/outrigger-ccm/outrigger/pkg/sanity",
 }
 
 // outriggerCommand is the command cmd/outrigger runs (its development
@@ -45,7 +45,7 @@ var subcommandPackages = []string{
 // Execute adds them.
 func outriggerCommand() *cobra.Command {
 	reg := providers.NewRegistry()
-	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), sanity.NewCommand(reg), console.NewCommand())
+	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), conformance.NewCommand(reg), console.NewCommand())
 	cmd.InitDefaultHelpCmd()
 	var initHelp func(*cobra.Command)
 	initHelp = func(c *cobra.Command) {

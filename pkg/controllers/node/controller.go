@@ -53,10 +53,14 @@ const (
 // when --cloud-provider-platforms is set.
 const ProviderIDWait = 30 * time.Second
 
-// Instances is what this controller needs from the cloud-call layer.
+// Instances is what this controller needs from the cloud-call layer: the
+// standard InstanceMetadata for a node it initializes (the layer gathers
+// concurrent ones into batch calls when the provider offers them), and a
+// lookup of many nodes for the address refresh.
 type Instances interface {
+	InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error)
 	SupportsBatch() bool
-	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []provider.InstanceStatus
+	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need) []provider.InstanceStatus
 }
 
 // Options configure the controller.
@@ -70,9 +74,6 @@ type Options struct {
 	// RefreshPeriod is how often every node's addresses are compared with
 	// the cloud's (--node-status-update-frequency). Default 5m.
 	RefreshPeriod time.Duration
-	// BatchWindow is how long a lookup waits for others to share its batch
-	// call. Default 10ms.
-	BatchWindow time.Duration
 	// Platforms are the nodes this Outrigger serves (the zero Set: all).
 	Platforms platform.Set
 	// ProviderIDWait overrides ProviderIDWait (tests).
@@ -99,7 +100,6 @@ type Reconciler struct {
 	client   client.Client
 	recorder record.EventRecorder
 	opts     Options
-	batcher  *batcher
 	// emptyProviderIDOK: the provider may leave nodes without a provider ID.
 	emptyProviderIDOK bool
 	// answered records the nodes initialized, for the address refresh.
@@ -117,9 +117,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.RefreshPeriod <= 0 {
 		opts.RefreshPeriod = 5 * time.Minute
 	}
-	if opts.BatchWindow <= 0 {
-		opts.BatchWindow = 10 * time.Millisecond
-	}
 	if opts.ProviderIDWait <= 0 {
 		opts.ProviderIDWait = ProviderIDWait
 	}
@@ -136,9 +133,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()
-	}
-	if opts.Instances.SupportsBatch() {
-		r.batcher = newBatcher(opts.Instances, opts.BatchWindow)
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -332,11 +326,17 @@ func (r *Reconciler) reconcileLabels(ctx context.Context, node *corev1.Node) err
 	return nil
 }
 
+// lookup asks the cloud for node's metadata: gone only on the provider's
+// InstanceNotFound, an error never reads as gone.
 func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) provider.InstanceStatus {
-	if r.batcher != nil {
-		return r.batcher.lookup(ctx, node)
+	md, err := r.opts.Instances.InstanceMetadata(ctx, node)
+	switch {
+	case errors.Is(err, cloudprovider.InstanceNotFound):
+		return provider.InstanceStatus{Exists: false}
+	case err != nil:
+		return provider.InstanceStatus{Exists: true, Err: err}
 	}
-	return r.opts.Instances.Lookup(ctx, []*corev1.Node{node}, cloud.NeedMetadata, 1)[0]
+	return provider.InstanceStatus{Exists: true, Metadata: md}
 }
 
 // patchAddresses writes the addresses the node should have, if they differ,

@@ -86,7 +86,7 @@ func (r *refresher) refresh(ctx context.Context) {
 	// rate is short.
 	cloudCtx := cloud.Background(ctx)
 	r.spread(ctx, len(nodes), func(lo, hi int) {
-		statuses := r.opts.Instances.Lookup(cloudCtx, nodes[lo:hi], cloud.NeedMetadata, r.opts.Workers)
+		statuses := r.opts.Instances.Lookup(cloudCtx, nodes[lo:hi], cloud.NeedMetadata)
 		for i, st := range statuses {
 			node := nodes[lo+i]
 			if st.Err != nil || !st.Exists || st.Metadata == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -17,8 +18,11 @@ import (
 type batchFlag bool
 
 func (b batchFlag) SupportsBatch() bool { return bool(b) }
-func (batchFlag) Lookup(context.Context, []*corev1.Node, cloud.Need, int) []provider.InstanceStatus {
+func (batchFlag) Lookup(context.Context, []*corev1.Node, cloud.Need) []provider.InstanceStatus {
 	return nil
+}
+func (batchFlag) InstanceMetadata(context.Context, *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return nil, errors.New("not asked")
 }
 
 // A pass covers every node exactly once, in ranges of one node for a
@@ -111,7 +115,10 @@ type orderRecorder struct {
 }
 
 func (*orderRecorder) SupportsBatch() bool { return false }
-func (o *orderRecorder) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need, _ int) []provider.InstanceStatus {
+func (*orderRecorder) InstanceMetadata(context.Context, *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return nil, errors.New("not asked")
+}
+func (o *orderRecorder) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need) []provider.InstanceStatus {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make([]provider.InstanceStatus, len(nodes))

@@ -54,7 +54,7 @@ var ShutdownTaint = corev1.Taint{Key: cloudproviderapi.TaintNodeShutdown, Effect
 // Instances is what this controller needs from the cloud-call layer.
 type Instances interface {
 	SupportsBatch() bool
-	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need, concurrency int) []provider.InstanceStatus
+	Lookup(ctx context.Context, nodes []*corev1.Node, need cloud.Need) []provider.InstanceStatus
 	InstanceExists(ctx context.Context, node *corev1.Node) (bool, error)
 	InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error)
 }
@@ -195,7 +195,7 @@ func (c *Controller) liveness(ctx context.Context, nodes []*corev1.Node) []provi
 	// rate is short.
 	ctx = cloud.Background(ctx)
 	if c.opts.Instances.SupportsBatch() {
-		statuses := c.opts.Instances.Lookup(ctx, nodes, cloud.NeedLiveness, c.opts.Workers)
+		statuses := c.opts.Instances.Lookup(ctx, nodes, cloud.NeedLiveness)
 		for _, st := range statuses {
 			switch {
 			case st.Err != nil:

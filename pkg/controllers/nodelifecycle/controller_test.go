@@ -35,7 +35,7 @@ type perNode struct {
 }
 
 func (p *perNode) SupportsBatch() bool { return false }
-func (p *perNode) Lookup(context.Context, []*corev1.Node, cloud.Need, int) []provider.InstanceStatus {
+func (p *perNode) Lookup(context.Context, []*corev1.Node, cloud.Need) []provider.InstanceStatus {
 	panic("Lookup called for a provider without batch calls")
 }
 func (p *perNode) InstanceExists(_ context.Context, n *corev1.Node) (bool, error) {
@@ -156,7 +156,7 @@ func TestMonitorBatchCountsAsUpstreamCalls(t *testing.T) {
 type batchOnly map[string]provider.InstanceStatus
 
 func (batchOnly) SupportsBatch() bool { return true }
-func (b batchOnly) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need, _ int) []provider.InstanceStatus {
+func (b batchOnly) Lookup(_ context.Context, nodes []*corev1.Node, _ cloud.Need) []provider.InstanceStatus {
 	out := make([]provider.InstanceStatus, len(nodes))
 	for i, n := range nodes {
 		out[i] = b[n.Name]

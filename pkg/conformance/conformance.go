@@ -1,9 +1,9 @@
-// Package sanity is the conformance suite for Outrigger plugins: it checks a
+// Package conformance is the conformance suite for Outrigger plugins: it checks a
 // provider's behaviour against the cloudprovider contract, capability by
 // capability, with messages a provider author can act on. `outrigger
 // conformance` runs it against a plugin; Run works on any
 // cloudprovider.Interface (so from `go test` too).
-package sanity
+package conformance
 
 import (
 	"context"

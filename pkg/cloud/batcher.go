@@ -1,4 +1,4 @@
-package node
+package cloud
 
 import (
 	"context"
@@ -7,15 +7,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// batcher gathers the lookups that workers make at about the same time into
-// one batch call, so initializing a thousand nodes costs a few cloud calls
-// rather than a thousand. A lookup waits at most window for company.
+// batcher gathers the single-node lookups that callers make at about the
+// same time (the node controller's workers, each initializing one node)
+// into one batch call, so initializing a thousand nodes costs a few cloud
+// calls rather than a thousand. A lookup waits at most window for company.
 type batcher struct {
-	instances Instances
+	instances *Instances
 	window    time.Duration
 
 	mu      sync.Mutex
@@ -29,7 +29,7 @@ type pendingLookup struct {
 	done chan provider.InstanceStatus
 }
 
-func newBatcher(instances Instances, window time.Duration) *batcher {
+func newBatcher(instances *Instances, window time.Duration) *batcher {
 	return &batcher{instances: instances, window: window}
 }
 
@@ -83,7 +83,7 @@ func (b *batcher) flush(batch []*pendingLookup) {
 	// The batch serves several callers, so no single caller's cancellation
 	// may cut it short; the cloud-call layer's timeout bounds it.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	for i, st := range b.instances.Lookup(ctx, nodes, cloud.NeedMetadata, 1) {
+	for i, st := range b.instances.Lookup(ctx, nodes, NeedMetadata) {
 		batch[i].done <- st
 	}
 }

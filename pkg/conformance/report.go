@@ -1,4 +1,4 @@
-package sanity
+package conformance
 
 import (
 	"encoding/xml"
