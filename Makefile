@@ -109,6 +109,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/idle -nodes 5000 -duration 2m -runs 3 -upstream bin/upstream-ccm -outrigger-flags "--feature-gates=BatchInstanceLookups=false"
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
+	go run ./bench/scale -nodes 1000,5000,20000,50000 -services 1000,10000 -limits 0,100 -upstream bin/upstream-ccm -bound 15m
 
 ## chaos: a seeded, bounded chaos run (docs/reliability.md#chaos): Outrigger replicas and the
 ## API server SIGKILLed, etcd paused, the sim cloud failing, invariants checked (10 minutes by

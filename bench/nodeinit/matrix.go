@@ -6,14 +6,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
-// upstreamTuned are the flags that make the upstream CCM as parallel as
-// Outrigger's defaults: its own defaults (one worker, 20 API queries a
-// second) are sized for small clusters.
-var upstreamTuned = []string{"--concurrent-node-syncs=256", "--kube-api-qps=500", "--kube-api-burst=1000"}
+// upstreamTuned are the upstream CCM's tuned node flags.
+var upstreamTuned = benchenv.UpstreamTuned
 
 // matrixConfig says which runs the side-by-side table has.
 type matrixConfig struct {

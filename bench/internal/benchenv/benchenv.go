@@ -28,6 +28,11 @@ import (
 // UpstreamName names the upstream CCM in reports.
 const UpstreamName = "upstream cloud-controller-manager (k8s.io/cloud-provider v0.37.2)"
 
+// UpstreamTuned are the flags that make the upstream CCM's node controllers
+// as parallel as Outrigger's defaults: its own defaults (one worker, 20 API
+// queries a second) are sized for small clusters.
+var UpstreamTuned = []string{"--concurrent-node-syncs=256", "--kube-api-qps=500", "--kube-api-burst=1000"}
+
 // Process is a CCM running as its own process.
 type Process struct {
 	cmd *exec.Cmd

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// CCM variants, in the order each size runs them.
+const (
+	outrigger        = "outrigger"
+	upstreamTuned    = "upstream-tuned"
+	upstreamDefaults = "upstream-defaults"
+)
+
+var ccmOrder = []string{outrigger, upstreamTuned, upstreamDefaults}
+
+// ccmNames name the variants in tables and pictures.
+var ccmNames = map[string]string{
+	outrigger:        "Outrigger, defaults",
+	upstreamTuned:    "upstream, tuned",
+	upstreamDefaults: "upstream, defaults",
+}
+
+// Results is one run of the benchmark: what the results file holds.
+type Results struct {
+	Command string `json:"command"`
+	Commit  string `json:"commit"`
+	Setup   Setup  `json:"setup"`
+	// References are the API server's write limit, one per node count.
+	References []Reference `json:"references"`
+	Rows       []Row       `json:"rows"`
+	Fits       []Fit       `json:"fits"`
+}
+
+// Setup is what every row shares.
+type Setup struct {
+	CloudLatency  string   `json:"cloudLatency"`
+	Refresh       string   `json:"refresh"`
+	IdlePeriods   int      `json:"idlePeriods"`
+	Bound         string   `json:"bound"`
+	Churn         int      `json:"churn"`
+	APIServerArgs []string `json:"apiServerArgs"`
+	Etcd          []string `json:"etcd"`
+	UpstreamTuned []string `json:"upstreamTuned"`
+}
+
+// Reference is the API server's write limit for a node count: the two
+// writes that initialize each node, made by the benchmark with no CCM.
+type Reference struct {
+	Nodes   int     `json:"nodes"`
+	Seconds float64 `json:"seconds"`
+	Writes  int64   `json:"writes"`
+}
+
+// Row is one CCM on one workload.
+type Row struct {
+	CloudLimit float64  `json:"cloudLimit"`
+	Nodes      int      `json:"nodes"`
+	Services   int      `json:"services"`
+	CCM        string   `json:"ccm"`
+	Flags      []string `json:"flags"`
+	// NodeInit is from the CCM's start until every node is initialized.
+	NodeInit Phase `json:"nodeInit"`
+	// Provision is from the first Service create until every Service has
+	// an ingress address.
+	Provision Phase `json:"provision"`
+	// Idle is the cost of a quiet cluster, per refresh period.
+	Idle *Idle `json:"idle,omitempty"`
+	// Churn is from the first leave or join until every joining node is
+	// initialized and every load balancer's backends are the nodes.
+	Churn      Phase   `json:"churn"`
+	ChurnNodes int     `json:"churnNodes"`
+	PeakRSSMiB float64 `json:"peakRSSMiB"`
+	CPUSeconds float64 `json:"cpuSeconds"`
+	// Error says why a row stopped other than at the bound.
+	Error string `json:"error,omitempty"`
+}
+
+// Phase is one timed part of a row.
+type Phase struct {
+	Ran bool `json:"ran"`
+	// Finished is false when the bound ended the phase: Seconds is then
+	// the bound and Done what was reached.
+	Finished  bool    `json:"finished"`
+	Seconds   float64 `json:"seconds"`
+	Done      int     `json:"done"`
+	Want      int     `json:"want"`
+	Calls     int64   `json:"calls"`
+	Throttled int64   `json:"throttled"`
+	Writes    int64   `json:"writes"`
+	// BackendWrites are the load balancer backend updates the cloud
+	// accepted (EnsureLoadBalancer and UpdateLoadBalancer).
+	BackendWrites int64 `json:"backendWrites"`
+}
+
+// Idle is a quiet cluster's cost per refresh period.
+type Idle struct {
+	CallsPerPeriod  float64 `json:"callsPerPeriod"`
+	WritesPerPeriod float64 `json:"writesPerPeriod"`
+}
+
+// finished reports whether every phase of the row finished.
+func (r Row) finished() bool {
+	return r.Error == "" && r.NodeInit.Finished && r.Provision.Finished && r.Churn.Finished
+}
+
+// reference is the write limit measured for n nodes, if any.
+func (res *Results) reference(n int) (Reference, bool) {
+	for _, ref := range res.References {
+		if ref.Nodes == n {
+			return ref, true
+		}
+	}
+	return Reference{}, false
+}
+
+// limitName names a cloud limit.
+func limitName(l float64) string {
+	if l <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%s calls/s", num(l))
+}
+
+// num formats a count with thousands separators, and a fraction with one
+// decimal unless it is whole.
+func num(v float64) string {
+	if v != math.Trunc(v) || math.Abs(v) >= 1e15 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return group(strconv.FormatInt(int64(v), 10))
+}
+
+// group puts thousands separators into an integer's digits.
+func group(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// dec1 formats v with one decimal and thousands separators.
+func dec1(v float64) string {
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	i := strings.IndexByte(s, '.')
+	return group(s[:i]) + s[i:]
+}
+
+func count(v int64) string { return group(strconv.FormatInt(v, 10)) }
+
+// seconds formats a phase's time: "> bound (done of want)" when it did not
+// finish, "not reached" when it did not run.
+func (p Phase) seconds() string {
+	switch {
+	case !p.Ran:
+		return "not reached"
+	case !p.Finished:
+		return fmt.Sprintf("> %.0f (%s of %s)", p.Seconds, count(int64(p.Done)), count(int64(p.Want)))
+	default:
+		return fmt.Sprintf("%.1f", p.Seconds)
+	}
+}
+
+// per formats v per object, or nothing when the phase did not run.
+func (p Phase) per(v int64, objects int) string {
+	if !p.Ran || objects == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", float64(v)/float64(objects))
+}
+
+// Markdown renders the results as tables: the API server's write limit,
+// the rows, and the fitted exponents.
+func (res *Results) Markdown() string {
+	var b strings.Builder
+	b.WriteString("| nodes | no CCM: the API server's write limit, seconds for two writes per node | writes per second |\n")
+	b.WriteString("| ---: | ---: | ---: |\n")
+	for _, ref := range res.References {
+		fmt.Fprintf(&b, "| %s | %.1f | %s |\n", count(int64(ref.Nodes)), ref.Seconds, count(int64(math.Round(float64(ref.Writes)/ref.Seconds))))
+	}
+	b.WriteString("\n")
+	b.WriteString("| cloud limit | nodes | Services | CCM | s to all nodes initialized | x write limit | s to all load balancers provisioned | cloud calls: nodes / LBs | 429s: nodes / LBs | API writes per node | API writes per LB | idle cloud calls per refresh period | idle API writes per refresh period | churn: s to converge | churn: backend updates per LB | churn: cloud calls / 429s | peak RSS (MiB) | CPU s |\n")
+	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range res.Rows {
+		ratio := ""
+		if ref, ok := res.reference(r.Nodes); ok && r.NodeInit.Ran && ref.Seconds > 0 {
+			ratio = fmt.Sprintf("%.2f", r.NodeInit.Seconds/ref.Seconds)
+			if !r.NodeInit.Finished {
+				ratio = "> " + ratio
+			}
+		}
+		name := ccmNames[r.CCM]
+		if r.CCM == outrigger {
+			name = "**" + name + "**"
+		}
+		if r.Error != "" {
+			name += " (" + r.Error + ")"
+		}
+		idleCalls, idleWrites := "not reached", ""
+		if r.Idle != nil {
+			idleCalls, idleWrites = dec1(r.Idle.CallsPerPeriod), dec1(r.Idle.WritesPerPeriod)
+		}
+		pair := func(a, b Phase, f func(Phase) int64) string {
+			s := count(f(a))
+			if b.Ran {
+				s += " / " + count(f(b))
+			}
+			return s
+		}
+		churnCalls := ""
+		if r.Churn.Ran {
+			churnCalls = count(r.Churn.Calls) + " / " + count(r.Churn.Throttled)
+		}
+		rss, cpu := "", ""
+		if r.PeakRSSMiB > 0 {
+			rss, cpu = fmt.Sprintf("%.0f", r.PeakRSSMiB), fmt.Sprintf("%.1f", r.CPUSeconds)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			limitName(r.CloudLimit), count(int64(r.Nodes)), count(int64(r.Services)), name,
+			r.NodeInit.seconds(), ratio, r.Provision.seconds(),
+			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Calls }),
+			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Throttled }),
+			r.NodeInit.per(r.NodeInit.Writes, r.Nodes), r.Provision.per(r.Provision.Writes, r.Services),
+			idleCalls, idleWrites,
+			r.Churn.seconds(), r.Churn.per(r.Churn.BackendWrites, r.Services), churnCalls, rss, cpu)
+	}
+	if len(res.Fits) > 0 {
+		b.WriteString("\n")
+		b.WriteString("| CCM | cloud limit | Services | time to all nodes initialized ~ nodes^k: k | node counts fitted | peak RSS ~ nodes^k: k | node counts fitted |\n")
+		b.WriteString("| --- | --- | ---: | ---: | --- | ---: | --- |\n")
+		for _, f := range res.Fits {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", ccmNames[f.CCM], limitName(f.CloudLimit), count(int64(f.Services)),
+				exponent(f.TimeExponent, f.TimeNodes), joinInts(f.TimeNodes), exponent(f.RSSExponent, f.RSSNodes), joinInts(f.RSSNodes))
+		}
+	}
+	return b.String()
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = count(int64(x))
+	}
+	return strings.Join(s, ", ")
+}
+
+// exponent formats a fitted exponent; fewer than two node counts fit none.
+func exponent(k float64, nodes []int) string {
+	if len(nodes) < 2 {
+		return "no fit"
+	}
+	return fmt.Sprintf("%.2f", k)
+}

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
+	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+)
+
+// apiServerArgs configure kube-apiserver as a large cluster's: more
+// requests in flight (the two limits are summed into priority and
+// fairness's total concurrency, 600 by default), the watch cache on for
+// every resource (its sizes follow the load since 1.25: the only size
+// --watch-cache-sizes still honours is 0, off), and a NodePort range
+// that holds 20,000 LoadBalancer Services (each takes a NodePort; the
+// default range holds 2,768).
+var apiServerArgs = [][2]string{
+	{"max-requests-inflight", "3000"},
+	{"max-mutating-requests-inflight", "1000"},
+	{"watch-cache", "true"},
+	{"service-node-port-range", "30000-49999"},
+}
+
+// maxServices is what the NodePort range above holds.
+const maxServices = 20000
+
+// etcdEnv configures etcd through its environment (envtest starts it with
+// the benchmark's): the backend quota at 8 GiB, etcd's suggested maximum,
+// instead of the 2 GiB default.
+var etcdEnv = [][2]string{{"ETCD_QUOTA_BACKEND_BYTES", "8589934592"}}
+
+// upstreamTunedFlags make the upstream CCM's node and Service controllers
+// as parallel as Outrigger's defaults.
+var upstreamTunedFlags = append(slices.Clone(benchenv.UpstreamTuned), "--concurrent-service-syncs=64")
+
+type runConfig struct {
+	latency      time.Duration
+	refresh      time.Duration
+	idlePeriods  int
+	bound        time.Duration
+	churn        int
+	outriggerBin string
+	upstreamBin  string
+}
+
+func startEnv(ctx context.Context) (*benchenv.Env, error) {
+	var opts []controlplane.Option
+	for _, a := range apiServerArgs {
+		opts = append(opts, controlplane.WithAPIServerArg(a[0], a[1]))
+	}
+	return benchenv.Start(ctx, opts...)
+}
+
+func nodeName(i int) string { return fmt.Sprintf("scale-%06d", i) }
+
+// register registers nodes as kubelets with --cloud-provider=external do
+// (tainted uninitialized), 64 at a time, within the bound.
+func register(ctx context.Context, client kubernetes.Interface, names []string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var failed atomic.Value
+	workqueue.ParallelizeUntil(ctx, 64, len(names), func(i int) {
+		if err := kubeletsim.Register(ctx, client, names[i]); err != nil {
+			failed.Store(err)
+		}
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// nodeTracker follows, from a watch, which nodes exist and are initialized.
+type nodeTracker struct {
+	mu          sync.Mutex
+	initialized map[string]bool
+	stop        func()
+}
+
+func trackNodes(ctx context.Context, client kubernetes.Interface) (*nodeTracker, error) {
+	t := &nodeTracker{initialized: map[string]bool{}}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	set := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok && benchenv.Initialized(n, false) {
+			t.mu.Lock()
+			t.initialized[n.Name] = true
+			t.mu.Unlock()
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				t.mu.Lock()
+				delete(t.initialized, n.Name)
+				t.mu.Unlock()
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.stop = func() { close(stop); factory.Shutdown() }
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.stop()
+		return nil, errors.New("node informer did not sync")
+	}
+	return t, nil
+}
+
+// count is how many of names are initialized.
+func (t *nodeTracker) count(names []string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, name := range names {
+		if t.initialized[name] {
+			n++
+		}
+	}
+	return n
+}
+
+// await polls cond every 100 ms until it holds (true), the deadline passes
+// (false) or the CCM exits (an error).
+func await(done <-chan error, deadline time.Time, cond func() bool) (bool, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case err := <-done:
+			return false, fmt.Errorf("the CCM exited: %v", err)
+		case <-tick.C:
+		}
+	}
+	return true, nil
+}
+
+// sleep waits d unless the CCM exits first.
+func sleep(done <-chan error, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return fmt.Errorf("the CCM exited: %v", err)
+	case <-t.C:
+		return nil
+	}
+}
+
+// ccmCommand is the binary and flags of a CCM variant.
+func ccmCommand(rc runConfig, ccm, cloudConfig, kubeconfig string) (bin string, args, flags []string) {
+	args = []string{"--cloud-provider=" + upstreamfake.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+		"--secure-port=0", "--node-status-update-frequency=" + rc.refresh.String()}
+	switch ccm {
+	case outrigger:
+		return rc.outriggerBin, args, nil
+	case upstreamTuned:
+		flags = upstreamTunedFlags
+	}
+	// Upstream's route controller refuses to start without a cluster CIDR:
+	// the controllers Outrigger runs here.
+	args = append(args, "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller")
+	return rc.upstreamBin, append(args, flags...), flags
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s scale: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// runReference measures the API server's write limit for n nodes: n
+// registered nodes, then the two writes that initialize each, made by the
+// benchmark (benchenv.WriteOnly), timed until all are initialized.
+func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
+	ref := Reference{Nodes: n}
+	env, err := startEnv(ctx)
+	if err != nil {
+		return ref, err
+	}
+	defer env.Close()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	if err := register(ctx, env.Client, names, rc.bound); err != nil {
+		return ref, fmt.Errorf("registering %d nodes: %w", n, err)
+	}
+	nodes, err := trackNodes(ctx, env.Client)
+	if err != nil {
+		return ref, err
+	}
+	defer nodes.stop()
+	before, _, err := benchenv.APICounts(ctx, env.Client)
+	if err != nil {
+		return ref, err
+	}
+	writeCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	start := time.Now()
+	done, err := benchenv.WriteOnly(writeCtx, env.Kubeconfig)
+	if err != nil {
+		return ref, err
+	}
+	ok, err := await(done, start.Add(rc.bound), func() bool { return nodes.count(names) == n })
+	if err != nil || !ok {
+		return ref, fmt.Errorf("the API server's write limit, %d nodes: not done within %s (%v)", n, rc.bound, err)
+	}
+	ref.Seconds = time.Since(start).Seconds()
+	after, _, err := benchenv.APICounts(ctx, env.Client)
+	if err != nil {
+		return ref, err
+	}
+	ref.Writes = after - before
+	stop()
+	<-done
+	return ref, nil
+}
+
+// runRow runs one CCM on one workload on a fresh control plane: n nodes
+// registered, the CCM started (nodes phase), m LoadBalancer Services
+// created (provision phase), the quiet cluster measured (idle), then churn
+// nodes leave and as many join (churn phase). A phase that reaches the
+// bound ends the row; the error is the harness's own.
+func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm string) (Row, error) {
+	c := min(rc.churn, n/2)
+	row := Row{CloudLimit: limit, Nodes: n, Services: m, CCM: ccm, ChurnNodes: c}
+	env, err := startEnv(ctx)
+	if err != nil {
+		return row, err
+	}
+	defer env.Close()
+	client := env.Client
+	names := make([]string, n+c)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	initial, leaving, joining, after := names[:n], names[:c], names[n:], names[c:]
+	cloudConfig := filepath.Join(env.Dir, "upstream-fake.yaml")
+	stats, err := upstreamfake.WriteConfig(cloudConfig, upstreamfake.Config{
+		Nodes: names, Latency: metav1.Duration{Duration: rc.latency}, RateLimit: limit, LoadBalancers: true,
+	})
+	if err != nil {
+		return row, err
+	}
+	calls := upstreamfake.Counter(ctx, stats)
+	if err := register(ctx, client, initial, rc.bound); err != nil {
+		return row, fmt.Errorf("registering %d nodes: %w", n, err)
+	}
+	nodes, err := trackNodes(ctx, client)
+	if err != nil {
+		return row, err
+	}
+	defer nodes.stop()
+	var withIngress atomic.Int64
+	stopIngress, err := benchenv.WatchIngress(ctx, client, &withIngress)
+	if err != nil {
+		return row, err
+	}
+	defer stopIngress()
+
+	// Nodes.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	bin, args, flags := ccmCommand(rc, ccm, cloudConfig, env.Kubeconfig)
+	row.Flags = flags
+	writes0, _, err := benchenv.APICounts(ctx, client)
+	if err != nil {
+		return row, err
+	}
+	start := time.Now()
+	proc, err := benchenv.StartProcess(runCtx, bin, args, fmt.Sprintf("scale-%s-%d-%d-%.0f.log", ccm, n, m, limit))
+	if err != nil {
+		return row, err
+	}
+	measure := func(r *Row) {
+		r.PeakRSSMiB, _ = proc.PeakRSS()
+		r.CPUSeconds, _ = proc.CPUSeconds()
+	}
+	done := proc.Done
+	row.NodeInit = Phase{Ran: true, Want: n}
+	ok, err := await(done, start.Add(rc.bound), func() bool { return nodes.count(initial) == n })
+	row.NodeInit.Seconds, row.NodeInit.Done, row.NodeInit.Finished = time.Since(start).Seconds(), nodes.count(initial), ok
+	initialized := time.Now()
+	c0 := calls()
+	row.NodeInit.Calls, row.NodeInit.Throttled = c0.Total, c0.Throttled
+	writes1, _, werr := benchenv.APICounts(ctx, client)
+	if werr != nil {
+		return row, werr
+	}
+	row.NodeInit.Writes = writes1 - writes0
+	progress("%s, %d nodes, %d Services, limit %s: nodes %s s", ccm, n, m, limitName(limit), row.NodeInit.seconds())
+	if err != nil || !ok {
+		return endRow(row, err, measure), nil
+	}
+
+	// Load balancers.
+	row.Provision = Phase{Ran: true, Want: m}
+	start = time.Now()
+	created, err := createServices(ctx, client, m, rc.bound)
+	if err != nil {
+		return row, err
+	}
+	ok, err = await(done, start.Add(rc.bound), func() bool { return withIngress.Load() >= int64(m) })
+	row.Provision.Seconds, row.Provision.Done, row.Provision.Finished = time.Since(start).Seconds(), int(withIngress.Load()), ok
+	c1 := calls()
+	row.Provision.Calls, row.Provision.Throttled = c1.Total-c0.Total, c1.Throttled-c0.Throttled
+	row.Provision.BackendWrites = c1.BackendWrites - c0.BackendWrites
+	writes2, _, werr := benchenv.APICounts(ctx, client)
+	if werr != nil {
+		return row, werr
+	}
+	row.Provision.Writes = writes2 - writes1 - created
+	progress("%s, %d nodes, %d Services, limit %s: load balancers %s s", ccm, n, m, limitName(limit), row.Provision.seconds())
+	if err != nil || !ok {
+		return endRow(row, err, measure), nil
+	}
+
+	// Idle: from two refresh periods after the last node was initialized
+	// (a pass skips the nodes initialized within its period, so the first
+	// pass that asks about every node starts one period later), and at
+	// least one period after the load balancers, over idlePeriods periods.
+	if err := sleep(done, max(rc.refresh, time.Until(initialized.Add(2*rc.refresh)))); err != nil {
+		return endRow(row, err, measure), nil
+	}
+	i0 := calls()
+	iw0, _, werr := benchenv.APICounts(ctx, client)
+	if werr != nil {
+		return row, werr
+	}
+	if err := sleep(done, time.Duration(rc.idlePeriods)*rc.refresh); err != nil {
+		return endRow(row, err, measure), nil
+	}
+	i1 := calls()
+	iw1, _, werr := benchenv.APICounts(ctx, client)
+	if werr != nil {
+		return row, werr
+	}
+	row.Idle = &Idle{
+		CallsPerPeriod:  float64(i1.Total-i0.Total) / float64(rc.idlePeriods),
+		WritesPerPeriod: float64(iw1-iw0) / float64(rc.idlePeriods),
+	}
+	progress("%s, %d nodes, %d Services, limit %s: idle %.1f calls per period", ccm, n, m, limitName(limit), row.Idle.CallsPerPeriod)
+
+	// Churn: c nodes leave and c join at once; done when every joining
+	// node is initialized and every load balancer's backends are the
+	// nodes that remain.
+	want := upstreamfake.BackendKey(after)
+	row.Churn = Phase{Ran: true, Want: m}
+	start = time.Now()
+	if err := churn(ctx, client, leaving, joining, rc.bound); err != nil {
+		return row, err
+	}
+	converged := 0
+	ok, err = await(done, start.Add(rc.bound), func() bool {
+		converged = int(calls().Backends[want])
+		return converged == m && nodes.count(joining) == len(joining)
+	})
+	row.Churn.Seconds, row.Churn.Done, row.Churn.Finished = time.Since(start).Seconds(), converged, ok
+	c2 := calls()
+	row.Churn.Calls, row.Churn.Throttled = c2.Total-i1.Total, c2.Throttled-i1.Throttled
+	row.Churn.BackendWrites = c2.BackendWrites - i1.BackendWrites
+	writes3, _, werr := benchenv.APICounts(ctx, client)
+	if werr != nil {
+		return row, werr
+	}
+	row.Churn.Writes = writes3 - iw1 - int64(2*c)
+	progress("%s, %d nodes, %d Services, limit %s: churn %s s", ccm, n, m, limitName(limit), row.Churn.seconds())
+	return endRow(row, err, measure), nil
+}
+
+// endRow records the CCM's peak RSS and CPU time (measure reads them while
+// it runs) and why the row ended early, if it exited.
+func endRow(row Row, err error, measure func(*Row)) Row {
+	measure(&row)
+	if err != nil {
+		row.Error = err.Error()
+	}
+	return row
+}
+
+// createServices creates m LoadBalancer Services, 64 at a time, within the
+// bound; it returns how many it created.
+func createServices(ctx context.Context, client kubernetes.Interface, m int, bound time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var created atomic.Int64
+	var failed atomic.Value
+	workqueue.ParallelizeUntil(ctx, 64, m, func(i int) {
+		if _, err := client.CoreV1().Services("default").Create(ctx, benchenv.LoadBalancerService(fmt.Sprintf("lb-%05d", i)), metav1.CreateOptions{}); err != nil {
+			failed.Store(err)
+			return
+		}
+		created.Add(1)
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		return created.Load(), fmt.Errorf("creating Services: %w", err)
+	}
+	return created.Load(), ctx.Err()
+}
+
+// churn deletes the leaving nodes and registers the joining ones, both at
+// once, 64 at a time each, within the bound.
+func churn(ctx context.Context, client kubernetes.Interface, leaving, joining []string, bound time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	errs := make(chan error, 2)
+	go func() { errs <- register(ctx, client, joining, bound) }()
+	go func() {
+		var failed atomic.Value
+		workqueue.ParallelizeUntil(ctx, 64, len(leaving), func(i int) {
+			if err := client.CoreV1().Nodes().Delete(ctx, leaving[i], metav1.DeleteOptions{}); err != nil {
+				failed.Store(err)
+			}
+		})
+		err, _ := failed.Load().(error)
+		errs <- err
+	}()
+	var all []error
+	for range 2 {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	if len(all) > 0 {
+		return fmt.Errorf("churning nodes: %w", errors.Join(all...))
+	}
+	return nil
+}
