@@ -53,10 +53,22 @@ func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) err
 	case LostResponses:
 		before, _ := h.proxy.counts()
 		h.proxy.lose(lostShare)
+		// Writes to lose: nodes to give pod CIDRs, routes and
+		// addresses, Services to give load balancers.
+		for range lostNodes {
+			if err := h.joinNode(); err != nil {
+				h.logf("  node join: %v", err)
+			}
+		}
+		for i := range lostServices {
+			if err := h.createService(ctx, s.Pick+uint32(i)*2654435761); err != nil {
+				h.logf("  Service: %v", err)
+			}
+		}
 		return func(context.Context) error {
 			h.proxy.lose(0)
 			lost, committed := h.proxy.counts()
-			h.report.lostResponses(lost, committed)
+			h.report.lostResponses(lost, committed, h.proxy.lostByRequest())
 			h.logf("  %d answers lost (%d in all, %d of them successes)", lost-before, lost, committed)
 			return nil
 		}, nil

@@ -10,7 +10,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"maps"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -18,8 +20,14 @@ import (
 )
 
 // lostShare is the share of the replicas' writes whose answer the
-// LostResponses fault loses.
-const lostShare = 1.0 / 3
+// LostResponses fault loses. At its start the fault joins lostNodes nodes
+// and creates lostServices Services, whose pod CIDRs, initialization and
+// load balancer status are written under it.
+const (
+	lostShare    = 1.0 / 3
+	lostNodes    = 3
+	lostServices = 2
+)
 
 // lossyProxy stands between the replicas and the API server
 // (Config.LostResponses). It passes every request on; while losing, it
@@ -34,15 +42,16 @@ type lossyProxy struct {
 	share float64
 	rng   *rand.Rand
 	// lost counts the answers lost; committed those of them that were a
-	// success (2xx).
+	// success (2xx); byRequest the lost by method and resource.
 	lost, committed int
+	byRequest       map[string]int
 }
 
 // errLost marks an answer the proxy loses.
 var errLost = errors.New("answer lost on purpose")
 
 func newLossyProxy(upstream *url.URL, transport http.RoundTripper, seed uint64) *lossyProxy {
-	p := &lossyProxy{rng: rand.New(rand.NewPCG(seed, seed^0x1f0e5))}
+	p := &lossyProxy{rng: rand.New(rand.NewPCG(seed, seed^0x1f0e5)), byRequest: map[string]int{}}
 	p.handler = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(upstream)
@@ -64,6 +73,7 @@ func newLossyProxy(upstream *url.URL, transport http.RoundTripper, seed uint64) 
 			if resp.StatusCode/100 == 2 {
 				p.committed++
 			}
+			p.byRequest[resp.Request.Method+" "+resource(resp.Request.URL.Path)]++
 			p.mu.Unlock()
 			return errLost
 		},
@@ -117,6 +127,34 @@ func (p *lossyProxy) counts() (lost, committed int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lost, p.committed
+}
+
+// lostByRequest counts the answers lost by method and resource.
+func (p *lossyProxy) lostByRequest() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.byRequest)
+}
+
+// resource names the resource (and subresource) of an API path:
+// "nodes", "services/status", "leases".
+func resource(path string) string {
+	seg := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(seg) > 2 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) > 3 && seg[0] == "apis":
+		seg = seg[3:]
+	default:
+		return path
+	}
+	if len(seg) > 2 && seg[0] == "namespaces" {
+		seg = seg[2:]
+	}
+	if len(seg) > 2 {
+		return seg[0] + "/" + seg[2]
+	}
+	return seg[0]
 }
 
 // startProxy starts the lossy proxy in front of the API server, with the

@@ -70,3 +70,18 @@ func TestLossyProxyLosesAnswersOfCommittedWrites(t *testing.T) {
 		t.Errorf("a write once lifted: %d %v", code, err)
 	}
 }
+
+func TestResourceOfPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/nodes/n1":                                             "nodes",
+		"/api/v1/nodes/n1/status":                                      "nodes/status",
+		"/api/v1/namespaces/chaos/services/svc-1/status":               "services/status",
+		"/api/v1/namespaces/chaos/events":                              "events",
+		"/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x": "leases",
+		"/apis/events.k8s.io/v1/namespaces/chaos/events":               "events",
+	} {
+		if got := resource(path); got != want {
+			t.Errorf("resource(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

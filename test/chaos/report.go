@@ -94,6 +94,8 @@ type LostReport struct {
 	// the API server had answered with a success.
 	Lost      int `json:"lost"`
 	Committed int `json:"committed"`
+	// ByRequest counts the lost by method and resource ("PATCH nodes").
+	ByRequest map[string]int `json:"byRequest"`
 }
 
 // Percentiles summarize durations in seconds.
@@ -172,10 +174,10 @@ func (r *Report) hangEnded(res hangResult) {
 	}
 }
 
-func (r *Report) lostResponses(lost, committed int) {
+func (r *Report) lostResponses(lost, committed int, byRequest map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.LostResponses.Lost, r.LostResponses.Committed = lost, committed
+	r.LostResponses.Lost, r.LostResponses.Committed, r.LostResponses.ByRequest = lost, committed, byRequest
 }
 
 func (r *Report) workload(kind string, err error) {
@@ -309,6 +311,9 @@ func (r *Report) Table(w io.Writer) {
 	}
 	if l := r.LostResponses; l != nil {
 		fmt.Fprintf(tw, "API answers lost\t%d (%d of committed writes)\n", l.Lost, l.Committed)
+		for _, k := range sortedKeys(l.ByRequest) {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, l.ByRequest[k])
+		}
 	}
 	foreign := ""
 	if r.Shared != nil {
