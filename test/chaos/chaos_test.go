@@ -9,13 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestShortChaosRun is the short, fixed-seed run of `make test`: 2 minutes
-// of workload and every kind of fault on 20 nodes and 20 Services, then
-// every invariant must hold.
+// of workload and every kind of fault on 20 nodes and 20 Services, on a
+// cloud shared with a second CCM serving the foreign class (Config.Shared),
+// then every invariant must hold.
 func TestShortChaosRun(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "outrigger")
 	build := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger")
@@ -23,7 +25,7 @@ func TestShortChaosRun(t *testing.T) {
 		t.Fatalf("building outrigger: %v\n%s", err, out)
 	}
 	var log bytes.Buffer
-	cfg := Config{Seed: 1, Duration: 2 * time.Minute, Nodes: 20, Services: 20, Replicas: 2,
+	cfg := Config{Seed: 1, Duration: 2 * time.Minute, Nodes: 20, Services: 20, Replicas: 2, Shared: true, SharedReplicas: 2,
 		Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
 	report, err := Run(context.Background(), cfg)
 	t.Logf("run log:\n%s", log.String())
@@ -35,13 +37,16 @@ func TestShortChaosRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range FaultKinds {
+	for _, k := range append(slices.Clone(FaultKinds), cfg.extraFaults()...) {
 		if report.Faults[k] == 0 {
 			t.Errorf("no %s fault was injected", k)
 		}
 	}
 	if report.Cycles == 0 {
 		t.Error("no workload ran")
+	}
+	if report.Shared == nil || report.Shared.Ingress.Count == 0 {
+		t.Error("the second CCM gave no Service of its class a load balancer")
 	}
 	if !report.Quiesced {
 		t.Error("the system did not quiesce after the last fault")
@@ -50,9 +55,16 @@ func TestShortChaosRun(t *testing.T) {
 		t.Errorf("violation %s %s at %.1fs: %s", v.Invariant, v.Object, v.At, v.Detail)
 	}
 	if t.Failed() {
+		var logs []string
 		for i := range cfg.Replicas {
-			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, fmt.Sprintf("outrigger-%d.log", i))); err == nil {
-				t.Logf("outrigger-%d.log (last 4000 bytes):\n%s", i, b[max(0, len(b)-4000):])
+			logs = append(logs, fmt.Sprintf("outrigger-%d.log", i))
+		}
+		for i := range cfg.SharedReplicas {
+			logs = append(logs, fmt.Sprintf("outrigger-shared-%d.log", i))
+		}
+		for _, name := range logs {
+			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, name)); err == nil {
+				t.Logf("%s (last 4000 bytes):\n%s", name, b[max(0, len(b)-4000):])
 			}
 		}
 	}
