@@ -142,7 +142,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
-	if err := mgr.Add(&refresher{client: mgr.GetClient(), nodes: cachednodes.FromCache(mgr.GetCache()), opts: opts, answered: ans}); err != nil {
+	if err := mgr.Add(&refresher{client: mgr.GetClient(), nodes: cachednodes.FromCache(mgr.GetCache()), opts: opts, answered: ans, controller: name}); err != nil {
 		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
 	}
 	return nil

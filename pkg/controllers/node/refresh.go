@@ -31,10 +31,13 @@ type refresher struct {
 	// answered are the nodes initialization asked the cloud about within
 	// the period: skipped by this pass (nil: none).
 	answered *answered
+	// controller is the node controller's name, for its metrics.
+	controller string
 }
 
 // Start implements manager.Runnable; it runs only on the leader.
 func (r *refresher) Start(ctx context.Context) error {
+	uninitializedNodes.add(ctx, r, uninitializedSource{controller: r.controller, nodes: r.nodes, platforms: r.opts.Platforms})
 	// Non-sliding: a pass spread over most of the period starts again one
 	// period after it started, not one period after it ended.
 	wait.NonSlidingUntilWithContext(ctx, r.refresh, r.opts.RefreshPeriod)
