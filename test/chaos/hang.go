@@ -43,10 +43,13 @@ type hangWindow struct {
 }
 
 // injectObjectHang starts the object-hang fault and returns what lifts it.
+// What the API server refuses meanwhile (Services not listed or not
+// created) is logged and left out.
 func (h *harness) injectObjectHang(ctx context.Context, s Step) (func(context.Context) error, error) {
 	list, err := h.client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		h.logf("  object hang: listing Services: %v", err)
+		list = &corev1.ServiceList{}
 	}
 	w := &hangWindow{start: time.Now(), hung: map[string]bool{}, created: map[string]time.Time{}, got: map[string]time.Time{}}
 	var objects []string
@@ -71,7 +74,8 @@ func (h *harness) injectObjectHang(ctx context.Context, s Step) (func(context.Co
 		}
 		created, err := h.client.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
 		if err != nil {
-			return nil, err
+			h.logf("  object hang: creating Service %s: %v", name, err)
+			continue
 		}
 		fresh = append(fresh, name)
 		w.hung[name] = true
@@ -95,11 +99,13 @@ func (h *harness) injectObjectHang(ctx context.Context, s Step) (func(context.Co
 			return err
 		})
 		if err != nil {
-			return nil, err
+			h.logf("  object hang: Service %s to type LoadBalancer: %v", name, err)
 		}
 		h.mu.Lock()
 		h.services = append(h.services, name)
-		h.created[name] = time.Now()
+		if err == nil {
+			h.created[name] = time.Now()
+		}
 		h.mu.Unlock()
 	}
 	for i := range hangProbes {
@@ -108,7 +114,7 @@ func (h *harness) injectObjectHang(ctx context.Context, s Step) (func(context.Co
 			pick++ // of Outrigger's class
 		}
 		if err := h.createService(ctx, pick); err != nil {
-			return nil, err
+			h.logf("  object hang: creating a Service: %v", err)
 		}
 	}
 	h.report.hangStarted(len(w.hung))
