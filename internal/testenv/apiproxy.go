@@ -1,7 +1,10 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
 	"encoding/pem"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -10,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,6 +32,7 @@ type APIProxy struct {
 
 	mu    sync.Mutex
 	count map[string]int // "METHOD path"
+	lost  int
 }
 
 // StartAPIProxy serves a proxy on loopback until the test ends. hold, if
@@ -36,6 +41,54 @@ type APIProxy struct {
 // blocks must return once the request's context is done: that is how a
 // request dies with the client that made it.
 func StartAPIProxy(t testing.TB, hold func(*http.Request) bool) *APIProxy {
+	t.Helper()
+	return startAPIProxy(t, hold, nil)
+}
+
+// StartLossyAPIProxy is StartAPIProxy whose requests for which lose says
+// true reach the API server, which carries them out, but whose answers are
+// lost: the client gets a 504, as from a load balancer that timed out
+// waiting. What a client must never read as "it failed". With late, the
+// client gets its 504 first and the API server the request only after the
+// next write through the proxy (or two seconds): a write that commits after
+// its client gave up.
+func StartLossyAPIProxy(t testing.TB, late bool, lose func(*http.Request) bool) *APIProxy {
+	t.Helper()
+	return startAPIProxy(t, nil, &lossy{lose: lose, late: late})
+}
+
+// lossy says which answers a proxy loses, and when it carries their
+// requests out.
+type lossy struct {
+	lose func(*http.Request) bool
+	late bool
+	// wrote is closed and replaced by each write passed on, for the late
+	// requests waiting for one.
+	mu    sync.Mutex
+	wrote chan struct{}
+}
+
+func (l *lossy) written() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+	}
+	l.wrote = make(chan struct{})
+}
+
+func (l *lossy) nextWrite() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.wrote
+}
+
+func isWrite(r *http.Request) bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
+
+func startAPIProxy(t testing.TB, hold func(*http.Request) bool, lose *lossy) *APIProxy {
 	t.Helper()
 	target, err := url.Parse(Config.Host)
 	if err != nil {
@@ -72,6 +125,38 @@ func StartAPIProxy(t testing.TB, hold func(*http.Request) bool) *APIProxy {
 		if r.Context().Err() != nil {
 			return
 		}
+		if lose != nil && lose.lose(r) {
+			carryOut := func(r *http.Request) {
+				answer := httptest.NewRecorder()
+				rp.ServeHTTP(answer, r)
+				if answer.Code < 300 {
+					p.mu.Lock()
+					p.lost++
+					p.mu.Unlock()
+				}
+			}
+			if !lose.late {
+				carryOut(r)
+				http.Error(w, "answer lost by the test's API proxy", http.StatusGatewayTimeout)
+				return
+			}
+			body, _ := io.ReadAll(r.Body)
+			later := r.Clone(context.Background())
+			later.Body = io.NopCloser(bytes.NewReader(body))
+			next := lose.nextWrite()
+			go func() {
+				select {
+				case <-next:
+				case <-time.After(2 * time.Second):
+				}
+				carryOut(later)
+			}()
+			http.Error(w, "answer lost by the test's API proxy", http.StatusGatewayTimeout)
+			return
+		}
+		if lose != nil && isWrite(r) {
+			defer lose.written()
+		}
 		rp.ServeHTTP(w, r)
 	}))
 	srv.EnableHTTP2 = true
@@ -101,6 +186,14 @@ func (p *APIProxy) Requests(method, path string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.count[method+" "+path]
+}
+
+// Lost counts the requests the API server carried out whose answers the
+// proxy lost (StartLossyAPIProxy).
+func (p *APIProxy) Lost() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
 }
 
 // LeasePath is the API path of a Lease in kube-system, where Outrigger's

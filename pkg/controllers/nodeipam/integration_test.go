@@ -209,7 +209,7 @@ func TestNoDuplicatesAcrossLeaderChange(t *testing.T) {
 func TestExhaustionAndRelease(t *testing.T) {
 	cloud := testenv.StartCloud(t)
 	// A /30 cut into /31s: room for two nodes.
-	testenv.StartOutrigger(t, cloud, ipamFlags("10.103.0.0/30", "--node-cidr-mask-size-ipv4=31")...)
+	testenv.StartOutrigger(t, cloud, ipamFlags("198.18.253.0/30", "--node-cidr-mask-size-ipv4=31")...)
 	two := createNodes(t, "full", 2)
 	waitCIDRs(t, two)
 	third := testenv.Name("full")
@@ -239,5 +239,53 @@ func TestCloudAllocator(t *testing.T) {
 	want, _ := cloud.PodCIDRs(name)
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("node has %v, the cloud assigned %v", got, want)
+	}
+}
+
+// A pod CIDR patch whose answer was lost (a timeout, a 504 from a load
+// balancer in front of the API server), and which the API server carries
+// out afterwards, keeps its reservation: the CIDR is the node's, and never
+// given to another node, even with the range exhausted and a node waiting
+// for one. Had it gone back to the pool, the node joining meanwhile would
+// have been given it, and the late write would have made it two nodes'.
+func TestLostAnswerKeepsTheCIDR(t *testing.T) {
+	last := testenv.Name("lost")
+	var losing atomic.Bool
+	var lostPatches atomic.Int32
+	losing.Store(true)
+	proxy := testenv.StartLossyAPIProxy(t, true, func(r *http.Request) bool {
+		name, node := testenv.IsNodePath(r.URL.Path)
+		if node && name == last && r.Method == http.MethodPatch && losing.Load() {
+			lostPatches.Add(1)
+			return true
+		}
+		return false
+	})
+	// A /29 cut into /31s: room for four nodes.
+	testenv.StartOutrigger(t, testenv.StartCloud(t), ipamFlags("198.18.252.0/29", "--node-cidr-mask-size-ipv4=31", "--kubeconfig="+proxy.Kubeconfig)...)
+	first := createNodes(t, "lost", 3)
+	waitCIDRs(t, first)
+	// The fourth node takes the last CIDR; the answers to its patches are
+	// lost, and the writes carried out late.
+	testenv.CreateNode(t, last, nil)
+	testenv.Eventually(t, 30*time.Second, "three of the last node's patches answered 504", func() (bool, error) {
+		return lostPatches.Load() >= 3, nil
+	})
+	waiting := testenv.Name("lost")
+	testenv.CreateNode(t, waiting, nil)
+	testenv.Eventually(t, 30*time.Second, "the fifth node told none is left, or given one", func() (bool, error) {
+		return len(testenv.Events(t, waiting)[nodeipam.ReasonCIDRNotAvailable]) > 0 || len(testenv.GetNode(t, waiting).Spec.PodCIDRs) > 0, nil
+	})
+	losing.Store(false)
+	got := waitCIDRs(t, append(first, last))
+	if n := testenv.GetNode(t, waiting); len(n.Spec.PodCIDRs) > 0 {
+		got[waiting] = n.Spec.PodCIDRs
+	}
+	assertUnique(t, got)
+	if _, ok := got[waiting]; ok {
+		t.Errorf("the fifth node got %v from a range whose four CIDRs were taken", got[waiting])
+	}
+	if proxy.Lost() == 0 {
+		t.Error("no lost patch was carried out late")
 	}
 }
