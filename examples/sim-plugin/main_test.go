@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 )
 
 // TestPluginsDocExample checks that the main.go in docs/plugins.md is this
