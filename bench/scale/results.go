@@ -83,13 +83,21 @@ type Phase struct {
 	Ran bool `json:"ran"`
 	// Finished is false when the bound ended the phase: Seconds is then
 	// the bound and Done what was reached.
-	Finished  bool    `json:"finished"`
-	Seconds   float64 `json:"seconds"`
-	Done      int     `json:"done"`
-	Want      int     `json:"want"`
-	Calls     int64   `json:"calls"`
-	Throttled int64   `json:"throttled"`
-	Writes    int64   `json:"writes"`
+	Finished bool    `json:"finished"`
+	Seconds  float64 `json:"seconds"`
+	Done     int     `json:"done"`
+	Want     int     `json:"want"`
+	// Calls and Throttled are the cloud calls of the phase (the load
+	// balancer phase: its load balancer calls only; node refreshes that
+	// fall in it are in ByOp), 429s included.
+	Calls     int64 `json:"calls"`
+	Throttled int64 `json:"throttled"`
+	// ByOp and ThrottledByOp are every call of the phase, by operation.
+	ByOp          map[string]int64 `json:"byOp,omitempty"`
+	ThrottledByOp map[string]int64 `json:"throttledByOp,omitempty"`
+	// Writes are the API server's mutating requests but the benchmark's
+	// own and notCCMWrites.
+	Writes int64 `json:"writes"`
 	// BackendWrites are the load balancer backend updates the cloud
 	// accepted (EnsureLoadBalancer and UpdateLoadBalancer).
 	BackendWrites int64 `json:"backendWrites"`

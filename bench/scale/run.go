@@ -60,6 +60,16 @@ type runConfig struct {
 	upstreamBin  string
 }
 
+// notCCMWrites are resources whose writes the rows leave out: the
+// IPAddress the API server creates for every Service, and Leases (the API
+// server's own, and the CCMs' leader election, which costs the same
+// whatever the cluster's size).
+var notCCMWrites = []string{"ipaddresses", "leases"}
+
+func apiWrites(ctx context.Context, client kubernetes.Interface) (int64, int64, error) {
+	return benchenv.APICountsExcept(ctx, client, notCCMWrites...)
+}
+
 func startEnv(ctx context.Context) (*benchenv.Env, error) {
 	var opts []controlplane.Option
 	for _, a := range apiServerArgs {
@@ -219,7 +229,7 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 		return ref, err
 	}
 	defer nodes.stop()
-	before, _, err := benchenv.APICounts(ctx, env.Client)
+	before, _, err := apiWrites(ctx, env.Client)
 	if err != nil {
 		return ref, err
 	}
@@ -235,7 +245,7 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 		return ref, fmt.Errorf("the API server's write limit, %d nodes: not done within %s (%v)", n, rc.bound, err)
 	}
 	ref.Seconds = time.Since(start).Seconds()
-	after, _, err := benchenv.APICounts(ctx, env.Client)
+	after, _, err := apiWrites(ctx, env.Client)
 	if err != nil {
 		return ref, err
 	}
@@ -292,7 +302,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	defer stop()
 	bin, args, flags := ccmCommand(rc, ccm, cloudConfig, env.Kubeconfig)
 	row.Flags = flags
-	writes0, _, err := benchenv.APICounts(ctx, client)
+	writes0, _, err := apiWrites(ctx, client)
 	if err != nil {
 		return row, err
 	}
@@ -311,8 +321,8 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	row.NodeInit.Seconds, row.NodeInit.Done, row.NodeInit.Finished = time.Since(start).Seconds(), nodes.count(initial), ok
 	initialized := time.Now()
 	c0 := calls()
-	row.NodeInit.Calls, row.NodeInit.Throttled = c0.Total, c0.Throttled
-	writes1, _, werr := benchenv.APICounts(ctx, client)
+	row.NodeInit.count(upstreamfake.Calls{}, c0, nil)
+	writes1, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
 	}
@@ -332,9 +342,8 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	ok, err = await(done, start.Add(rc.bound), func() bool { return withIngress.Load() >= int64(m) })
 	row.Provision.Seconds, row.Provision.Done, row.Provision.Finished = time.Since(start).Seconds(), int(withIngress.Load()), ok
 	c1 := calls()
-	row.Provision.Calls, row.Provision.Throttled = c1.Total-c0.Total, c1.Throttled-c0.Throttled
-	row.Provision.BackendWrites = c1.BackendWrites - c0.BackendWrites
-	writes2, _, werr := benchenv.APICounts(ctx, client)
+	row.Provision.count(c0, c1, lbOps)
+	writes2, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
 	}
@@ -352,7 +361,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		return endRow(row, err, measure), nil
 	}
 	i0 := calls()
-	iw0, _, werr := benchenv.APICounts(ctx, client)
+	iw0, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
 	}
@@ -360,7 +369,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		return endRow(row, err, measure), nil
 	}
 	i1 := calls()
-	iw1, _, werr := benchenv.APICounts(ctx, client)
+	iw1, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
 	}
@@ -386,15 +395,44 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	})
 	row.Churn.Seconds, row.Churn.Done, row.Churn.Finished = time.Since(start).Seconds(), converged, ok
 	c2 := calls()
-	row.Churn.Calls, row.Churn.Throttled = c2.Total-i1.Total, c2.Throttled-i1.Throttled
-	row.Churn.BackendWrites = c2.BackendWrites - i1.BackendWrites
-	writes3, _, werr := benchenv.APICounts(ctx, client)
+	row.Churn.count(i1, c2, nil)
+	writes3, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
 	}
 	row.Churn.Writes = writes3 - iw1 - int64(2*c)
 	progress("%s, %d nodes, %d Services, limit %s: churn %s s", ccm, n, m, limitName(limit), row.Churn.seconds())
 	return endRow(row, err, measure), nil
+}
+
+// lbOps are the load balancer calls.
+var lbOps = []string{"GetLoadBalancer", "EnsureLoadBalancer", "UpdateLoadBalancer", "EnsureLoadBalancerDeleted"}
+
+// count records the calls between two readings of the cloud's counts:
+// those of ops in Calls and Throttled, every call when ops is nil.
+func (p *Phase) count(before, after upstreamfake.Calls, ops []string) {
+	p.ByOp, p.ThrottledByOp = diff(before.ByOp, after.ByOp), diff(before.ThrottledByOp, after.ThrottledByOp)
+	p.BackendWrites = after.BackendWrites - before.BackendWrites
+	if ops == nil {
+		p.Calls, p.Throttled = after.Total-before.Total, after.Throttled-before.Throttled
+		return
+	}
+	p.Calls, p.Throttled = 0, 0
+	for _, op := range ops {
+		p.Calls += p.ByOp[op]
+		p.Throttled += p.ThrottledByOp[op]
+	}
+}
+
+// diff is after - before, per key, without the zeros.
+func diff(before, after map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 // endRow records the CCM's peak RSS and CPU time (measure reads them while

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 )
 
 func TestLogSlope(t *testing.T) {
@@ -145,5 +147,21 @@ func TestTicks(t *testing.T) {
 	}
 	if got := yTicks(1, 1e5); len(got) != 6 {
 		t.Fatalf("five decades: ticks %v, want the six powers of ten", got)
+	}
+}
+
+func TestPhaseCount(t *testing.T) {
+	before := upstreamfake.Calls{Total: 10, Throttled: 1, ByOp: map[string]int64{"InstanceMetadata": 10}, ThrottledByOp: map[string]int64{"InstanceMetadata": 1}}
+	after := upstreamfake.Calls{Total: 25, Throttled: 4, BackendWrites: 3,
+		ByOp:          map[string]int64{"InstanceMetadata": 15, "GetLoadBalancer": 4, "EnsureLoadBalancer": 6},
+		ThrottledByOp: map[string]int64{"InstanceMetadata": 2, "EnsureLoadBalancer": 2}}
+	var lb, all Phase
+	lb.count(before, after, lbOps)
+	all.count(before, after, nil)
+	if lb.Calls != 10 || lb.Throttled != 2 || lb.BackendWrites != 3 {
+		t.Errorf("load balancer calls %d, throttled %d, backend writes %d; want 10, 2, 3", lb.Calls, lb.Throttled, lb.BackendWrites)
+	}
+	if all.Calls != 15 || all.Throttled != 3 || all.ByOp["InstanceMetadata"] != 5 || all.ThrottledByOp["InstanceMetadata"] != 1 {
+		t.Errorf("every call: %+v", all)
 	}
 }

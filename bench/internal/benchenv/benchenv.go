@@ -153,6 +153,14 @@ func StartOutrigger(ctx context.Context, opts *manager.Options, extra []string, 
 // them, conflicts (409). The benchmarks make no writes while a CCM runs, so
 // a difference is the CCM's.
 func APICounts(ctx context.Context, client kubernetes.Interface) (writes, conflicts int64, err error) {
+	return APICountsExcept(ctx, client)
+}
+
+// APICountsExcept is APICounts without the writes to the resources named
+// (plural, as in the API's paths): the API server's own, such as the
+// IPAddress it creates for every Service and its Lease, or a CCM's leader
+// election.
+func APICountsExcept(ctx context.Context, client kubernetes.Interface, resources ...string) (writes, conflicts int64, err error) {
 	raw, err := client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading API server metrics: %w", err)
@@ -169,7 +177,7 @@ func APICounts(ctx context.Context, client kubernetes.Interface) (writes, confli
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) {
+			if slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, labels["verb"]) && !slices.Contains(resources, labels["resource"]) {
 				total += m.GetCounter().GetValue()
 				if labels["code"] == "409" {
 					conflict += m.GetCounter().GetValue()

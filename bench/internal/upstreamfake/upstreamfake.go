@@ -61,6 +61,8 @@ type Calls struct {
 	Total     int64            `json:"total"`
 	Throttled int64            `json:"throttled"`
 	ByOp      map[string]int64 `json:"byOp"`
+	// ThrottledByOp are the throttled calls by operation.
+	ThrottledByOp map[string]int64 `json:"throttledByOp,omitempty"`
 	// Backends counts the load balancers by backend set (BackendKey of
 	// their nodes' names).
 	Backends map[string]int64 `json:"backends,omitempty"`
@@ -95,6 +97,7 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 		},
 		limiter:       rate.NewLimiter(rate.Inf, 1),
 		byOp:          map[string]int64{},
+		throttledByOp: map[string]int64{},
 		loadBalancers: cfg.LoadBalancers,
 		lbs:           map[string]balancer{},
 		backends:      map[string]int64{},
@@ -124,6 +127,8 @@ type provider struct {
 	total     int64
 	throttled int64
 	byOp      map[string]int64
+	// throttledByOp are the refused calls by operation.
+	throttledByOp map[string]int64
 	// The load balancers, by name; how many have each backend set; the
 	// accepted backend writes; the addresses handed out.
 	lbs           map[string]balancer
@@ -147,6 +152,7 @@ func (p *provider) admit(op string) error {
 	p.byOp[op]++
 	if !ok {
 		p.throttled++
+		p.throttledByOp[op]++
 		return cloudproviderapi.NewRetryError("rate limit exceeded", time.Second)
 	}
 	return nil
@@ -177,7 +183,7 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 func (p *provider) counts() Calls {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: maps.Clone(p.byOp), BackendWrites: p.backendWrites}
+	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: maps.Clone(p.byOp), ThrottledByOp: maps.Clone(p.throttledByOp), BackendWrites: p.backendWrites}
 	if len(p.backends) > 0 {
 		c.Backends = maps.Clone(p.backends)
 	}
