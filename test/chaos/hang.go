@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -166,11 +167,13 @@ func (h *harness) endHang(ctx context.Context, w *hangWindow, lift time.Time) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var times []string
 	for _, name := range names {
 		created := w.created[name]
 		res.created++
 		if got, ok := w.got[name]; ok {
 			res.ingress = append(res.ingress, got.Sub(created))
+			times = append(times, fmt.Sprintf("%s %.2fs", name, got.Sub(created).Seconds()))
 			continue
 		}
 		if lift.Sub(created) < hangGrace {
@@ -199,8 +202,8 @@ func (h *harness) endHang(ctx context.Context, w *hangWindow, lift time.Time) {
 		h.violate(HangBlocked, namespace+"/"+name, fmt.Sprintf("created %.1fs into the fault, no ingress by its end %.1fs later",
 			created.Sub(w.start).Seconds(), lift.Sub(created).Seconds()))
 	}
-	h.logf("  object hang lifted: %d Services created during it, %d got their load balancer before the lift, %d too late to judge",
-		res.created, len(res.ingress), res.unjudged)
+	h.logf("  object hang lifted: %d Services created during it, %d got their load balancer before the lift (%s), %d too late to judge",
+		res.created, len(res.ingress), strings.Join(times, ", "), res.unjudged)
 	h.report.hangEnded(res)
 }
 

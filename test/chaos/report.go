@@ -252,18 +252,24 @@ func (r *Report) finish(wall time.Duration) {
 		r.Shared.Ingress = percentiles(r.foreignTimes)
 	}
 	if r.Hang != nil {
-		r.Hang.Ingress = percentiles(r.hangTimes)
+		// Hundredths: without other faults, a load balancer takes tens of
+		// milliseconds.
+		r.Hang.Ingress = percentiles(r.hangTimes, round2)
 	}
 }
 
-func percentiles(times []float64) Percentiles {
+func percentiles(times []float64, rounding ...func(float64) float64) Percentiles {
+	rnd := round
+	if len(rounding) > 0 {
+		rnd = rounding[0]
+	}
 	t := slices.Clone(times)
 	sort.Float64s(t)
 	n := len(t)
 	if n == 0 {
 		return Percentiles{}
 	}
-	return Percentiles{Count: n, P50: round(t[n/2]), P90: round(t[n*9/10]), Max: round(t[n-1])}
+	return Percentiles{Count: n, P50: rnd(t[n/2]), P90: rnd(t[n*9/10]), Max: rnd(t[n-1])}
 }
 
 func round(s float64) float64 { return float64(int64(s*10+0.5)) / 10 }
@@ -307,7 +313,7 @@ func (r *Report) Table(w io.Writer) {
 	if x := r.Hang; x != nil {
 		fmt.Fprintf(tw, "object hangs\t%d faults, %d Services hung; %d others created during them: %d converged before the lift, %d too late to judge\n",
 			x.Faults, x.HungServices, x.Created, x.Converged, x.Unjudged)
-		fmt.Fprintf(tw, "  time to ingress during a hang\tp50 %.1fs, p90 %.1fs, max %.1fs (%d Services)\n", x.Ingress.P50, x.Ingress.P90, x.Ingress.Max, x.Ingress.Count)
+		fmt.Fprintf(tw, "  time to ingress during a hang\tp50 %.2fs, p90 %.2fs, max %.2fs (%d Services)\n", x.Ingress.P50, x.Ingress.P90, x.Ingress.Max, x.Ingress.Count)
 	}
 	if l := r.LostResponses; l != nil {
 		fmt.Fprintf(tw, "API answers lost\t%d (%d of committed writes)\n", l.Lost, l.Committed)
