@@ -251,7 +251,7 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 	}
 	ref.Writes = after - before
 	stop()
-	_ = <-done // the writer's error says only that it was stopped
+	<-done //nolint:errcheck // the writer's error says only that it was stopped
 	return ref, nil
 }
 
