@@ -186,6 +186,16 @@ image:
 		-link /usr/local/bin/cloud-controller-manager=outrigger \
 		-- /usr/local/bin/outrigger
 
+## release: the release's files in bin/release (docs/install.md): the image tarball of
+## `make image` as outrigger-image-v$(VERSION).tar, the chart packaged as `helm package` does
+## (Helm's Go packages, charts/test/cmd/package-chart) as outrigger-$(VERSION).tgz, SHA256SUMS.
+.PHONY: release
+release: image
+	rm -rf bin/release && mkdir -p bin/release
+	cp bin/outrigger-image.tar bin/release/outrigger-image-v$(VERSION).tar
+	cd charts/test && go run ./cmd/package-chart -o ../../bin/release -version $(VERSION)
+	cd bin/release && sha256sum outrigger-image-v$(VERSION).tar outrigger-$(VERSION).tgz >SHA256SUMS
+
 ## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
 ## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.
 ## CLUSTER_FLAGS=-hybrid: its nodes on two platforms (local and sim), one Outrigger serving both.

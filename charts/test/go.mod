@@ -6,16 +6,25 @@ module github.com/outrigger-ccm/outrigger/charts/test
 go 1.26.0
 
 require (
+	github.com/google/go-containerregistry v0.20.2
 	github.com/outrigger-ccm/outrigger v0.0.0
 	k8s.io/cli-runtime v0.37.0
 	k8s.io/client-go v0.37.2
 )
 
 require (
+	github.com/containerd/stargz-snapshotter/estargz v0.14.3 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
+	github.com/docker/cli v27.1.1+incompatible // indirect
+	github.com/docker/distribution v2.8.2+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.5 // indirect
 	github.com/edsrzf/mmap-go v1.2.1-0.20241212181136-fad1cd13edbd // indirect
 	github.com/facette/natsort v0.0.0-20181210072756-2cd4dd1e2dcb // indirect
 	github.com/grafana/regexp v0.0.0-20250905093917-f7b3be9d1853 // indirect
+	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/mitchellh/go-homedir v1.1.0 // indirect
+	github.com/sirupsen/logrus v1.9.4 // indirect
+	github.com/vbatts/tar-split v0.11.3 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 )
 
