@@ -116,6 +116,8 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 ## default). CHAOS_FLAGS="-seed N -duration 30m" to change it. A 2-minute run is in make test.
 ## CHAOS_FLAGS="-failover 20": 20 leader SIGKILLs among 3 replicas under churn, time to a new
 ## leader measured (docs/reliability.md#failover-under-sigkill).
+## CHAOS_FLAGS="-shared -hang -lost-responses": a second CCM on the same cloud, hung calls on
+## some load balancers, lost API answers (docs/reliability.md#settings); any of them.
 .PHONY: chaos
 CHAOS_FLAGS ?=
 chaos: controlplane build
