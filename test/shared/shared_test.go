@@ -680,3 +680,58 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 		}
 	}
 }
+
+// Two Outriggers on one cloud and cluster, one for the Services without a
+// class and one for class example.com/outrigger. A Service of the class
+// becomes ClusterIP while its CCM is down: the class-less Outrigger, which
+// now owns it for cleanup, lets it go but leaves the load balancer alone,
+// whose ownership record names the other class; the other CCM deletes it
+// when it is back.
+func TestCleanupLeavesAnotherClassesLoadBalancer(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	backendNode(t, testenv.Client, testenv.Name("cleanup-node"))
+	c := cluster{client: testenv.Client, ns: testenv.Name("cleanup")}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--controllers=service-lb-controller"}
+	classless := testenv.StartOutrigger(t, cloud, flags...)
+	classed := testenv.StartOutrigger(t, cloud, append(flags, "--load-balancer-class="+class)...)
+	c.create(t, "web", ptr.To(class))
+	testenv.Eventually(t, 60*time.Second, "the Service provisioned by its class's Outrigger", func() (bool, error) {
+		return c.provisioned(t, cloud, "web"), nil
+	})
+	svc, _ := c.get(t, "web")
+	name := cloudprovider.DefaultLoadBalancerName(svc)
+
+	classed.Stop()
+	c.update(t, "web", func(s *corev1.Service) {
+		s.Spec.Type, s.Spec.LoadBalancerClass = corev1.ServiceTypeClusterIP, nil
+		s.Spec.AllocateLoadBalancerNodePorts, s.Spec.ExternalTrafficPolicy = nil, ""
+		for i := range s.Spec.Ports {
+			s.Spec.Ports[i].NodePort = 0
+		}
+	})
+	// The class-less Outrigger cleans the Service up: its status.
+	testenv.Eventually(t, 60*time.Second, "the status cleared", func() (bool, error) {
+		s, _ := c.get(t, "web")
+		return len(s.Status.LoadBalancer.Ingress) == 0, nil
+	})
+	if s, _ := c.get(t, "web"); !slices.Contains(s.Finalizers, "service.kubernetes.io/load-balancer-cleanup") {
+		t.Error("the class-less Outrigger removed the finalizer while the other class's load balancer is left")
+	}
+	if _, ok := cloud.GetLoadBalancer(name); !ok {
+		t.Fatal("the class-less Outrigger deleted the load balancer of the other class's Outrigger")
+	}
+	if n := writesBy(cloud, classless.Caller)["loadbalancer/"+name]; n > 0 {
+		t.Errorf("the class-less Outrigger wrote %d times to the other class's load balancer", n)
+	}
+
+	// Its own CCM, back, deletes it: the Service left its class.
+	testenv.StartOutrigger(t, cloud, append(flags, "--load-balancer-class="+class)...)
+	testenv.Eventually(t, 60*time.Second, "the load balancer deleted by its own Outrigger, and the finalizer with it", func() (bool, error) {
+		_, ok := cloud.GetLoadBalancer(name)
+		s, _ := c.get(t, "web")
+		return !ok && !slices.Contains(s.Finalizers, "service.kubernetes.io/load-balancer-cleanup"), nil
+	})
+}

@@ -491,6 +491,34 @@ func (r *reconciler) madeHere(ctx context.Context, svc *corev1.Service, remember
 	return exists, err
 }
 
+// ownLoadBalancerExists reports whether the cloud holds a load balancer of
+// this Outrigger's for svc, which cleanup may delete, and whether it holds
+// one another CCM made for svc, whose cleanup is that CCM's. With a provider that
+// keeps ownership records it must name this cluster, this Service object
+// and this Outrigger's class: a Service that left another CCM's class (a
+// type change clears the class) is cleaned up by both, and the load
+// balancer under its name may be the other CCM's, made again since for the
+// Service back in its class. Without records, it is the load balancer under
+// the Service's name, as upstream does.
+func (r *reconciler) ownLoadBalancerExists(ctx context.Context, svc *corev1.Service) (ours, theirs bool, err error) {
+	if owners, ok := r.opts.LoadBalancer.(provider.LoadBalancerOwnership); ok {
+		owner, exists, err := owners.LoadBalancerOwner(ctx, r.opts.ClusterName, svc)
+		if err != nil || !exists {
+			return false, false, err
+		}
+		// Another cluster's load balancer under the name is not this
+		// Service's at all; another class's, for this Service, is.
+		ours = owner.Owns(r.opts.ClusterName, svc.UID, r.opts.Class)
+		theirs = !ours && owner.ClusterName == r.opts.ClusterName && owner.ServiceUID == svc.UID
+		if theirs {
+			klog.FromContext(ctx).V(2).Info("Cleanup leaves the load balancer of another class alone, and the finalizer for its CCM", "service", klog.KObj(svc), "class", owner.Class, "ownClass", r.opts.Class)
+		}
+		return ours, theirs, nil
+	}
+	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
+	return exists, false, err
+}
+
 func (r *reconciler) checkedNotOurs(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -664,7 +692,7 @@ func (r *reconciler) updateHosts(ctx context.Context, svc *corev1.Service, nodes
 // longer of type LoadBalancer, then lets the Service go.
 func (r *reconciler) cleanup(ctx context.Context, svc *corev1.Service) error {
 	key := client.ObjectKeyFromObject(svc)
-	_, exists, err := r.opts.LoadBalancer.GetLoadBalancer(ctx, r.opts.ClusterName, svc)
+	exists, theirs, err := r.ownLoadBalancerExists(ctx, svc)
 	switch {
 	case elsewhere(err):
 		// Nothing of ours to delete; upstream would retry forever and keep
@@ -684,6 +712,13 @@ func (r *reconciler) cleanup(ctx context.Context, svc *corev1.Service) error {
 		if err := r.patchStatus(ctx, svc, corev1.LoadBalancerStatus{}, nil); err != nil {
 			return r.syncFailed(svc, fmt.Errorf("failed to update load balancer status: %w", err))
 		}
+	}
+	if theirs {
+		// The finalizer (shared by every CCM) stays for the CCM whose load
+		// balancer is left: it cleans up and lets the Service go. Looked
+		// at again with the cache's resync.
+		r.forget(key)
+		return nil
 	}
 	if i := slices.Index(svc.Finalizers, Finalizer); i >= 0 {
 		if err := r.patchFinalizers(ctx, svc, slices.Delete(slices.Clone(svc.Finalizers), i, i+1)); err != nil {
