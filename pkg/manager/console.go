@@ -33,7 +33,9 @@ func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*u
 	// controllers: one copy of each node in the process.
 	co := console.Options{Client: client, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Degraded: degraded, Log: klog.Background().WithName("console")}
 	for _, u := range units {
-		co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: u.class, Platforms: u.platforms.Schemes()})
+		for _, class := range u.classes {
+			co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: class, Platforms: u.platforms.Schemes()})
+		}
 	}
 	if opts.AllocateNodeCIDRs && opts.ClusterCIDR != "" {
 		// Validate has checked the CIDRs; a mask that does not fit only

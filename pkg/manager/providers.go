@@ -21,7 +21,9 @@ type unit struct {
 	name      string
 	provider  cloudprovider.Interface
 	platforms platform.Set
-	class     string
+	// classes are the load balancer classes it serves ("": Services
+	// without a class), one service controller each.
+	classes []string
 	// tag is added to controller names and Event sources ("" when the
 	// provider runs alone, so names are upstream's).
 	tag   string
@@ -41,7 +43,7 @@ func buildUnits(opts *Options, reg *providers.Registry) ([]*unit, error) {
 			return nil, err
 		}
 		platforms, _ := platform.Parse(opts.CloudProviderPlatforms) // validated
-		return []*unit{{name: opts.CloudProvider, provider: p, platforms: platforms, class: opts.LoadBalancerClass}}, nil
+		return []*unit{{name: opts.CloudProvider, provider: p, platforms: platforms, classes: []string{opts.LoadBalancerClass}}}, nil
 	}
 	file, err := contract.ReadProvidersFile(opts.CloudProvidersFile)
 	if err != nil {
@@ -78,7 +80,7 @@ func buildUnits(opts *Options, reg *providers.Registry) ([]*unit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: platforms: %w", where, err)
 		}
-		units = append(units, &unit{name: e.Name, provider: p, platforms: platforms, class: e.LoadBalancerClass, tag: e.Name})
+		units = append(units, &unit{name: e.Name, provider: p, platforms: platforms, classes: e.Classes(), tag: e.Name})
 	}
 	return units, nil
 }

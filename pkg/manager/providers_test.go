@@ -46,6 +46,8 @@ func TestProvidersFileRefusals(t *testing.T) {
 		{"scheme claimed twice", head + "providers: [{name: aws, platforms: [aws]}, {name: metal, platforms: [aws], loadBalancerClass: example.com/m}]", `providers "aws" and "metal" both claim the providerID scheme "aws"`},
 		{"class-less twice", head + "providers: [{name: aws}, {name: metal}]", `both claim the Services without a class`},
 		{"class twice", head + "providers: [{name: aws, loadBalancerClass: example.com/x}, {name: metal, loadBalancerClass: example.com/x}]", `both claim the loadBalancerClass "example.com/x"`},
+		{"class twice among several", head + "providers: [{name: aws, loadBalancerClasses: [example.com/a, example.com/x]}, {name: metal, loadBalancerClass: example.com/x}]", `providers "aws" and "metal" both claim the loadBalancerClass "example.com/x"`},
+		{"malformed class among several", head + "providers: [{name: aws, loadBalancerClasses: [example.com/a, 'bad class']}]", `loadBalancerClass "bad class"`},
 		{"malformed class", head + "providers: [{name: aws, loadBalancerClass: 'not a/class/at all'}]", `loadBalancerClass "not a/class/at all"`},
 		{"malformed platform", head + "providers: [{name: aws, platforms: ['aws://x']}]", `platforms`},
 		{"scheme the provider does not serve", head + "providers: [{name: aws, platforms: [gce]}]", `names "gce", but provider "aws" serves only the providerID schemes [aws]`},
@@ -77,7 +79,7 @@ func TestProvidersFileRefusals(t *testing.T) {
 
 func TestProvidersFileBuildsOneUnitEach(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "providers.yaml")
-	file := "apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n- name: aws\n- name: silent\n  platforms: [kwok]\n  loadBalancerClass: example.com/kwok\n"
+	file := "apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n- name: aws\n- name: silent\n  platforms: [kwok]\n  loadBalancerClass: example.com/kwok\n  loadBalancerClasses: [example.com/kwok-internal]\n"
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +94,9 @@ func TestProvidersFileBuildsOneUnitEach(t *testing.T) {
 	}
 	got := []string{}
 	for _, u := range units {
-		got = append(got, u.name+" "+strings.Join(u.platforms.Schemes(), ",")+" "+u.class+" "+u.tag)
+		got = append(got, u.name+" "+strings.Join(u.platforms.Schemes(), ",")+" "+strings.Join(u.classes, ",")+" "+u.tag)
 	}
-	want := []string{"aws aws  aws", "silent kwok example.com/kwok silent"}
+	want := []string{"aws aws  aws", "silent kwok example.com/kwok,example.com/kwok-internal silent"}
 	if strings.Join(got, ";") != strings.Join(want, ";") {
 		t.Errorf("units %q, want %q", got, want)
 	}

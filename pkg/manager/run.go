@@ -276,16 +276,27 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 			Provider:      u.tag,
 		})
 	case service.Name:
+		// One controller per class: each keeps the finalizers, statuses
+		// and ownership records of its own class.
 		lb, _ := layer.LoadBalancer()
-		return service.Setup(mgr, service.Options{
-			LoadBalancer:      lb,
-			ClusterName:       opts.ClusterName,
-			Class:             u.class,
-			Workers:           opts.ServiceWorkers(),
-			Platforms:         u.platforms,
-			OrphanSweepPeriod: opts.OrphanSweepPeriod,
-			Provider:          u.tag,
-		})
+		for _, class := range u.classes {
+			tag := u.tag
+			if len(u.classes) > 1 {
+				tag += "/" + class
+			}
+			if err := service.Setup(mgr, service.Options{
+				LoadBalancer:      lb,
+				ClusterName:       opts.ClusterName,
+				Class:             class,
+				Workers:           opts.ServiceWorkers(),
+				Platforms:         u.platforms,
+				OrphanSweepPeriod: opts.OrphanSweepPeriod,
+				Provider:          tag,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	case nodeipam.Name:
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
 		src, _ := layer.NodeCIDRs()

@@ -33,8 +33,25 @@ type ProviderEntry struct {
 	// the provider states (provider.Platforms); one of the two is needed.
 	Platforms []string `json:"platforms,omitempty"`
 	// LoadBalancerClass is the spec.loadBalancerClass of its Services;
-	// empty: the Services without a class.
+	// empty (and no LoadBalancerClasses): the Services without a class.
 	LoadBalancerClass string `json:"loadBalancerClass,omitempty"`
+	// LoadBalancerClasses are more classes of its Services, for a
+	// provider that serves several.
+	LoadBalancerClasses []string `json:"loadBalancerClasses,omitempty"`
+}
+
+// Classes are the load balancer classes the provider serves: "" stands for
+// the Services without a class, which a provider naming no class serves.
+func (e ProviderEntry) Classes() []string {
+	var out []string
+	if e.LoadBalancerClass != "" {
+		out = append(out, e.LoadBalancerClass)
+	}
+	out = append(out, e.LoadBalancerClasses...)
+	if len(out) == 0 {
+		return []string{""}
+	}
+	return out
 }
 
 // The ProvidersFile's apiVersion and kind.
@@ -84,19 +101,21 @@ func ReadProvidersFile(path string) (*ProvidersFile, error) {
 			}
 			schemes[s] = e.Name
 		}
-		if e.LoadBalancerClass != "" {
-			for _, msg := range validation.IsQualifiedName(e.LoadBalancerClass) {
-				errs = append(errs, fmt.Errorf("--cloud-providers-file %s: provider %q: loadBalancerClass %q: %s", path, e.Name, e.LoadBalancerClass, msg))
+		for _, class := range e.Classes() {
+			if class != "" {
+				for _, msg := range validation.IsQualifiedName(class) {
+					errs = append(errs, fmt.Errorf("--cloud-providers-file %s: provider %q: loadBalancerClass %q: %s", path, e.Name, class, msg))
+				}
 			}
-		}
-		if other, ok := classes[e.LoadBalancerClass]; ok {
-			what := fmt.Sprintf("the loadBalancerClass %q", e.LoadBalancerClass)
-			if e.LoadBalancerClass == "" {
-				what = "the Services without a class (give all but one a loadBalancerClass)"
+			if other, ok := classes[class]; ok {
+				what := fmt.Sprintf("the loadBalancerClass %q", class)
+				if class == "" {
+					what = "the Services without a class (give all but one a loadBalancerClass)"
+				}
+				errs = append(errs, fmt.Errorf("--cloud-providers-file %s: providers %q and %q both claim %s", path, other, e.Name, what))
 			}
-			errs = append(errs, fmt.Errorf("--cloud-providers-file %s: providers %q and %q both claim %s", path, other, e.Name, what))
+			classes[class] = e.Name
 		}
-		classes[e.LoadBalancerClass] = e.Name
 	}
 	if len(errs) > 0 {
 		return nil, oneLine(errs)

@@ -595,9 +595,10 @@ func providersFile(t *testing.T, simConfig, localConfig, localClass string) stri
 // cloud's, serving sim:// nodes and the Services without a class, and the
 // local one, serving local:// machines and the Services of its class. Each
 // provider's load balancers use only its own nodes; its calls, metrics and
-// Events carry its name.
+// Events carry its name. The local provider serves two classes, one
+// controller each.
 func TestSeveralProvidersOneOutrigger(t *testing.T) {
-	const localClass = "example.com/local"
+	const localClass, innerClass = "example.com/local", "example.com/local-internal"
 	cloud := testenv.StartCloud(t)
 	api := &instanceAPI{states: map[string]string{}}
 	srv := httptest.NewServer(api)
@@ -615,8 +616,17 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 		return metricstest.Value(t, "outrigger_cloud_calls_total", map[string]string{"provider": provider})
 	}
 	simBefore, localBefore := callsOf("sim"), callsOf("local")
+	file := providersFile(t, cloud.ConfigFile, localConfig, localClass)
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("  loadBalancerClasses: [" + innerClass + "]\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
 	testenv.StartOutrigger(t, cloud, "--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller",
-		"--cloud-providers-file="+providersFile(t, cloud.ConfigFile, localConfig, localClass))
+		"--cloud-providers-file="+file)
 
 	simNode, locNode := testenv.Name("sim"), testenv.Name("loc")
 	in, err := cloud.Create(simcloud.CreateRequest{Name: simNode})
@@ -635,7 +645,7 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 		return !tainted(testenv.GetNode(t, simNode)) && !tainted(testenv.GetNode(t, locNode)), nil
 	})
 
-	for name, cls := range map[string]*string{"web": nil, "edge": ptr.To(localClass)} {
+	for name, cls := range map[string]*string{"web": nil, "edge": ptr.To(localClass), "inner": ptr.To(innerClass)} {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
 			Spec: corev1.ServiceSpec{
@@ -649,9 +659,13 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, 60*time.Second, "each Service provisioned by its class's provider", func() (bool, error) {
-		edge, _ := c.get(t, "edge")
-		ing := edge.Status.LoadBalancer.Ingress
-		return c.provisioned(t, cloud, "web") && len(ing) == 1 && strings.HasPrefix(ing[0].IP, "127.0.107."), nil
+		for _, name := range []string{"edge", "inner"} {
+			s, _ := c.get(t, name)
+			if ing := s.Status.LoadBalancer.Ingress; len(ing) != 1 || !strings.HasPrefix(ing[0].IP, "127.0.107.") {
+				return false, nil
+			}
+		}
+		return c.provisioned(t, cloud, "web"), nil
 	})
 
 	web, _ := c.get(t, "web")
@@ -670,7 +684,7 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 	if sim, local := callsOf("sim")-simBefore, callsOf("local")-localBefore; sim == 0 || local == 0 {
 		t.Errorf("cloud calls by provider: sim %v, local %v; want both counted under their own name", sim, local)
 	}
-	for name, want := range map[string]string{"web": "service-controller/sim", "edge": "service-controller/local"} {
+	for name, want := range map[string]string{"web": "service-controller/sim", "edge": "service-controller/local/" + localClass, "inner": "service-controller/local/" + innerClass} {
 		list, err := c.client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 		if err != nil {
 			t.Fatal(err)
