@@ -154,9 +154,25 @@ func (t *nodeTracker) count(names []string) int {
 	return n
 }
 
+// exit is a process's one exit report, readable by every wait: done closes
+// once it exited, err then says how.
+type exit struct {
+	done chan struct{}
+	err  error
+}
+
+func watchExit(report <-chan error) *exit {
+	x := &exit{done: make(chan struct{})}
+	go func() {
+		x.err = <-report
+		close(x.done)
+	}()
+	return x
+}
+
 // await polls cond every 100 ms until it holds (true), the deadline passes
 // (false) or the CCM exits (an error).
-func await(done <-chan error, deadline time.Time, cond func() bool) (bool, error) {
+func await(x *exit, deadline time.Time, cond func() bool) (bool, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
@@ -164,8 +180,8 @@ func await(done <-chan error, deadline time.Time, cond func() bool) (bool, error
 			return false, nil
 		}
 		select {
-		case err := <-done:
-			return false, fmt.Errorf("the CCM exited: %v", err)
+		case <-x.done:
+			return false, fmt.Errorf("the CCM exited: %v", x.err)
 		case <-tick.C:
 		}
 	}
@@ -173,15 +189,15 @@ func await(done <-chan error, deadline time.Time, cond func() bool) (bool, error
 }
 
 // sleep waits d unless the CCM exits first.
-func sleep(done <-chan error, d time.Duration) error {
+func sleep(x *exit, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case err := <-done:
-		return fmt.Errorf("the CCM exited: %v", err)
+	case <-x.done:
+		return fmt.Errorf("the CCM exited: %v", x.err)
 	case <-t.C:
 		return nil
 	}
@@ -236,10 +252,12 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 	writeCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	start := time.Now()
-	done, err := benchenv.WriteOnly(writeCtx, env.Kubeconfig)
+	report, err := benchenv.WriteOnly(writeCtx, env.Kubeconfig)
 	if err != nil {
 		return ref, err
 	}
+	done := watchExit(report)
+	defer func() { stop(); <-done.done }()
 	ok, err := await(done, start.Add(rc.bound), func() bool { return nodes.count(names) == n })
 	if err != nil || !ok {
 		return ref, fmt.Errorf("the API server's write limit, %d nodes: not done within %s (%v)", n, rc.bound, err)
@@ -250,8 +268,6 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 		return ref, err
 	}
 	ref.Writes = after - before
-	stop()
-	<-done //nolint:errcheck // the writer's error says only that it was stopped
 	return ref, nil
 }
 
@@ -315,7 +331,10 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		r.PeakRSSMiB, _ = proc.PeakRSS()
 		r.CPUSeconds, _ = proc.CPUSeconds()
 	}
-	done := proc.Done
+	// The next row starts once this CCM has exited (on the interrupt, or
+	// killed 15 s after it).
+	done := watchExit(proc.Done)
+	defer func() { stop(); <-done.done }()
 	row.NodeInit = Phase{Ran: true, Want: n}
 	ok, err := await(done, start.Add(rc.bound), func() bool { return nodes.count(initial) == n })
 	row.NodeInit.Seconds, row.NodeInit.Done, row.NodeInit.Finished = time.Since(start).Seconds(), nodes.count(initial), ok
