@@ -42,11 +42,11 @@ func FuzzCloudConfig(f *testing.F) {
 // InvalidAnnotation error naming the annotation (the controller's Event on
 // the Service), never a panic.
 func FuzzServiceAnnotations(f *testing.F) {
-	f.Add("60", "10.0.0.0/8, 192.0.2.0/24", "", "")
-	f.Add("0", "", "10.0.0.0/8", "")
+	f.Add("60", "198.18.0.0/15, 192.0.2.0/24", "", "")
+	f.Add("0", "", "198.18.0.0/15", "")
 	f.Add("3601", "not-a-cidr", "", "")
 	f.Add("  7", "::/0", "", "192.0.2.10")
-	f.Add("1e3", "10.0.0.0/8,,", "10.0.0.1", "x")
+	f.Add("1e3", "198.18.0.0/15,,", "198.18.0.1", "x")
 	f.Fuzz(func(t *testing.T, idle, rangesAnnotation, rangesSpec, loadBalancerIP string) {
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: map[string]string{

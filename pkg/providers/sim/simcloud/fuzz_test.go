@@ -21,7 +21,7 @@ func FuzzRequests(f *testing.F) {
 		{"POST", "/v1/instances/i-1/stop", ``},
 		{"PUT", "/v1/loadbalancers/lb", `{"listeners":[{"protocol":"TCP","port":80,"nodePort":30080}],"requestedIP":"300.1.1.1"}`},
 		{"PUT", "/v1/loadbalancers/lb/backends", `[{"node":"a","address":"x"}]`},
-		{"POST", "/v1/routes", `{"name":"r","destination":"10.0.0.0/33","target":"a"}`},
+		{"POST", "/v1/routes", `{"name":"r","destination":"198.18.0.0/33","target":"a"}`},
 		{"DELETE", "/v1/routes/r", ``},
 		{"PUT", "/v1/settings", `{"latency":"-1s","rateLimit":-3}`},
 		{"POST", "/ec2/", `Action=DescribeInstances&Filter.1.Name=private-dns-name&Filter.1.Value.1=x`},

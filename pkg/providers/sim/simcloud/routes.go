@@ -1,6 +1,7 @@
 package simcloud
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,9 +117,14 @@ func (c *Cloud) deleteRoute(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// podNetV4 is the range the cloud's IPv4 pod CIDRs are cut from, one /24
+// per instance: the lower half of 198.19.0.0/16, apart from the instances'
+// addresses (defaultInternalV4).
+var podNetV4 = netip.MustParsePrefix("198.19.0.0/17")
+
 // PodCIDRs returns the pod CIDRs of an instance (by ID or name), assigning a
-// /24 from 10.200.0.0/16 and a /64 from fd00:200::/48 on first use, as a
-// cloud with native pod networking does.
+// /24 from podNetV4 and a /64 from fd00:200::/48 on first use, as a cloud
+// with native pod networking does.
 func (c *Cloud) PodCIDRs(idOrName string) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -128,14 +134,16 @@ func (c *Cloud) PodCIDRs(idOrName string) ([]string, error) {
 	}
 	if len(in.PodCIDRs) == 0 {
 		n := c.nextPodNet
-		if n >= 256 {
+		if n >= 1<<(24-podNetV4.Bits()) {
 			return nil, errors.New("the cloud's pod address space is exhausted")
 		}
 		c.nextPodNet++
 		v6 := netip.MustParseAddr("fd00:200::").As16()
 		v6[7] = byte(n)
+		v4 := podNetV4.Addr().As4()
+		binary.BigEndian.PutUint32(v4[:], binary.BigEndian.Uint32(v4[:])+uint32(n)<<8) // the n-th /24
 		in.PodCIDRs = []string{
-			netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, byte(n), 0}), 24).String(),
+			netip.PrefixFrom(netip.AddrFrom4(v4), 24).String(),
 			netip.PrefixFrom(netip.AddrFrom16(v6), 64).String(),
 		}
 	}

@@ -232,12 +232,18 @@ func (c *Cloud) Create(req CreateRequest) (Instance, error) {
 	return *in, nil
 }
 
+// defaultInternalV4 is where instances' IPv4 InternalIPs come from unless
+// SetInternalIPv4Range says otherwise: the upper half of 198.19.0.0/16, apart
+// from the VIPs (counted up from the bottom of defaultVIPPool) and from the
+// pod CIDRs (podNetV4).
+var defaultInternalV4 = netip.MustParsePrefix("198.19.128.0/17")
+
 // defaultAddresses gives instance number n a dual-stack pair of internal
-// addresses (the n-th of the IPv4 range, 10.0.0.0/8 by default, and of
-// fd00:10::/64), its hostname and a DNS name.
+// addresses (the n-th of the IPv4 range, defaultInternalV4 unless set, and
+// of fd00:10::/64), its hostname and a DNS name.
 func defaultAddresses(base netip.Prefix, n int, name, zone string) []Address {
 	if !base.IsValid() {
-		base = netip.MustParsePrefix("10.0.0.0/8")
+		base = defaultInternalV4
 	}
 	b := base.Masked().Addr().As4()
 	u := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) + uint32(n)
