@@ -1,12 +1,19 @@
 package service
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 )
 
 // ToBeDeletedTaint is the taint Cluster Autoscaler puts on a node it is
@@ -69,6 +76,53 @@ func fingerprint(nodes []*corev1.Node) backendSet {
 	var out backendSet
 	h.Sum(out[:0])
 	return out
+}
+
+// backendList is the backend nodes, listed once per node change rather than
+// once per Service.
+type backendList struct {
+	client    client.Reader
+	platforms platform.Set
+
+	// gen counts node changes; the list is stale while at != gen.
+	gen   atomic.Uint64
+	mu    sync.Mutex
+	at    uint64
+	nodes []*corev1.Node
+	fp    backendSet
+}
+
+func newBackendList(c client.Reader, platforms platform.Set) *backendList {
+	b := &backendList{client: c, platforms: platforms}
+	b.gen.Store(1)
+	return b
+}
+
+// invalidate makes the next get list the nodes again.
+func (b *backendList) invalidate() { b.gen.Add(1) }
+
+// get returns the backend nodes, sorted by name, and their fingerprint.
+// The slice is shared: callers and providers must not modify it.
+func (b *backendList) get(ctx context.Context) ([]*corev1.Node, backendSet, error) {
+	gen := b.gen.Load()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.at == gen {
+		return b.nodes, b.fp, nil
+	}
+	var list corev1.NodeList
+	if err := b.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, backendSet{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		if IsBackend(&list.Items[i]) && b.platforms.Owns(&list.Items[i]) {
+			nodes = append(nodes, &list.Items[i])
+		}
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	b.nodes, b.fp, b.at = nodes, fingerprint(nodes), gen
+	return b.nodes, b.fp, nil
 }
 
 // maxNodeNamesInEvent bounds the node names an Event lists, as upstream.

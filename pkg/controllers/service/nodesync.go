@@ -1,0 +1,184 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
+)
+
+// nodeFanOut is the controller's source of node-driven work. A node change
+// that can alter the backends queues, once per window, every Service the
+// controller remembers provisioning; each then updates only if its own
+// backend set changed, so a burst of joins and leaves costs one
+// UpdateLoadBalancer per Service at most.
+//
+// It watches Nodes through the manager's cache, so the controller waits
+// for that cache to sync before its workers start, and its window's timer
+// runs under the controller's context, so it ends with the controller.
+type nodeFanOut struct {
+	nodes     source.SyncingSource
+	window    time.Duration
+	platforms platform.Set
+	backends  *backendList
+	// services lists the Services to queue: those provisioned.
+	services func() []types.NamespacedName
+	rounds   *syncRounds
+	// changed holds at most one pending node change: the changes of a
+	// window all join one round.
+	changed chan struct{}
+}
+
+var _ source.SyncingSource = (*nodeFanOut)(nil)
+
+func newNodeFanOut(c cache.Cache, window time.Duration, platforms platform.Set, backends *backendList,
+	services func() []types.NamespacedName, rounds *syncRounds,
+) *nodeFanOut {
+	f := &nodeFanOut{window: window, platforms: platforms, backends: backends, services: services, rounds: rounds,
+		changed: make(chan struct{}, 1)}
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	f.nodes = source.Kind(c, &corev1.Node{}, handler.TypedFuncs[*corev1.Node, reconcile.Request]{
+		CreateFunc: func(context.Context, event.TypedCreateEvent[*corev1.Node], queue) { f.nodesChanged() },
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Node], _ queue) {
+			f.nodeUpdated(e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(context.Context, event.TypedDeleteEvent[*corev1.Node], queue) { f.nodesChanged() },
+	})
+	return f
+}
+
+// Start watches Nodes and queues node sync rounds into q until ctx ends.
+func (f *nodeFanOut) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	if err := f.nodes.Start(ctx, q); err != nil {
+		return fmt.Errorf("watching nodes: %w", err)
+	}
+	go f.run(ctx, q)
+	return nil
+}
+
+// WaitForSync waits for the Node cache.
+func (f *nodeFanOut) WaitForSync(ctx context.Context) error {
+	if err := f.nodes.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("waiting for the node cache: %w", err)
+	}
+	return nil
+}
+
+func (f *nodeFanOut) String() string { return "node fan-out" }
+
+// nodeUpdated starts a round only for a change upstream syncs on (or one
+// that moves the node in or out of the platforms this Outrigger serves).
+func (f *nodeFanOut) nodeUpdated(old, cur *corev1.Node) {
+	switch {
+	case shouldSyncUpdatedNode(old, cur), f.platforms.Owns(old) != f.platforms.Owns(cur):
+		f.nodesChanged()
+	case backendsStale(old, cur):
+		// No sync now, but whatever syncs next must see it.
+		f.backends.invalidate()
+	}
+}
+
+// nodesChanged invalidates the backend list and makes sure a round follows.
+func (f *nodeFanOut) nodesChanged() {
+	f.backends.invalidate()
+	select {
+	case f.changed <- struct{}{}:
+	default: // a round is already pending
+	}
+}
+
+// run queues one round a window after the first change of each burst.
+func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.changed:
+		}
+		window := time.NewTimer(f.window)
+		select {
+		case <-ctx.Done():
+			window.Stop()
+			return
+		case <-window.C:
+		}
+		// Changes made during the window are part of this round.
+		select {
+		case <-f.changed:
+		default:
+		}
+		keys := f.services()
+		f.rounds.start(keys)
+		for _, k := range keys {
+			q.Add(reconcile.Request{NamespacedName: k})
+		}
+	}
+}
+
+// syncRounds times node sync rounds for nodesync_latency_seconds: the
+// Services a round queued, and the round each still belongs to.
+type syncRounds struct {
+	mu      sync.Mutex
+	roundOf map[types.NamespacedName]*syncRound
+}
+
+// syncRound is one node sync: every load balancer Service queued together
+// because nodes changed.
+type syncRound struct {
+	start   time.Time
+	pending int
+}
+
+func newSyncRounds() *syncRounds {
+	return &syncRounds{roundOf: map[types.NamespacedName]*syncRound{}}
+}
+
+// start starts timing a node sync of keys. A Service still pending in an
+// earlier round moves to this one: the earlier round is as done as it can
+// be.
+func (s *syncRounds) start(keys []types.NamespacedName) {
+	rd := &syncRound{start: time.Now(), pending: len(keys)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		if old := s.roundOf[k]; old != nil {
+			old.done()
+		}
+		s.roundOf[k] = rd
+	}
+	if len(keys) == 0 {
+		// Upstream observes a sync with no Service too.
+		nodeSyncLatency.Observe(0)
+	}
+}
+
+// synced ends key's part in its node sync round, if a reconcile that
+// started after the round began has finished with it.
+func (s *syncRounds) synced(key types.NamespacedName, started time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rd := s.roundOf[key]
+	if rd == nil || started.Before(rd.start) {
+		return
+	}
+	delete(s.roundOf, key)
+	rd.done()
+}
+
+func (rd *syncRound) done() {
+	rd.pending--
+	if rd.pending == 0 {
+		nodeSyncLatency.Observe(time.Since(rd.start).Seconds())
+	}
+}
