@@ -28,7 +28,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/authorization/path"
 	"k8s.io/apiserver/pkg/authorization/union"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -42,6 +41,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/outrigger-ccm/outrigger/pkg/accessreview"
 )
 
 // The secure port serves what upstream's does, through controller-runtime's
@@ -334,21 +335,18 @@ func (o *Options) delegatedAuth(main *rest.Config, _ *http.Client) (metricsserve
 	if err != nil {
 		return nil, fmt.Errorf("--authorization-always-allow-paths: %w", err)
 	}
-	sar, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: authzClient.AuthorizationV1(),
-		AllowCacheTTL:             o.Authorization.AllowCacheTTL,
-		DenyCacheTTL:              o.Authorization.DenyCacheTTL,
-		WebhookRetryBackoff:       &backoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("delegated authorization: %w", err)
-	}
+	sar := accessreview.New(accessreview.Options{
+		Reviews:  authzClient.AuthorizationV1().SubjectAccessReviews(),
+		AllowTTL: o.Authorization.AllowCacheTTL,
+		DenyTTL:  o.Authorization.DenyCacheTTL,
+		Backoff:  backoff,
+	})
 	// As upstream: the always-allowed paths, then system:masters, then
 	// the API server's answer.
 	authz, err := union.New(
 		union.NamedAuthorizer{AuthorizerName: "always-allow-paths", Authorizer: paths},
-		union.NamedAuthorizer{AuthorizerName: "privileged-groups", Authorizer: authorizerfactory.NewPrivilegedGroups("system:masters")},
-		union.NamedAuthorizer{AuthorizerName: "webhook", Authorizer: sar})
+		union.NamedAuthorizer{AuthorizerName: "privileged-groups", Authorizer: accessreview.PrivilegedGroups("system:masters")},
+		union.NamedAuthorizer{AuthorizerName: "webhook", Authorizer: sar.Authorizer()})
 	if err != nil {
 		return nil, fmt.Errorf("delegated authorization: %w", err)
 	}
