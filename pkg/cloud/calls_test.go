@@ -19,6 +19,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -141,7 +142,7 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	}
 
 	close(release)
-	eventually(t, "the hung call's slot to be freed", func() bool { return l.slots.inFlight() == 0 })
+	eventually(t, "the hung call's slot to be freed", func() bool { return l.gate.InFlight() == 0 })
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil); err != nil {
 		t.Fatalf("after the hung call returned: %v", err)
 	}
@@ -151,7 +152,7 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	if d.maxInFlight != 1 {
 		t.Errorf("%d calls for one Service were in flight at once, want 1", d.maxInFlight)
 	}
-	if n := l.slots.inFlight(); n != 0 {
+	if n := l.gate.InFlight(); n != 0 {
 		t.Errorf("%d slots left held with no call running", n)
 	}
 	if got := value(t, l.m.abandoned.WithLabelValues("EnsureLoadBalancer")) - abandonedBefore; got != 0 {
@@ -191,7 +192,7 @@ func TestLiveCallsForOneObjectTakeTurns(t *testing.T) {
 	if worst != 1 {
 		t.Errorf("%d calls for one node in flight at once, want 1", worst)
 	}
-	if n := l.slots.inFlight(); n != 0 {
+	if n := l.gate.InFlight(); n != 0 {
 		t.Errorf("%d slots left held", n)
 	}
 }
@@ -267,8 +268,8 @@ func TestRetryHintDelaysOnlyThatObject(t *testing.T) {
 	if _, err := inst.InstanceMetadata(ctx, node("a")); err != nil {
 		t.Errorf("an instance lookup after a load balancer throttle: %v", err)
 	}
-	for f, fam := range l.families {
-		if got := float64(fam.rate()); got != 100 {
+	for f, fam := range l.gate.All() {
+		if got := float64(fam.Rate()); got != 100 {
 			t.Errorf("family %s slowed to %v by one object's throttles", f, got)
 		}
 	}
@@ -320,18 +321,18 @@ func TestFamilySlowsDownOnlyForThrottlesAcrossObjects(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New(&fake.Cloud{}, Options{QPS: 400, Burst: 400})
-			fam := l.families[FamilyLoadBalancers]
+			fam := l.gate.Limits(FamilyLoadBalancers)
 			now := time.Now()
 			for _, k := range tc.keys {
-				fam.throttled(now, now, k, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+				fam.Throttled(now, now, k, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
 				now = now.Add(tc.spacing + time.Millisecond)
 			}
-			if got := float64(fam.rate()); got != tc.wantRate {
+			if got := float64(fam.Rate()); got != tc.wantRate {
 				t.Errorf("load balancer family rate = %v, want %v", got, tc.wantRate)
 			}
-			for f, other := range l.families {
-				if f != FamilyLoadBalancers && other.rate() != 400 {
-					t.Errorf("family %s slowed to %v by load balancer throttles", f, other.rate())
+			for f, other := range l.gate.All() {
+				if f != FamilyLoadBalancers && other.Rate() != 400 {
+					t.Errorf("family %s slowed to %v by load balancer throttles", f, other.Rate())
 				}
 			}
 		})
@@ -362,17 +363,17 @@ func TestThrottledFamilyRecovers(t *testing.T) {
 	for i := range 6 {
 		_, _ = lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprint("s", i)), nil)
 	}
-	lbFam := l.families[FamilyLoadBalancers]
-	if got := float64(lbFam.rate()); got >= 400 {
+	lbFam := l.gate.Limits(FamilyLoadBalancers)
+	if got := float64(lbFam.Rate()); got >= 400 {
 		t.Fatalf("load balancer family rate = %v after six Services were throttled, want below 400", got)
 	}
 	if got := value(t, l.m.slowdowns.WithLabelValues(string(FamilyLoadBalancers))) - slowdowns; got < 1 {
 		t.Errorf("slowdowns counted %v, want at least 1", got)
 	}
-	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.rate()) {
-		t.Errorf("rate gauge = %v, want %v", got, lbFam.rate())
+	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyLoadBalancers))); got != float64(lbFam.Rate()) {
+		t.Errorf("rate gauge = %v, want %v", got, lbFam.Rate())
 	}
-	if got := float64(l.families[FamilyInstances].rate()); got != 400 {
+	if got := float64(l.gate.Limits(FamilyInstances).Rate()); got != 400 {
 		t.Errorf("instances family rate = %v, want untouched 400", got)
 	}
 	for range 5 {
@@ -406,23 +407,23 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 // still recovers, and climbs on while the cloud accepts its calls.
 func TestUnlimitedFamilyRecovers(t *testing.T) {
 	l := New(&fake.Cloud{}, Options{})
-	fam := l.families[FamilyRoutes]
+	fam := l.gate.Limits(FamilyRoutes)
 	now := time.Now()
 	for i := range 3 {
-		fam.sent.add(now)
-		fam.throttled(now, now, fmt.Sprint(i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
+		fam.RecordSent(now)
+		fam.Throttled(now, now, fmt.Sprint(i), l.opts.ThrottleWindow, l.opts.ThrottledObjects)
 	}
-	if fam.rate() == rate.Inf {
+	if fam.Rate() == rate.Inf {
 		t.Fatal("an unlimited family did not slow down after throttles of three objects")
 	}
-	if got := fam.rate(); got >= initialRate {
+	if got := fam.Rate(); got >= admission.InitialRate {
 		t.Fatalf("rate after throttles = %v, want below where it started", got)
 	}
 	// Recovering, it climbs above where it started: nothing holds it
 	// below what the cloud accepts for good.
-	recoverFamily(t, fam, now.Add(time.Second), 2*initialRate)
-	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyRoutes))); got != float64(fam.rate()) {
-		t.Errorf("rate gauge = %v, want %v", got, fam.rate())
+	recoverFamily(t, fam, now.Add(time.Second), 2*admission.InitialRate)
+	if got := value(t, l.m.rateLimit.WithLabelValues(string(FamilyRoutes))); got != float64(fam.Rate()) {
+		t.Errorf("rate gauge = %v, want %v", got, fam.Rate())
 	}
 }
 
@@ -508,14 +509,14 @@ func TestForegroundCallsGoBeforeBackgroundOnes(t *testing.T) {
 		t.Fatalf("%d calls answered, want %d", len(order), background+foreground)
 	}
 	// At 20 calls/s, background calls that already hold a reservation of
-	// at most maxReservation (5 calls) may still go first; the rest wait.
+	// at most admission.MaxReservation (5 calls) may still go first; the rest wait.
 	last := 0
 	for i, name := range order {
 		if strings.HasPrefix(name, "join-") {
 			last = i
 		}
 	}
-	if limit := 1 + int(maxReservation/(50*time.Millisecond)) + foreground + 2; last >= limit {
+	if limit := 1 + int(admission.MaxReservation/(50*time.Millisecond)) + foreground + 2; last >= limit {
 		t.Errorf("the last foreground call was sent %dth, want before the %dth; order: %v", last+1, limit+1, order)
 	}
 }
@@ -535,7 +536,7 @@ func TestHungObjectsDoNotHoldTheFamily(t *testing.T) {
 	})
 	l := New(d, Options{Timeout: 50 * time.Millisecond})
 	lb, _ := l.LoadBalancer()
-	hung := 3 * initialConcurrency
+	hung := 3 * admission.InitialConcurrency
 	// Bounded, so that a layer that keeps the family's places fails the
 	// test rather than hanging it.
 	hungCtx, hungCancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -8,7 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/admission"
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/sharing"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -19,10 +22,12 @@ type Instances struct {
 	layer   *Layer
 	inner   cloudprovider.InstancesV2
 	batch   provider.BatchInstances
-	answers *answers
+	answers *sharing.Answers
 	// batcher gathers concurrent InstanceMetadata calls into batch calls
 	// (nil without a batch lookup).
-	batcher *batcher
+	batcher *sharing.Batcher
+	// answered is the layer's, nil without Options.RefreshPeriod.
+	answered *sharing.Answered
 }
 
 // Instances returns the provider's instances interface, or false when the
@@ -37,9 +42,11 @@ func (l *Layer) Instances() (*Instances, bool) {
 	if l.opts.NoBatch {
 		batch = nil
 	}
-	i := &Instances{layer: l, inner: v2, batch: batch, answers: l.answers}
+	i := &Instances{layer: l, inner: v2, batch: batch, answers: l.answers, answered: l.answered}
 	if batch != nil {
-		i.batcher = newBatcher(i, l.opts.BatchWindow)
+		i.batcher = sharing.NewBatcher(func(ctx context.Context, nodes []*corev1.Node) []provider.InstanceStatus {
+			return i.lookup(ctx, nodes, NeedMetadata)
+		}, l.opts.BatchWindow)
 	}
 	return i, true
 }
@@ -58,9 +65,9 @@ func (i *Instances) SupportsBatch() bool { return i.batch != nil }
 // lookups) are the informer cache's objects, which nobody changes in place.
 
 // InstanceExists implements cloudprovider.InstancesV2. Answers are shared
-// between callers within Options.ShareWindow (see answers).
+// between callers within Options.ShareWindow (see sharing.Answers).
 func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool, error) {
-	return ask(ctx, i.answers, node, askExists, func(exists bool, err error) bool { return err == nil && exists }, func() (bool, error) {
+	return sharing.Ask(ctx, i.answers, node, sharing.Exists, func(exists bool, err error) bool { return err == nil && exists }, func() (bool, error) {
 		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceExists", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
 			return i.inner.InstanceExists(ctx, own)
@@ -71,7 +78,7 @@ func (i *Instances) InstanceExists(ctx context.Context, node *corev1.Node) (bool
 // InstanceShutdown implements cloudprovider.InstancesV2, its answers shared
 // as InstanceExists's.
 func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bool, error) {
-	return ask(ctx, i.answers, node, askShutdown, func(_ bool, err error) bool { return err == nil }, func() (bool, error) {
+	return sharing.Ask(ctx, i.answers, node, sharing.Shutdown, func(_ bool, err error) bool { return err == nil }, func() (bool, error) {
 		own := node.DeepCopy() // see ownCopy
 		return do(ctx, i.layer, call{"InstanceShutdown", FamilyInstances, nodeKey(node)}, func(ctx context.Context) (bool, error) {
 			return i.inner.InstanceShutdown(ctx, own)
@@ -82,11 +89,21 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bo
 // InstanceMetadata implements cloudprovider.InstancesV2, its answers shared
 // as InstanceExists's. With a provider that answers in batches, the calls
 // made at about the same time (within Options.BatchWindow) share one batch
-// call.
+// call. An answer to a call not marked Background (a node's
+// initialization) also answers the address refresh's lookups of the node
+// within Options.RefreshPeriod.
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-	return ask(ctx, i.answers, node, askMetadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
+	md, err := i.instanceMetadata(ctx, node)
+	if err == nil && md != nil && i.answered != nil && !admission.IsBackground(ctx) {
+		i.answered.Record(node.Name, i.layer.now(), md)
+	}
+	return md, err
+}
+
+func (i *Instances) instanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+	return sharing.Ask(ctx, i.answers, node, sharing.Metadata, func(md *cloudprovider.InstanceMetadata, err error) bool { return err == nil && md != nil }, func() (*cloudprovider.InstanceMetadata, error) {
 		if i.batcher != nil {
-			st := i.batcher.lookup(ctx, node)
+			st := i.batcher.Lookup(ctx, node)
 			switch {
 			case st.Err != nil:
 				return nil, st.Err
@@ -138,8 +155,38 @@ const lookupParallelism = 256
 // Lookup answers for every node, in order, with batch calls of at most
 // provider.MaxBatch nodes when the provider offers them and otherwise with
 // per-node calls. A failed batch marks every node in it with the batch's
-// error; nodes are never reported gone because of an error.
+// error; nodes are never reported gone because of an error. A Background
+// lookup of metadata (the address refresh) is answered without a call for
+// the nodes whose initialization got theirs within Options.RefreshPeriod.
 func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need) []provider.InstanceStatus {
+	if need != NeedMetadata || i.answered == nil || !admission.IsBackground(ctx) {
+		return i.lookup(ctx, nodes, need)
+	}
+	period, now := i.layer.opts.RefreshPeriod, i.layer.now()
+	i.layer.pruneAnswered(now)
+	out := make([]provider.InstanceStatus, len(nodes))
+	var ask []*corev1.Node
+	var at []int
+	for j, n := range nodes {
+		if md, ok := i.answered.Fresh(n.Name, now, period); ok {
+			out[j] = provider.InstanceStatus{Exists: true, Metadata: md}
+			continue
+		}
+		ask, at = append(ask, n), append(at, j)
+	}
+	if served := len(nodes) - len(ask); served > 0 {
+		klog.FromContext(ctx).V(4).Info("Nodes initialized within the refresh period answered from their initialization", "nodes", served)
+	}
+	if len(ask) == 0 {
+		return out
+	}
+	for k, st := range i.lookup(ctx, ask, need) {
+		out[at[k]] = st
+	}
+	return out
+}
+
+func (i *Instances) lookup(ctx context.Context, nodes []*corev1.Node, need Need) []provider.InstanceStatus {
 	// Until a node is answered it reads as "could not tell", never as gone,
 	// so a lookup cut short by ctx cannot get a node deleted.
 	out := make([]provider.InstanceStatus, len(nodes))
@@ -159,7 +206,7 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need)
 				}
 			}
 			if err == nil {
-				i.answers.recordStatuses(nodes[lo:hi], res)
+				i.answers.RecordStatuses(nodes[lo:hi], res)
 			}
 		})
 		return out

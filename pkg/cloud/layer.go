@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/outrigger-ccm/outrigger/pkg/provider"
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/admission"
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/sharing"
 )
 
 // Options configure the call layer. The zero value of a field takes the
@@ -51,6 +50,13 @@ type Options struct {
 	// NoBatch ignores a provider's BatchInstances and asks node by node,
 	// as for a provider with only the standard interface.
 	NoBatch bool
+	// RefreshPeriod is how long the metadata a node's initialization got
+	// (an InstanceMetadata call not marked Background) answers the
+	// background lookups of the address refresh instead of the cloud: a
+	// node just initialized is not asked about again in the same period.
+	// The manager sets it to --node-status-update-frequency, the refresh's
+	// period. 0 (the default): background lookups always ask.
+	RefreshPeriod time.Duration
 }
 
 func (o *Options) defaults() {
@@ -74,25 +80,34 @@ func (o *Options) defaults() {
 	}
 }
 
+// Family is a group of cloud methods that a cloud usually rate-limits
+// together (one API, one quota): when it throttles many objects' calls of a
+// family, the layer slows that family down and leaves the others alone.
+type Family = admission.Family
+
+// The method families.
+const (
+	FamilyInstances     = admission.FamilyInstances
+	FamilyLoadBalancers = admission.FamilyLoadBalancers
+	FamilyRoutes        = admission.FamilyRoutes
+	FamilyNodeCIDRs     = admission.FamilyNodeCIDRs
+)
+
 // Layer wraps one provider. It is safe for concurrent use.
 type Layer struct {
 	provider cloudprovider.Interface
 	opts     Options
-	// limiter holds every call to --cloud-qps. It never adapts: slowing
-	// down is per method family.
-	limiter  *rate.Limiter
-	families map[Family]*family
-	slots    slots
-	now      func() time.Time
-	// holds keeps each throttled object's calls back until its retry hint
-	// has passed.
-	holds holds
+	// gate decides whether and when each call may go.
+	gate *admission.Gate
+	now  func() time.Time
 	// answers are shared between the controllers asking about one node.
-	answers *answers
-	m       *layerMetrics
-	// unkeyed numbers the calls that are about no one object, so that each
-	// counts as its own object when throttles are counted.
-	unkeyed atomic.Uint64
+	answers *sharing.Answers
+	// answered keeps initializations' answers for the address refresh
+	// (nil without Options.RefreshPeriod).
+	answered *sharing.Answered
+	// prunedAt is when answered was last pruned (unix nanoseconds).
+	prunedAt atomic.Int64
+	m        *layerMetrics
 }
 
 // New wraps provider.
@@ -101,25 +116,46 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 	if opts.Name == "" {
 		opts.Name = provider.ProviderName()
 	}
-	limit := rate.Inf
-	if opts.QPS > 0 {
-		limit = rate.Limit(opts.QPS)
-	}
 	l := &Layer{
 		provider: provider,
 		opts:     opts,
-		limiter:  rate.NewLimiter(limit, opts.Burst),
-		families: map[Family]*family{},
-		slots:    slots{held: map[string]*slot{}},
-		holds:    holds{until: map[string]time.Time{}},
 		now:      time.Now,
 		m:        newLayerMetrics(opts.Name),
 	}
-	l.answers = newAnswers(opts.ShareWindow, func() time.Time { return l.now() })
-	for _, f := range families {
-		l.families[f] = newFamily(f, limit, opts.Burst, l.m)
+	// Through l.now, which tests set.
+	now := func() time.Time { return l.now() }
+	l.gate = admission.New(admission.Options{
+		QPS:              opts.QPS,
+		Burst:            opts.Burst,
+		Timeout:          opts.Timeout,
+		ThrottleWindow:   opts.ThrottleWindow,
+		ThrottledObjects: opts.ThrottledObjects,
+		Now:              now,
+		Metrics: admission.Metrics{
+			Held:             l.m.held,
+			Rejected:         l.m.rejected,
+			Throttles:        l.m.throttles,
+			ConcurrencyLimit: l.m.concLimit,
+			RateLimit:        l.m.rateLimit,
+			Slowdowns:        l.m.slowdowns,
+		},
+	})
+	l.answers = sharing.NewAnswers(opts.ShareWindow, now)
+	if opts.RefreshPeriod > 0 {
+		l.answered = sharing.NewAnswered()
 	}
 	return l
+}
+
+// pruneAnswered forgets the initializations' answers older than the
+// refresh period, at most once a period (nodes deleted right after joining
+// would otherwise stay).
+func (l *Layer) pruneAnswered(now time.Time) {
+	last := l.prunedAt.Load()
+	if now.Sub(time.Unix(0, last)) < l.opts.RefreshPeriod || !l.prunedAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	l.answered.Prune(now, l.opts.RefreshPeriod)
 }
 
 // DegradedAbandoned is how many calls of one method family may be abandoned
@@ -133,8 +169,8 @@ const DegradedAbandoned = 16
 // abandoned calls the provider has not returned from, and how many.
 func (l *Layer) Degraded() map[Family]int64 {
 	var out map[Family]int64
-	for name, f := range l.families {
-		if n := f.abandoned.Load(); n >= DegradedAbandoned {
+	for name, n := range l.gate.Abandoned() {
+		if n >= DegradedAbandoned {
 			if out == nil {
 				out = map[Family]int64{}
 			}
@@ -153,7 +189,16 @@ var ErrTimeout = errors.New("cloud call timed out")
 // timeout, has not returned yet. Sending another (a second
 // EnsureLoadBalancer, say) could make a second cloud resource; the caller
 // retries the object with its backoff instead.
-var ErrCallInFlight = errors.New("an earlier cloud call for this object is still running")
+var ErrCallInFlight = admission.ErrCallInFlight
+
+// Background marks the calls made with ctx as background work: periodic
+// passes over objects that are already served (the address refresh, the
+// lifecycle check). Within a method family, a background call is sent only
+// while no foreground call (initializing a node, ensuring a load balancer,
+// creating a route) waits for the family's limits, so that when the cloud's
+// rate is the bottleneck a refresh pass does not delay a joining node.
+// Background calls still get every slot the foreground leaves unused.
+func Background(ctx context.Context) context.Context { return admission.Background(ctx) }
 
 // call names one cloud call: its method and the object it is about. An
 // empty key is a call about no one object (a batch lookup, a route list),
@@ -164,61 +209,21 @@ type call struct {
 	key    string
 }
 
-// do runs one cloud call through the object's hold and slot, the method
-// family's adaptive concurrency and rate limits, the --cloud-qps ceiling and
-// the timeout, and records its metrics. The call runs in its own goroutine
-// so that a provider that ignores its context still releases the caller at
-// the deadline. A call given up at its deadline gives its place in the
-// family's concurrency back at once (a timeout counts as congestion), so a
-// provider hung on some objects costs only those objects; the object's slot
-// stays held until the provider really returns, so no second call for the
-// object can start meanwhile.
+// do runs one cloud call: admitted by the gate (the object's hold and
+// slot, the method family's adaptive concurrency and rate, the --cloud-qps
+// ceiling), sent to the provider within the timeout, and counted in the
+// metrics. The call runs in its own goroutine so that a provider that
+// ignores its context still releases the caller at the deadline; the gate
+// hears of a call given up at its deadline at once, and of its answer
+// whenever the provider returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	fam := l.families[c.family]
 	start := l.now()
-	if c.key != "" {
-		if wait, held := l.holds.held(c.key, start); held {
-			l.m.held.WithLabelValues(c.method).Inc()
-			return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, &heldError{wait: wait})
-		}
+	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key})
+	if err != nil {
+		return zero, err
 	}
-	background := isBackground(ctx)
-	if background {
-		// Before taking the object's slot: a foreground call for the
-		// same object would otherwise wait behind this one.
-		if err := fam.first.yield(ctx); err != nil {
-			return zero, fmt.Errorf("waiting for foreground calls before %s for %s: %w", c.method, c.key, err)
-		}
-	}
-	var sl *slot
-	if c.key != "" {
-		var err error
-		if sl, err = l.slots.acquire(ctx, c.key); err != nil {
-			if errors.Is(err, ErrCallInFlight) {
-				l.m.rejected.WithLabelValues(c.method).Inc()
-				return zero, fmt.Errorf("%s for %s: %w", c.method, c.key, err)
-			}
-			return zero, fmt.Errorf("waiting for the running %s call for %s: %w", c.method, c.key, err)
-		}
-	}
-	release := func() {
-		if sl != nil {
-			l.slots.release(c.key, sl)
-		}
-	}
-	if err := l.admit(ctx, fam, background); err != nil {
-		release()
-		return zero, fmt.Errorf("waiting for the %s limits before %s: %w", fam.name, c.method, err)
-	}
-	if err := l.limiter.Wait(ctx); err != nil {
-		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
-		release()
-		return zero, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.method, err)
-	}
-	sent := l.now()
 	l.m.calls.WithLabelValues(c.method).Inc()
-	fam.sent.add(sent)
 
 	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
 	type result struct {
@@ -227,7 +232,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	}
 	done := make(chan result, 1)
 	// mu orders giving up on the call against its return, so that the
-	// slot is marked abandoned only while the call still runs and the
+	// pass is abandoned only while the call still runs and the
 	// abandoned-calls gauge goes up before it comes down.
 	var (
 		mu               sync.Mutex
@@ -241,16 +246,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		returned = true
 		wasAbandoned := gaveUp
 		mu.Unlock()
-		// The family learns from every answer, even one its caller no
-		// longer waits for: a slow answer is the news. An abandoned call
-		// gave its concurrency back already.
-		l.learn(log, fam, c, sent, err, !wasAbandoned)
-		// The slot is freed only now: until the provider returns, the
-		// cloud may still be acting on this object.
-		release()
+		pass.Returned(log, err, wasAbandoned)
 		if wasAbandoned {
 			l.m.abandoned.WithLabelValues(c.method).Dec()
-			fam.abandoned.Add(-1)
 		}
 		done <- result{v, err}
 	}()
@@ -267,16 +265,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 		gaveUp = true
 		l.m.abandoned.WithLabelValues(c.method).Inc()
-		fam.abandoned.Add(1)
-		if sl != nil {
-			sl.abandon()
-		}
-		outcome := outcomeOther
-		if ctx.Err() == nil {
-			outcome = outcomeCongested
-		}
-		now := l.now()
-		fam.conc.done(now, sent, now.Sub(sent), outcome)
+		pass.Abandon(ctx.Err() == nil)
 		mu.Unlock()
 		if ctx.Err() == nil {
 			l.m.timeouts.WithLabelValues(c.method).Inc()
@@ -291,135 +280,4 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		return zero, r.err
 	}
 	return r.v, nil
-}
-
-// learn adapts the family to one answer: an accepted call raises its limits
-// a little; a throttle holds the object back for its hint and, when several
-// objects were throttled, slows the family; a timeout or a slow answer
-// lowers its concurrency.
-func (l *Layer) learn(log klog.Logger, fam *family, c call, sent time.Time, err error, holdsConc bool) {
-	now := l.now()
-	latency := now.Sub(sent)
-	// An abandoned call gave its place in the family back at its deadline.
-	done := func(outcome callOutcome) {
-		if holdsConc {
-			fam.conc.done(now, sent, latency, outcome)
-		}
-	}
-	if err == nil {
-		fam.succeeded(now)
-		done(outcomeOK)
-		return
-	}
-	retryAfter, throttled := provider.RetryAfter(err)
-	if !throttled {
-		outcome := outcomeOther
-		if errors.Is(err, context.DeadlineExceeded) && latency >= l.opts.Timeout {
-			outcome = outcomeCongested
-		}
-		done(outcome)
-		return
-	}
-	l.m.throttles.WithLabelValues(c.method).Inc()
-	key := c.key
-	if key == "" {
-		key = "#" + strconv.FormatUint(l.unkeyed.Add(1), 10)
-	} else if retryAfter > 0 {
-		l.holds.hold(c.key, now.Add(retryAfter), now)
-	}
-	slowed, next := fam.throttled(now, sent, key, l.opts.ThrottleWindow, l.opts.ThrottledObjects)
-	outcome := outcomeOther
-	if slowed {
-		outcome = outcomeCongested
-		log.Info("Cloud throttled several objects' calls; slowing this method family down", "family", fam.name, "method", c.method, "rate", float64(next))
-	}
-	done(outcome)
-	log.Info("Cloud throttled a call; the object is retried after the cloud's hint", "method", c.method, "object", c.key, "retryAfter", retryAfter)
-}
-
-// admit waits until the family's concurrency and rate limits let one call
-// go. A foreground call counts as waiting meanwhile; a background call goes
-// only while none does, and gives its place back (before reserving the
-// rate's next token) when one starts to wait, so background work never
-// queues ahead of a foreground call for longer than one reservation.
-func (l *Layer) admit(ctx context.Context, fam *family, background bool) error {
-	if !background {
-		fam.first.enter()
-		defer fam.first.leave()
-		if err := fam.conc.acquire(ctx); err != nil {
-			return err
-		}
-		if err := fam.waitRate(ctx, nil); err != nil {
-			fam.conc.done(l.now(), l.now(), 0, outcomeOther)
-			return err
-		}
-		return nil
-	}
-	for {
-		if err := fam.first.yield(ctx); err != nil {
-			return err
-		}
-		if err := fam.conc.acquire(ctx); err != nil {
-			return err
-		}
-		err := fam.waitRate(ctx, fam.first.pending)
-		if err == nil {
-			return nil
-		}
-		fam.conc.done(l.now(), l.now(), 0, outcomeOther)
-		if !errors.Is(err, errYield) {
-			return err
-		}
-	}
-}
-
-// errYield ends a background call's wait for the rate: a foreground call
-// waits.
-var errYield = errors.New("yielding to a foreground call")
-
-// maxReservation is the longest a call waits on one reservation of a
-// family's rate limiter. Longer, it cancels it and asks again later: the
-// rate adapts, and a reservation made at a low rate would otherwise keep
-// its wait after the rate went up again.
-const maxReservation = 250 * time.Millisecond
-
-// waitRate waits until the family's rate lets one call go, within ctx.
-// When yield is given and says so before a reservation, it returns errYield
-// instead. A call whose wait spanned a decrease of the rate asks again: its
-// reservation was made at the old rate, which the cloud just refused.
-func (f *family) waitRate(ctx context.Context, yield func() bool) error {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		if yield != nil && yield() {
-			return errYield
-		}
-		gen := f.decreases.Load()
-		r := f.limiter.Reserve()
-		if !r.OK() {
-			return errors.New("rate limiter refused the call")
-		}
-		d := r.Delay()
-		if d == 0 {
-			return nil
-		}
-		wait := d
-		if d > maxReservation {
-			r.Cancel()
-			wait = maxReservation
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-			if d <= maxReservation && f.decreases.Load() == gen {
-				return nil
-			}
-		case <-ctx.Done():
-			if d <= maxReservation {
-				r.Cancel()
-			}
-			return ctx.Err()
-		}
-	}
 }

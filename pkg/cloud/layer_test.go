@@ -16,6 +16,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -200,17 +201,17 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 	var clock atomic.Int64
 	l.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
 	inst, _ := l.Instances()
-	fam := l.families[FamilyInstances]
+	fam := l.gate.Limits(FamilyInstances)
 	var rates []float64
 	for ep := range 3 {
 		clock.Add(int64(3 * time.Second))
 		throttleEpisode(inst, fmt.Sprint("ep", ep), 3)
-		rates = append(rates, float64(fam.rate()))
+		rates = append(rates, float64(fam.Rate()))
 	}
 	if rates[0] != 200 || rates[1] != 100 || rates[2] != 50 {
 		t.Errorf("rates after throttle episodes = %v, want halving from 400: 200, 100, 50", rates)
 	}
-	if got := float64(l.limiter.Limit()); got != 400 {
+	if got := float64(l.gate.QPS()); got != 400 {
 		t.Errorf("the layer-wide limit moved to %v; only the family may slow down", got)
 	}
 	throttle.Store(false)
@@ -236,7 +237,7 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 	}}
 	l := New(p, Options{QPS: 400, Burst: 400})
 	// All of them in flight at once, above the initial concurrency.
-	l.families[FamilyInstances].conc.limit = inFlight
+	l.gate.Limits(FamilyInstances).SetConcurrency(inFlight)
 	inst, _ := l.Instances()
 	var done sync.WaitGroup
 	for i := range inFlight {
@@ -247,7 +248,7 @@ func TestBurstOfThrottlesHalvesOnce(t *testing.T) {
 	started.Wait()
 	close(release)
 	done.Wait()
-	if got := float64(l.families[FamilyInstances].rate()); got != 200 {
+	if got := float64(l.gate.Limits(FamilyInstances).Rate()); got != 200 {
 		t.Errorf("rate after one burst of %d throttles = %v, want 200 (halved once)", inFlight, got)
 	}
 }
@@ -278,7 +279,7 @@ func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
 				}
 			}
 			throttleEpisode(inst, "x", 3)
-			if got := float64(l.families[FamilyInstances].rate()); got != tc.want {
+			if got := float64(l.gate.Limits(FamilyInstances).Rate()); got != tc.want {
 				t.Errorf("rate after the cloud accepted %d calls then throttled = %v, want %v", tc.accepted, got, tc.want)
 			}
 		})
@@ -289,19 +290,19 @@ func TestThrottleDropsRateToWhatTheCloudAccepted(t *testing.T) {
 // allows, over a simulated clock from start, until its rate is back at want; it reports
 // how many calls that took and fails the test if it does not get there
 // within ten simulated minutes.
-func recoverFamily(t *testing.T, fam *family, start time.Time, want rate.Limit) int {
+func recoverFamily(t *testing.T, fam *admission.Limits, start time.Time, want rate.Limit) int {
 	t.Helper()
 	for i := 0; ; i++ {
-		if fam.rate() >= want {
+		if fam.Rate() >= want {
 			return i
 		}
 		if i > 60000 {
-			t.Fatalf("rate still %v after %d simulated successes, want %v", fam.rate(), i, want)
+			t.Fatalf("rate still %v after %d simulated successes, want %v", fam.Rate(), i, want)
 		}
 		now := start.Add(time.Duration(i) * 10 * time.Millisecond)
-		for range int(fam.rate()/100) + 1 {
-			fam.sent.add(now)
+		for range int(fam.Rate()/100) + 1 {
+			fam.RecordSent(now)
 		}
-		fam.succeeded(now)
+		fam.Succeeded(now)
 	}
 }

@@ -141,6 +141,9 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		}
 		lo := opts.callLayer()
 		lo.Name = u.name
+		// The node controller's address refresh period: a node it
+		// initialized is not asked about again by the refresh before.
+		lo.RefreshPeriod = opts.NodeStatusUpdateFrequency
 		u.layer = cloud.New(u.provider, lo)
 	}
 	// A provider hung on many objects makes this replica unready, naming

@@ -102,8 +102,6 @@ type Reconciler struct {
 	opts     Options
 	// emptyProviderIDOK: the provider may leave nodes without a provider ID.
 	emptyProviderIDOK bool
-	// answered records the nodes initialized, for the address refresh.
-	answered *answered
 }
 
 // Setup adds the controller and its address refresher to mgr.
@@ -124,12 +122,10 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Provider != "" {
 		name, source = name+"/"+opts.Provider, source+"/"+opts.Provider
 	}
-	ans := newAnswered()
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
-		answered: ans,
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()
@@ -142,7 +138,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
-	if err := mgr.Add(&refresher{client: mgr.GetClient(), nodes: cachednodes.FromCache(mgr.GetCache()), opts: opts, answered: ans, controller: name}); err != nil {
+	if err := mgr.Add(&refresher{client: mgr.GetClient(), nodes: cachednodes.FromCache(mgr.GetCache()), opts: opts, controller: name}); err != nil {
 		return fmt.Errorf("setting up %s address refresh: %w", Name, err)
 	}
 	return nil
@@ -256,9 +252,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// Addresses first: when the taint goes, the node is complete.
-	if r.answered != nil {
-		r.answered.record(node.Name, time.Now())
-	}
 	if _, err := patchAddresses(ctx, r.client, &node, st.Metadata.NodeAddresses); err != nil {
 		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to set node addresses: %v", err)
 		return ctrl.Result{}, err

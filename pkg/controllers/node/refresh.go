@@ -21,16 +21,14 @@ import (
 // refresher keeps initialized nodes' addresses in step with the cloud. Each
 // period it asks about every node at once, which the cloud-call layer turns
 // into batch calls of up to provider.MaxBatch nodes when the provider offers
-// them, and patches only the nodes whose addresses changed.
+// them (and answers itself for the nodes initialized within the period),
+// and patches only the nodes whose addresses changed.
 type refresher struct {
 	client client.Client
 	// nodes lists the cache's own nodes: a pass holds its list for most of
 	// the period, and a copy would double the memory the node cache takes.
 	nodes cachednodes.Lister
 	opts  Options
-	// answered are the nodes initialization asked the cloud about within
-	// the period: skipped by this pass (nil: none).
-	answered *answered
 	// controller is the node controller's name, for its metrics.
 	controller string
 }
@@ -52,27 +50,15 @@ func (r *refresher) refresh(ctx context.Context) {
 		return
 	}
 	nodes := all[:0]
-	now := time.Now()
-	skipped := 0
 	for _, n := range all {
 		switch {
 		case isUninitialized(n):
 			// Tainted nodes belong to the initializing reconciler.
 		case !r.opts.Platforms.Owns(n):
 			// Another platform's node: not ours to write to.
-		case r.answered != nil && r.answered.fresh(n.Name, now, r.opts.RefreshPeriod):
-			// Initialized with the cloud's answer less than a period
-			// ago: its addresses are that fresh.
-			skipped++
 		default:
 			nodes = append(nodes, n)
 		}
-	}
-	if r.answered != nil {
-		r.answered.prune(now, r.opts.RefreshPeriod)
-	}
-	if skipped > 0 {
-		log.V(4).Info("Not refreshing nodes initialized within the period", "nodes", skipped)
 	}
 	if len(nodes) == 0 {
 		return

@@ -68,45 +68,6 @@ func TestRefreshSpreadCoversEveryNodeOnce(t *testing.T) {
 	}
 }
 
-// A node initialized less than a period ago is not asked about again by the
-// refresh; one answered longer ago is, and its record goes.
-func TestAnsweredWithinThePeriod(t *testing.T) {
-	now := time.Now()
-	const period = 10 * time.Second
-	tests := []struct {
-		name      string
-		answered  time.Duration // before now; 0: never
-		wantFresh bool
-	}{
-		{name: "never answered", wantFresh: false},
-		{name: "answered just now", answered: time.Millisecond, wantFresh: true},
-		{name: "answered within the period", answered: period - time.Second, wantFresh: true},
-		{name: "answered a period ago", answered: period, wantFresh: false},
-		{name: "answered long ago", answered: 3 * period, wantFresh: false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			a := newAnswered()
-			if tc.answered > 0 {
-				a.record("n", now.Add(-tc.answered))
-			}
-			if got := a.fresh("n", now, period); got != tc.wantFresh {
-				t.Errorf("fresh = %v, want %v", got, tc.wantFresh)
-			}
-			if !tc.wantFresh && len(a.at) != 0 {
-				t.Errorf("a stale record stays: %v", a.at)
-			}
-		})
-	}
-	a := newAnswered()
-	a.record("old", now.Add(-2*period))
-	a.record("new", now)
-	a.prune(now, period)
-	if _, ok := a.at["old"]; ok || len(a.at) != 1 {
-		t.Errorf("after prune: %v, want only the new record", a.at)
-	}
-}
-
 // orderRecorder answers nothing and records the nodes each Lookup asked
 // about, in order.
 type orderRecorder struct {

@@ -1,4 +1,4 @@
-package cloud
+package sharing
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// batcher gathers the single-node lookups that callers make at about the
+// Batcher gathers the single-node lookups that callers make at about the
 // same time (the node controller's workers, each initializing one node)
 // into one batch call, so initializing a thousand nodes costs a few cloud
 // calls rather than a thousand. A lookup waits at most window for company.
-type batcher struct {
-	instances *Instances
-	window    time.Duration
+type Batcher struct {
+	// batch answers up to provider.MaxBatch nodes, in order.
+	batch  func(context.Context, []*corev1.Node) []provider.InstanceStatus
+	window time.Duration
 
 	mu      sync.Mutex
 	pending []*pendingLookup
@@ -29,11 +30,14 @@ type pendingLookup struct {
 	done chan provider.InstanceStatus
 }
 
-func newBatcher(instances *Instances, window time.Duration) *batcher {
-	return &batcher{instances: instances, window: window}
+// NewBatcher gathers lookups for batch, waiting at most window for company.
+func NewBatcher(batch func(context.Context, []*corev1.Node) []provider.InstanceStatus, window time.Duration) *Batcher {
+	return &Batcher{batch: batch, window: window}
 }
 
-func (b *batcher) lookup(ctx context.Context, node *corev1.Node) provider.InstanceStatus {
+// Lookup answers for node from the next batch call; the caller's
+// cancellation ends its wait, never the batch.
+func (b *Batcher) Lookup(ctx context.Context, node *corev1.Node) provider.InstanceStatus {
 	p := &pendingLookup{ctx: ctx, node: node, done: make(chan provider.InstanceStatus, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, p)
@@ -62,7 +66,7 @@ func (b *batcher) lookup(ctx context.Context, node *corev1.Node) provider.Instan
 }
 
 // take empties the pending list; b.mu must be held.
-func (b *batcher) take() []*pendingLookup {
+func (b *Batcher) take() []*pendingLookup {
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
@@ -72,7 +76,7 @@ func (b *batcher) take() []*pendingLookup {
 	return batch
 }
 
-func (b *batcher) flush(batch []*pendingLookup) {
+func (b *Batcher) flush(batch []*pendingLookup) {
 	if len(batch) == 0 {
 		return
 	}
@@ -83,7 +87,7 @@ func (b *batcher) flush(batch []*pendingLookup) {
 	// The batch serves several callers, so no single caller's cancellation
 	// may cut it short; the cloud-call layer's timeout bounds it.
 	ctx := context.WithoutCancel(batch[0].ctx)
-	for i, st := range b.instances.Lookup(ctx, nodes, NeedMetadata) {
+	for i, st := range b.batch(ctx, nodes) {
 		batch[i].done <- st
 	}
 }

@@ -1,4 +1,4 @@
-package cloud
+package admission
 
 import (
 	"context"
@@ -8,11 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Bounds and initial value of a family's adaptive concurrency limit.
+// InitialConcurrency is where a family's adaptive concurrency limit
+// starts.
+const InitialConcurrency = 8
+
+// Bounds of a family's adaptive concurrency limit.
 const (
-	initialConcurrency = 8
-	minConcurrency     = 2
-	maxConcurrency     = 1024
+	minConcurrency = 2
+	maxConcurrency = 1024
 	// latencyWindow is how long the lowest latency seen stays the
 	// baseline; after it a new baseline is learned, so a cloud that got
 	// slower for good is not read as congested forever.
@@ -50,7 +53,7 @@ type concurrency struct {
 }
 
 func newConcurrency(gauge prometheus.Gauge) *concurrency {
-	c := &concurrency{limit: initialConcurrency, slowStart: true, gauge: gauge}
+	c := &concurrency{limit: InitialConcurrency, slowStart: true, gauge: gauge}
 	gauge.Set(c.limit)
 	return c
 }

@@ -1,6 +1,8 @@
-package cloud
+package admission
 
 import (
+	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -9,33 +11,18 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Family is a group of cloud methods that a cloud usually rate-limits
-// together (one API, one quota): when it throttles many objects' calls of a
-// family, the layer slows that family down and leaves the others alone.
-type Family string
-
-// The method families.
-const (
-	FamilyInstances     Family = "instances"
-	FamilyLoadBalancers Family = "loadbalancers"
-	FamilyRoutes        Family = "routes"
-	FamilyNodeCIDRs     Family = "nodecidrs"
-)
-
-var families = []Family{FamilyInstances, FamilyLoadBalancers, FamilyRoutes, FamilyNodeCIDRs}
-
 // minRate is the slowest a family adapts down to, in calls per second.
 const minRate = 0.5
 
-// initialRate is the rate a family without --cloud-qps starts at, in calls
+// InitialRate is the rate a family without --cloud-qps starts at, in calls
 // per second, before it has learnt what the cloud allows.
-const initialRate = 100
+const InitialRate = 100
 
-// decreaseCooldown is how long after a decrease throttles do not count
+// DecreaseCooldown is how long after a decrease throttles do not count
 // towards the next one: a cloud's own token bucket is still refilling from
 // the burst that caused the first, and its refusals meanwhile say nothing
 // about the new rate.
-const decreaseCooldown = 250 * time.Millisecond
+const DecreaseCooldown = 250 * time.Millisecond
 
 // rateTick is how often a family's rate may grow once it has been
 // throttled (additive increase).
@@ -66,14 +53,14 @@ func usageWindow(r rate.Limit) time.Duration {
 	return min(time.Second, max(probeTick, time.Duration(float64(10*time.Second)/float64(r))))
 }
 
-// family adapts one method family's rate to what the cloud accepts: halved
+// Limits adapt one method family's rate to what the cloud accepts: halved
 // when the cloud throttles several objects' calls in a short window
 // (multiplicative decrease), raised a little on every accepted call
 // (additive increase) back to --cloud-qps. At the ceiling its limiter holds
 // calls no more than the layer's own --cloud-qps limiter does.
-type family struct {
+type Limits struct {
 	name    Family
-	m       *layerMetrics
+	m       Metrics
 	limiter *rate.Limiter
 	// conc adapts how many calls the family has in flight.
 	conc *concurrency
@@ -108,31 +95,31 @@ type throttle struct {
 	key string
 }
 
-func newFamily(name Family, ceiling rate.Limit, burst int, m *layerMetrics) *family {
+func newLimits(name Family, ceiling rate.Limit, burst int, m Metrics) *Limits {
 	start := ceiling
 	if ceiling == rate.Inf {
 		// No ceiling: probe from a modest rate up, rather than send
 		// everything at once and learn the cloud's limit from a burst
 		// of refusals.
-		start = initialRate
+		start = InitialRate
 		burst = 0
 	}
-	f := &family{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf, first: newPrecedence(),
-		conc: newConcurrency(m.concLimit.WithLabelValues(string(name))), m: m}
+	f := &Limits{name: name, ceiling: ceiling, burst: burst, slowStart: ceiling == rate.Inf, first: newPrecedence(),
+		conc: newConcurrency(m.ConcurrencyLimit.WithLabelValues(string(name))), m: m}
 	f.limiter = rate.NewLimiter(start, f.burstFor(start))
 	f.report()
 	return f
 }
 
-// throttled records that the cloud throttled a call for key sent at sent,
+// Throttled records that the cloud throttled a call for key sent at sent,
 // and slows the family down when, within window, calls for at least
 // objects distinct keys were throttled. It reports whether it slowed down
 // and the family's rate.
-func (f *family) throttled(now, sent time.Time, key string, window time.Duration, objects int) (bool, rate.Limit) {
+func (f *Limits) Throttled(now, sent time.Time, key string, window time.Duration, objects int) (bool, rate.Limit) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur := f.limiter.Limit()
-	if sent.Before(f.lastDecrease.Add(decreaseCooldown)) {
+	if sent.Before(f.lastDecrease.Add(DecreaseCooldown)) {
 		return false, cur
 	}
 	kept := f.throttles[:0]
@@ -183,17 +170,17 @@ func (f *family) throttled(now, sent time.Time, key string, window time.Duration
 	f.slowStart = false
 	f.limiter.SetLimit(next)
 	f.limiter.SetBurst(f.burstFor(next))
-	f.m.slowdowns.WithLabelValues(string(f.name)).Inc()
+	f.m.Slowdowns.WithLabelValues(string(f.name)).Inc()
 	f.report()
 	return true, next
 }
 
-// succeeded raises the rate, at most once per rateTick and only while the
+// Succeeded records an accepted call and raises the rate, at most once per rateTick and only while the
 // family uses at least half of it (an idle family's rate says nothing about
 // what the cloud allows): doubling every rateTick until the first
 // throttle, and then by 0.5% per tick (about 5% a second, at least
 // five calls a second), up to --cloud-qps when set.
-func (f *family) succeeded(now time.Time) {
+func (f *Limits) Succeeded(now time.Time) {
 	f.accepted.add(now)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -227,27 +214,42 @@ func (f *family) succeeded(now time.Time) {
 
 // burstFor is the burst that goes with rate r: --cloud-burst's share when
 // the user set a ceiling, else a fifth of a second's calls.
-func (f *family) burstFor(r rate.Limit) int {
+func (f *Limits) burstFor(r rate.Limit) int {
 	if f.burst > 0 {
 		return max(1, min(f.burst, int(r)))
 	}
 	return max(1, int(r/5))
 }
 
-// rate is the family's current limit, for tests.
-func (f *family) rate() rate.Limit {
+// Rate is the family's current limit.
+func (f *Limits) Rate() rate.Limit {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.limiter.Limit()
 }
 
+// RecordSent counts a call sent at t towards the family's use of its
+// rate.
+func (f *Limits) RecordSent(t time.Time) { f.sent.add(t) }
+
+// Concurrency is the family's current limit on calls in flight.
+func (f *Limits) Concurrency() float64 { return f.conc.current() }
+
+// SetConcurrency sets the family's limit on calls in flight, for tests
+// that need many calls in flight at once.
+func (f *Limits) SetConcurrency(limit float64) {
+	f.conc.mu.Lock()
+	defer f.conc.mu.Unlock()
+	f.conc.limit = limit
+}
+
 // report sets the family's gauge; +Inf when it is not limited.
-func (f *family) report() {
+func (f *Limits) report() {
 	v := float64(f.limiter.Limit())
 	if f.limiter.Limit() == rate.Inf {
 		v = math.Inf(1)
 	}
-	f.m.rateLimit.WithLabelValues(string(f.name)).Set(v)
+	f.m.RateLimit.WithLabelValues(string(f.name)).Set(v)
 }
 
 // window counts events in the last second.
@@ -281,4 +283,55 @@ func (w *window) countSince(since time.Time) int {
 		}
 	}
 	return n
+}
+
+// errYield ends a background call's wait for the rate: a foreground call
+// waits.
+var errYield = errors.New("yielding to a foreground call")
+
+// MaxReservation is the longest a call waits on one reservation of a
+// family's rate limiter. Longer, it cancels it and asks again later: the
+// rate adapts, and a reservation made at a low rate would otherwise keep
+// its wait after the rate went up again.
+const MaxReservation = 250 * time.Millisecond
+
+// waitRate waits until the family's rate lets one call go, within ctx.
+// When yield is given and says so before a reservation, it returns errYield
+// instead. A call whose wait spanned a decrease of the rate asks again: its
+// reservation was made at the old rate, which the cloud just refused.
+func (f *Limits) waitRate(ctx context.Context, yield func() bool) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	for {
+		if yield != nil && yield() {
+			return errYield
+		}
+		gen := f.decreases.Load()
+		r := f.limiter.Reserve()
+		if !r.OK() {
+			return errors.New("rate limiter refused the call")
+		}
+		d := r.Delay()
+		if d == 0 {
+			return nil
+		}
+		wait := d
+		if d > MaxReservation {
+			r.Cancel()
+			wait = MaxReservation
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+			if d <= MaxReservation && f.decreases.Load() == gen {
+				return nil
+			}
+		case <-ctx.Done():
+			if d <= MaxReservation {
+				r.Cancel()
+			}
+			return ctx.Err()
+		}
+	}
 }

@@ -1,4 +1,8 @@
-package cloud
+// Package sharing keeps one question about one node from costing more than
+// one cloud call: answers shared between the controllers that ask within a
+// short window, one call shared by callers asking the same at the same
+// moment, and single-node lookups gathered into batch calls.
+package sharing
 
 import (
 	"context"
@@ -11,7 +15,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// answers share what the cloud said about a node's instance between the
+// Answers share what the cloud said about a node's instance between the
 // controllers that ask (the node controller's initialization and address
 // refresh, the lifecycle monitor) for a short window, and share one call
 // between callers that ask the same question about the same node at the
@@ -23,7 +27,7 @@ import (
 // The window is short (the lifecycle monitor period) so that an instance
 // that goes away is noticed as soon as the lifecycle controller would
 // notice it anyway.
-type answers struct {
+type Answers struct {
 	window time.Duration
 	now    func() time.Time
 
@@ -41,17 +45,19 @@ type answer struct {
 	metadata                         *cloudprovider.InstanceMetadata
 }
 
-type question int
+// Question is what is asked about a node's instance.
+type Question int
 
+// The questions.
 const (
-	askExists question = iota
-	askShutdown
-	askMetadata
+	Exists Question = iota
+	Shutdown
+	Metadata
 )
 
 type flightKey struct {
 	node string
-	q    question
+	q    Question
 }
 
 type flight struct {
@@ -60,18 +66,20 @@ type flight struct {
 	err  error
 }
 
-func newAnswers(window time.Duration, now func() time.Time) *answers {
-	return &answers{window: window, now: now, byNode: map[string]*answer{}, flights: map[flightKey]*flight{}}
+// NewAnswers keeps positive answers for window (nothing when it is not
+// positive), by now's clock.
+func NewAnswers(window time.Duration, now func() time.Time) *Answers {
+	return &Answers{window: window, now: now, byNode: map[string]*answer{}, flights: map[flightKey]*flight{}}
 }
 
 // fresh reports whether t is within the window.
-func (a *answers) fresh(t time.Time) bool {
+func (a *Answers) fresh(t time.Time) bool {
 	return !t.IsZero() && a.now().Sub(t) <= a.window
 }
 
 // lookup returns the node's answer when it is about the same instance; a.mu
 // held.
-func (a *answers) lookup(node *corev1.Node) *answer {
+func (a *Answers) lookup(node *corev1.Node) *answer {
 	ans := a.byNode[node.Name]
 	if ans == nil || ans.providerID != node.Spec.ProviderID {
 		return nil
@@ -80,7 +88,7 @@ func (a *answers) lookup(node *corev1.Node) *answer {
 }
 
 // cached answers q from what is known, if fresh; a.mu held.
-func (a *answers) cached(node *corev1.Node, q question) (any, bool) {
+func (a *Answers) cached(node *corev1.Node, q Question) (any, bool) {
 	if a.window <= 0 {
 		return nil, false
 	}
@@ -89,16 +97,16 @@ func (a *answers) cached(node *corev1.Node, q question) (any, bool) {
 		return nil, false
 	}
 	switch q {
-	case askExists:
+	case Exists:
 		// Metadata is only ever given for an instance that exists.
 		if a.fresh(ans.existsAt) || a.fresh(ans.metadataAt) || a.fresh(ans.shutdownAt) {
 			return true, true
 		}
-	case askShutdown:
+	case Shutdown:
 		if a.fresh(ans.shutdownAt) {
 			return ans.shutdown, true
 		}
-	case askMetadata:
+	case Metadata:
 		if a.fresh(ans.metadataAt) {
 			return ans.metadata, true
 		}
@@ -107,7 +115,7 @@ func (a *answers) cached(node *corev1.Node, q question) (any, bool) {
 }
 
 // record keeps a positive answer; a.mu held.
-func (a *answers) record(node *corev1.Node, q question, v any) {
+func (a *Answers) record(node *corev1.Node, q Question, v any) {
 	if a.window <= 0 {
 		return
 	}
@@ -121,34 +129,34 @@ func (a *answers) record(node *corev1.Node, q question, v any) {
 		a.byNode[node.Name] = ans
 	}
 	switch q {
-	case askExists:
+	case Exists:
 		ans.existsAt = now
-	case askShutdown:
+	case Shutdown:
 		ans.shutdown, ans.shutdownAt = v.(bool), now
-	case askMetadata:
+	case Metadata:
 		ans.metadata, ans.metadataAt = v.(*cloudprovider.InstanceMetadata), now
 	}
 }
 
-// recordStatuses keeps the positive answers of a batch lookup, so a
+// RecordStatuses keeps the positive answers of a batch lookup, so a
 // per-node question about the same nodes within the window costs nothing.
-func (a *answers) recordStatuses(nodes []*corev1.Node, statuses []provider.InstanceStatus) {
+func (a *Answers) RecordStatuses(nodes []*corev1.Node, statuses []provider.InstanceStatus) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for j, st := range statuses {
 		if st.Err != nil || !st.Exists {
 			continue
 		}
-		a.record(nodes[j], askShutdown, st.Shutdown)
+		a.record(nodes[j], Shutdown, st.Shutdown)
 		if st.Metadata != nil {
-			a.record(nodes[j], askMetadata, st.Metadata)
+			a.record(nodes[j], Metadata, st.Metadata)
 		}
 	}
 }
 
 // prune drops answers older than the window, so the map is as large as
 // the nodes asked about recently. a.mu held.
-func (a *answers) prune(now time.Time) {
+func (a *Answers) prune(now time.Time) {
 	for name, ans := range a.byNode {
 		if now.Sub(ans.existsAt) > a.window && now.Sub(ans.shutdownAt) > a.window && now.Sub(ans.metadataAt) > a.window {
 			delete(a.byNode, name)
@@ -156,9 +164,9 @@ func (a *answers) prune(now time.Time) {
 	}
 }
 
-// ask answers q about node from a fresh answer, from a call already
+// Ask answers q about node from a fresh answer, from a call already
 // asking it, or by calling fn, and keeps a positive answer.
-func ask[T any](ctx context.Context, a *answers, node *corev1.Node, q question, positive func(T, error) bool, fn func() (T, error)) (T, error) {
+func Ask[T any](ctx context.Context, a *Answers, node *corev1.Node, q Question, positive func(T, error) bool, fn func() (T, error)) (T, error) {
 	key := flightKey{node.Name, q}
 	// One look under one lock at both what is known and what is being
 	// asked, so a caller cannot miss an answer recorded in between.

@@ -1,4 +1,4 @@
-package cloud
+package admission
 
 import (
 	"context"
@@ -7,18 +7,15 @@ import (
 
 type backgroundKey struct{}
 
-// Background marks the calls made with ctx as background work: periodic
-// passes over objects that are already served (the address refresh, the
-// lifecycle check). Within a method family, a background call is sent only
-// while no foreground call (initializing a node, ensuring a load balancer,
-// creating a route) waits for the family's limits, so that when the cloud's
-// rate is the bottleneck a refresh pass does not delay a joining node.
-// Background calls still get every slot the foreground leaves unused.
+// Background marks the calls made with ctx as background work (see
+// cloud.Background): sent only while no foreground call of their family
+// waits.
 func Background(ctx context.Context) context.Context {
 	return context.WithValue(ctx, backgroundKey{}, true)
 }
 
-func isBackground(ctx context.Context) bool {
+// IsBackground tells whether ctx's calls are background work.
+func IsBackground(ctx context.Context) bool {
 	b, _ := ctx.Value(backgroundKey{}).(bool)
 	return b
 }

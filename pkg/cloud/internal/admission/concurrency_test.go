@@ -1,0 +1,135 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func testConcurrency(limit float64, slowStart bool) *concurrency {
+	c := newConcurrency(prometheus.NewGauge(prometheus.GaugeOpts{Name: "test"}))
+	c.limit, c.slowStart = limit, slowStart
+	return c
+}
+
+// respond runs one call through c: acquired, then done with outcome.
+func respond(t *testing.T, c *concurrency, now time.Time, latency time.Duration, outcome callOutcome) {
+	t.Helper()
+	if err := c.acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.done(now.Add(latency), now, latency, outcome)
+}
+
+// Each rule of the adaptive concurrency limit, answer by answer.
+func TestConcurrencyRules(t *testing.T) {
+	base := time.Now()
+	const rtt = 20 * time.Millisecond
+	tests := []struct {
+		name      string
+		limit     float64
+		slowStart bool
+		// answers are (latency, outcome) pairs, each sent after the one
+		// before returned.
+		answers []callOutcome
+		latency []time.Duration // per answer; rtt when nil
+		want    float64
+	}{
+		{name: "slow start doubles per round trip", limit: 8, slowStart: true,
+			answers: repeat(outcomeOK, 8), want: 16},
+		{name: "additive increase: one call per round trip", limit: 8,
+			answers: repeat(outcomeOK, 8), want: 9},
+		{name: "throttles across objects halve", limit: 16, slowStart: true,
+			answers: []callOutcome{outcomeCongested}, want: 8},
+		{name: "never below two", limit: 2,
+			answers: []callOutcome{outcomeCongested, outcomeCongested}, want: 2},
+		{name: "an error that says nothing about load changes nothing", limit: 8,
+			answers: repeat(outcomeOther, 5), want: 8},
+		{name: "one slow answer is no congestion", limit: 16,
+			answers: repeat(outcomeOK, 3), latency: []time.Duration{rtt, 10 * rtt, rtt}, want: 16.2},
+		{name: "latency within the slack is no congestion", limit: 16,
+			answers: repeat(outcomeOK, 30), latency: slices.Repeat([]time.Duration{2*rtt + latencySlack}, 30), want: 17.8},
+		{name: "rising latency takes a tenth off per round trip", limit: 16,
+			answers: repeat(outcomeOK, 11), latency: append([]time.Duration{rtt}, slices.Repeat([]time.Duration{4*rtt + 2*latencySlack}, 10)...), want: 9.67},
+		{name: "ceiling", limit: maxConcurrency - 1, slowStart: true,
+			answers: repeat(outcomeOK, 10), want: maxConcurrency},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConcurrency(tc.limit, tc.slowStart)
+			now := base
+			for i, o := range tc.answers {
+				lat := rtt
+				if tc.latency != nil {
+					lat = tc.latency[i]
+				}
+				now = now.Add(time.Millisecond)
+				respond(t, c, now, lat, o)
+				now = now.Add(lat)
+			}
+			if got := c.current(); math.Abs(got-tc.want) > 0.1 {
+				t.Errorf("limit = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func repeat(o callOutcome, n int) []callOutcome {
+	out := make([]callOutcome, n)
+	for i := range out {
+		out[i] = o
+	}
+	return out
+}
+
+// Calls that were in flight together when the cloud pushed back are one
+// episode: the limit is cut once, not once per call.
+func TestConcurrencyDecreasesOncePerEpisode(t *testing.T) {
+	c := testConcurrency(32, false)
+	sent := time.Now()
+	for range 10 {
+		if err := c.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		c.done(sent.Add(time.Second+time.Duration(i)), sent, time.Second, outcomeCongested)
+	}
+	if got := c.current(); got != 16 {
+		t.Errorf("limit after one burst of congested answers = %v, want 16", got)
+	}
+}
+
+// At the limit a call waits; it goes as soon as one returns, and gives up
+// with its context.
+func TestConcurrencyLimitHoldsCalls(t *testing.T) {
+	c := testConcurrency(2, false)
+	ctx := context.Background()
+	for range 2 {
+		if err := c.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.acquire(cancelled); !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire at the limit with a cancelled context = %v", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- c.acquire(ctx) }()
+	now := time.Now()
+	c.done(now, now, 0, outcomeOther)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight != 2 {
+		t.Errorf("in flight = %d, want 2", c.inFlight)
+	}
+}
