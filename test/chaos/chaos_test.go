@@ -17,16 +17,22 @@ import (
 // TestShortChaosRun is the short, fixed-seed run of `make test`: 2 minutes
 // of workload and every kind of fault on 20 nodes and 20 Services, on a
 // cloud shared with a second CCM serving the foreign class (Config.Shared),
-// then every invariant must hold.
+// Outrigger reaching the cloud through plugins restarted mid-call
+// (Config.Plugin), then every invariant must hold.
 func TestShortChaosRun(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "outrigger")
 	build := exec.Command("go", "build", "-o", bin, "github.com/outrigger-ccm/outrigger/cmd/outrigger")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building outrigger: %v\n%s", err, out)
 	}
+	plugin := filepath.Join(t.TempDir(), "sim-plugin")
+	build = exec.Command("go", "build", "-o", plugin, "github.com/outrigger-ccm/outrigger/examples/sim-plugin")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building examples/sim-plugin: %v\n%s", err, out)
+	}
 	var log bytes.Buffer
 	cfg := Config{Seed: 1, Duration: 2 * time.Minute, Nodes: 20, Services: 20, Replicas: 2, Shared: true, SharedReplicas: 2,
-		Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
+		Plugin: plugin, Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
 	report, err := Run(context.Background(), cfg)
 	t.Logf("run log:\n%s", log.String())
 	if report != nil {
@@ -48,6 +54,9 @@ func TestShortChaosRun(t *testing.T) {
 	if report.Shared == nil || report.Shared.Ingress.Count == 0 {
 		t.Error("the second CCM gave no Service of its class a load balancer")
 	}
+	if report.Plugin == nil || report.Plugin.MidCall == 0 {
+		t.Error("no plugin was killed while a call was in flight")
+	}
 	if !report.Quiesced {
 		t.Error("the system did not quiesce after the last fault")
 	}
@@ -61,6 +70,9 @@ func TestShortChaosRun(t *testing.T) {
 		}
 		for i := range cfg.SharedReplicas {
 			logs = append(logs, fmt.Sprintf("outrigger-shared-%d.log", i))
+		}
+		for i := range cfg.Replicas {
+			logs = append(logs, fmt.Sprintf("plugin-%d.log", i))
 		}
 		for _, name := range logs {
 			if b, err := os.ReadFile(filepath.Join(cfg.WorkDir, name)); err == nil {

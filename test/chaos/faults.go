@@ -50,6 +50,8 @@ func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) err
 		return func(context.Context) error { return h.startReplica(i) }, nil
 	case ObjectHang:
 		return h.injectObjectHang(ctx, s)
+	case PluginRestart:
+		return h.injectPluginRestart(ctx, s)
 	case LostResponses:
 		before, _ := h.proxy.counts()
 		h.proxy.lose(lostShare)

@@ -80,6 +80,12 @@ type Config struct {
 	// and adds the fault LostResponses to the schedule: a share of the
 	// replicas' writes commit and their answer is lost.
 	LostResponses bool
+	// Plugin, when set, is the sim provider served as a plugin
+	// (examples/sim-plugin built): each of Outrigger's replicas reaches
+	// the cloud through its own plugin process on a unix socket, and the
+	// schedule adds PluginRestart: every plugin SIGKILLed while a call is
+	// in flight, and started again after the hold.
+	Plugin string
 }
 
 // extraFaults are the fault kinds of the settings cfg turns on.
@@ -93,6 +99,9 @@ func (cfg Config) extraFaults() []string {
 	}
 	if cfg.LostResponses {
 		out = append(out, LostResponses)
+	}
+	if cfg.Plugin != "" {
+		out = append(out, PluginRestart)
 	}
 	return out
 }
@@ -138,10 +147,15 @@ type harness struct {
 	report *Report
 	// replicas are Outrigger's, then (Config.Shared) the second CCM's.
 	replicas []*replica
-	services []string // created and not deleted, in creation order
-	nextNode int
-	nextSvc  int
-	created  map[string]time.Time // Service name -> creation, until it gets an ingress
+	// plugins are Outrigger's replicas' providers, by replica slot
+	// (Config.Plugin).
+	plugins []*plugin
+	// pluginConfigs are the grpc provider's cloud-configs, by replica slot.
+	pluginConfigs []string
+	services      []string // created and not deleted, in creation order
+	nextNode      int
+	nextSvc       int
+	created       map[string]time.Time // Service name -> creation, until it gets an ingress
 	// createdForeign is created for the Services of the second CCM's class
 	// (Config.Shared).
 	createdForeign map[string]time.Time
@@ -164,7 +178,7 @@ type replica struct {
 // violations are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Failover > 0 && len(cfg.extraFaults()) > 0 {
-		return nil, errors.New("chaos: a failover run takes none of Config.Shared, Hang and LostResponses")
+		return nil, errors.New("chaos: a failover run takes none of Config.Shared, Hang, LostResponses and Plugin")
 	}
 	if cfg.Shared && cfg.SharedReplicas <= 0 {
 		cfg.SharedReplicas = 2
@@ -238,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		h.tearDown()
 		return nil, err
 	}
-	if err := h.startReplicas(); err != nil {
+	if err := h.startReplicas(ctx); err != nil {
 		h.tearDown()
 		return nil, err
 	}
@@ -319,7 +333,21 @@ func (h *harness) setUp(ctx context.Context) error {
 	return nil
 }
 
-func (h *harness) startReplicas() error {
+func (h *harness) startReplicas(ctx context.Context) error {
+	if h.cfg.Plugin != "" {
+		h.plugins = make([]*plugin, h.cfg.Replicas)
+		h.pluginConfigs = make([]string, h.cfg.Replicas)
+		for i := range h.cfg.Replicas {
+			cfg, err := h.pluginCloudConfig(i)
+			if err != nil {
+				return err
+			}
+			h.pluginConfigs[i] = cfg
+			if err := h.startPlugin(ctx, i); err != nil {
+				return err
+			}
+		}
+	}
 	for i := range h.cfg.Replicas + h.cfg.SharedReplicas {
 		h.replicas = append(h.replicas, nil)
 		if err := h.startReplica(i); err != nil {
@@ -355,8 +383,13 @@ const orphanSweepPeriod = 10 * time.Second
 // (slot i, Config.Shared) run only the service controller, for its class,
 // with their own Lease.
 func (h *harness) replicaArgs(i int, cloudConfig string) []string {
+	provider := "sim"
+	if h.cfg.Plugin != "" && !h.shared(i) {
+		provider = "grpc"
+		cloudConfig = h.pluginConfigs[i]
+	}
 	args := []string{
-		"--kubeconfig=" + h.replicaKubecfg, "--cloud-provider=sim", "--cloud-config=" + cloudConfig,
+		"--kubeconfig=" + h.replicaKubecfg, "--cloud-provider=" + provider, "--cloud-config=" + cloudConfig,
 		"--leader-elect=true", "--leader-elect-lease-duration=" + h.cfg.LeaseDuration.String(),
 		"--leader-elect-renew-deadline=" + h.cfg.RenewDeadline.String(), "--leader-elect-retry-period=" + h.cfg.RetryPeriod.String(),
 		"--secure-port=0",
@@ -487,6 +520,9 @@ func (h *harness) tearDown() {
 	close(h.closing)
 	for i := range h.replicas {
 		h.stopReplica(i, syscall.SIGTERM)
+	}
+	for i := range h.plugins {
+		h.stopPlugin(i, syscall.SIGTERM)
 	}
 	if h.cp != nil {
 		if err := h.cp.Stop(); err != nil {

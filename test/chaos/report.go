@@ -47,6 +47,7 @@ type Report struct {
 	Shared        *SharedReport `json:"shared,omitempty"`
 	Hang          *HangReport   `json:"hang,omitempty"`
 	LostResponses *LostReport   `json:"lostResponses,omitempty"`
+	Plugin        *PluginReport `json:"plugin,omitempty"`
 	WallSeconds   float64       `json:"wallSeconds"`
 	WorkDir       string        `json:"workDir,omitempty"`
 
@@ -98,6 +99,15 @@ type LostReport struct {
 	ByRequest map[string]int `json:"byRequest"`
 }
 
+// PluginReport counts the plugin restarts (Config.Plugin).
+type PluginReport struct {
+	Restarts int `json:"restarts"`
+	// MidCall counts the restarts whose kill came while the cloud was
+	// answering a call (the rest found no call within
+	// pluginInFlightWait).
+	MidCall int `json:"midCall"`
+}
+
 // Percentiles summarize durations in seconds.
 type Percentiles struct {
 	Count int     `json:"count"`
@@ -141,6 +151,9 @@ func newReport(cfg Config, s Schedule) *Report {
 	if cfg.LostResponses {
 		r.LostResponses = &LostReport{}
 	}
+	if cfg.Plugin != "" {
+		r.Plugin = &PluginReport{}
+	}
 	return r
 }
 
@@ -178,6 +191,15 @@ func (r *Report) lostResponses(lost, committed int, byRequest map[string]int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.LostResponses.Lost, r.LostResponses.Committed, r.LostResponses.ByRequest = lost, committed, byRequest
+}
+
+func (r *Report) pluginKill(midCall bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Plugin.Restarts++
+	if midCall {
+		r.Plugin.MidCall++
+	}
 }
 
 func (r *Report) workload(kind string, err error) {
@@ -314,6 +336,9 @@ func (r *Report) Table(w io.Writer) {
 		fmt.Fprintf(tw, "object hangs\t%d faults, %d Services hung; %d others created during them: %d converged before the lift, %d too late to judge\n",
 			x.Faults, x.HungServices, x.Created, x.Converged, x.Unjudged)
 		fmt.Fprintf(tw, "  time to ingress during a hang\tp50 %.2fs, p90 %.2fs, max %.2fs (%d Services)\n", x.Ingress.P50, x.Ingress.P90, x.Ingress.Max, x.Ingress.Count)
+	}
+	if p := r.Plugin; p != nil {
+		fmt.Fprintf(tw, "plugin restarts\t%d (%d of them mid-call)\n", p.Restarts, p.MidCall)
 	}
 	if l := r.LostResponses; l != nil {
 		fmt.Fprintf(tw, "API answers lost\t%d (%d of committed writes)\n", l.Lost, l.Committed)

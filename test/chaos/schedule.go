@@ -55,6 +55,10 @@ const (
 	// LostResponses: a share of the replicas' writes to the API server
 	// commit, and their answer is lost (Config.LostResponses).
 	LostResponses = "api-lost-responses"
+	// PluginRestart: every plugin of Outrigger's replicas is SIGKILLed
+	// while a cloud call is in flight, and started again after the hold
+	// (Config.Plugin).
+	PluginRestart = "plugin-restart-mid-call"
 )
 
 // workloadWeights make Service churn the bulk of the workload.
@@ -101,6 +105,7 @@ var holds = map[string][2]time.Duration{
 	// Long enough for Services created during it to be measured.
 	ObjectHang:    {20 * time.Second, 30 * time.Second},
 	LostResponses: {5 * time.Second, 15 * time.Second},
+	PluginRestart: {time.Second, 8 * time.Second}, // down before the restart
 }
 
 // NewSchedule derives a run of length d from seed alone. Faults come in

@@ -55,12 +55,12 @@ func TestDefaultScheduleIsPinned(t *testing.T) {
 }
 
 func TestScheduleCoversExtraKinds(t *testing.T) {
-	extra := []string{KillSharedCCM, ObjectHang, LostResponses}
+	extra := []string{KillSharedCCM, ObjectHang, LostResponses, PluginRestart}
 	for _, tc := range []struct {
 		seed  uint64
 		d     time.Duration
 		extra []string
-	}{{1, 2 * time.Minute, extra[:1]}, {1, 3 * time.Minute, extra[1:2]}, {1, 3 * time.Minute, extra[2:]}, {7, 5 * time.Minute, extra}} {
+	}{{1, 2 * time.Minute, extra[:1]}, {1, 3 * time.Minute, extra[1:2]}, {1, 3 * time.Minute, extra[2:3]}, {1, 2 * time.Minute, []string{KillSharedCCM, PluginRestart}}, {7, 5 * time.Minute, extra}} {
 		s := NewSchedule(tc.seed, tc.d, tc.extra...)
 		seen := map[string]int{}
 		end := time.Duration(0)

@@ -31,6 +31,7 @@ func main() {
 	flag.BoolVar(&cfg.Shared, "shared", false, "Shared cloud: a second CCM (2 Outrigger replicas with --load-balancer-class="+chaos.ForeignClass+", their own Lease, only the service controller) serves that class's Services on the same cloud and cluster, and is SIGKILLed too; neither CCM may change or delete the other's load balancers.")
 	flag.BoolVar(&cfg.Hang, "hang", false, "Hung cloud calls: a fault during which the cloud never answers calls on the load balancers of some Services (the replicas give up at --cloud-call-timeout=5s); Services created meanwhile must get their load balancer during it.")
 	flag.BoolVar(&cfg.LostResponses, "lost-responses", false, "Lost API answers: the replicas reach the API server through a proxy; a fault during which a third of their writes commit and their answer is lost (504 or the connection closed).")
+	flag.StringVar(&cfg.Plugin, "plugin", "", "Plugin restarts: the sim provider served as a plugin, this binary (build it with 'go build -o bin/sim-plugin ./examples/sim-plugin'), one process per Outrigger replica on a unix socket; a fault SIGKILLs every plugin while a cloud call is in flight and starts them again.")
 	jsonOut := flag.String("json", "bin/chaos-report.json", "Where to write the JSON report; empty for none.")
 	flag.Parse()
 	if cfg.Failover > 0 {
@@ -53,7 +54,7 @@ func main() {
 		for _, f := range []struct {
 			name string
 			on   bool
-		}{{"-shared", cfg.Shared}, {"-hang", cfg.Hang}, {"-lost-responses", cfg.LostResponses}} {
+		}{{"-shared", cfg.Shared}, {"-hang", cfg.Hang}, {"-lost-responses", cfg.LostResponses}, {"-plugin " + cfg.Plugin, cfg.Plugin != ""}} {
 			if f.on {
 				settings += " " + f.name
 			}
