@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/outrigger-ccm/outrigger/pkg/console"
+	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
 )
 
 // consolePath is where the secure port serves the web console, behind the
@@ -21,8 +22,8 @@ const consolePath = "/console/"
 // addConsole serves the read-only console on the secure port. Its
 // informers start at the first request, so an unvisited console costs
 // nothing.
-func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*unit, degraded func() []string) error {
-	if opts.Serving.BindPort == 0 {
+func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Config, opts *Options, units []*unit, degraded func() []string) error {
+	if port == nil {
 		return nil
 	}
 	client, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
@@ -49,9 +50,9 @@ func addConsole(mgr manager.Manager, cfg *rest.Config, opts *Options, units []*u
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
-	if err := mgr.AddMetricsServerExtraHandler(consolePath, http.StripPrefix(consolePath[:len(consolePath)-1], srv.Handler())); err != nil {
+	if err := port.AddHandler(consolePath, http.StripPrefix(consolePath[:len(consolePath)-1], srv.Handler())); err != nil {
 		return fmt.Errorf("serving the console: %w", err)
 	}
 	// The page's links are relative: /console must end with a slash.
-	return mgr.AddMetricsServerExtraHandler("/console", http.RedirectHandler(consolePath, http.StatusMovedPermanently))
+	return port.AddHandler("/console", http.RedirectHandler(consolePath, http.StatusMovedPermanently))
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
+	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
 )
 
 // shippedControllers are the controllers this build runs, in start order.
@@ -99,10 +100,10 @@ type Options struct {
 	ConfigureCloudRoutes         bool
 	RouteReconciliationPeriod    time.Duration
 	Webhooks                     []string
-	Serving                      ServingOptions
-	WebhookServing               ServingOptions
-	Authentication               AuthenticationOptions
-	Authorization                AuthorizationOptions
+	Serving                      secureserving.ServingOptions
+	WebhookServing               secureserving.ServingOptions
+	Authentication               secureserving.AuthenticationOptions
+	Authorization                secureserving.AuthorizationOptions
 	Logs                         *logsapi.LoggingConfiguration
 	Version                      versionFlag
 
@@ -122,48 +123,6 @@ type Options struct {
 	// flags is the flag set AddFlags registered on, to tell a flag the
 	// user gave from one left at its default.
 	flags *pflag.FlagSet
-}
-
-// ServingOptions are upstream's secure serving flags (k8s.io/apiserver's
-// SecureServingOptions), for the main port or, with the webhook- prefix,
-// the webhook port.
-type ServingOptions struct {
-	BindAddress                  net.IP
-	BindPort                     int
-	CertDir                      string
-	CertFile                     string
-	KeyFile                      string
-	SNICertKeys                  []cliflag.NamedCertKey
-	CipherSuites                 []string
-	CurvePreferences             []int32
-	MinTLSVersion                string
-	DisableHTTP2                 bool
-	HTTP2MaxStreamsPerConnection int
-	PermitAddressSharing         bool
-	PermitPortSharing            bool
-}
-
-// AuthenticationOptions are upstream's delegated authentication flags.
-type AuthenticationOptions struct {
-	Kubeconfig                 string
-	SkipLookup                 bool
-	TolerateLookupFailure      bool
-	CacheTTL                   time.Duration
-	ClientCAFile               string
-	RequestHeaderClientCAFile  string
-	RequestHeaderAllowedNames  []string
-	RequestHeaderUsernames     []string
-	RequestHeaderUIDs          []string
-	RequestHeaderGroups        []string
-	RequestHeaderExtraPrefixes []string
-}
-
-// AuthorizationOptions are upstream's delegated authorization flags.
-type AuthorizationOptions struct {
-	Kubeconfig       string
-	AlwaysAllowPaths []string
-	AllowCacheTTL    time.Duration
-	DenyCacheTTL     time.Duration
 }
 
 // NewOptions returns upstream's defaults.
@@ -191,15 +150,15 @@ func NewOptions() *Options {
 		CIDRAllocatorType:            nodeipam.RangeAllocator,
 		ConfigureCloudRoutes:         true,
 		RouteReconciliationPeriod:    10 * time.Second,
-		Serving:                      ServingOptions{BindAddress: net.IPv4zero, BindPort: 10258},
-		WebhookServing:               ServingOptions{BindAddress: net.IPv4zero, BindPort: 10260},
-		Authentication: AuthenticationOptions{
+		Serving:                      secureserving.ServingOptions{BindAddress: net.IPv4zero, BindPort: 10258},
+		WebhookServing:               secureserving.ServingOptions{BindAddress: net.IPv4zero, BindPort: 10260},
+		Authentication: secureserving.AuthenticationOptions{
 			CacheTTL:                   10 * time.Second,
 			RequestHeaderUsernames:     []string{"x-remote-user"},
 			RequestHeaderGroups:        []string{"x-remote-group"},
 			RequestHeaderExtraPrefixes: []string{"x-remote-extra-"},
 		},
-		Authorization: AuthorizationOptions{
+		Authorization: secureserving.AuthorizationOptions{
 			AlwaysAllowPaths: []string{"/healthz", "/readyz", "/livez"},
 			AllowCacheTTL:    10 * time.Second,
 			DenyCacheTTL:     10 * time.Second,
@@ -289,10 +248,10 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 
 	fs = nfs.FlagSet("webhook")
 	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, "Webhooks to serve. This build has none; upstream's sample has none either.")
-	o.WebhookServing.addFlags(nfs.FlagSet("webhook serving"), "webhook-", "Accepted for compatibility; no webhooks are served.")
-	o.Serving.addFlags(nfs.FlagSet("secure serving"), "", "")
-	o.Authentication.addFlags(nfs.FlagSet("authentication"))
-	o.Authorization.addFlags(nfs.FlagSet("authorization"))
+	addServingFlags(nfs.FlagSet("webhook serving"), &o.WebhookServing, "webhook-", "Accepted for compatibility; no webhooks are served.")
+	addServingFlags(nfs.FlagSet("secure serving"), &o.Serving, "", "")
+	addAuthenticationFlags(nfs.FlagSet("authentication"), &o.Authentication)
+	addAuthorizationFlags(nfs.FlagSet("authorization"), &o.Authorization)
 
 	fs = nfs.FlagSet("misc")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty: in-cluster configuration.")
@@ -318,7 +277,7 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	return nfs
 }
 
-func (s *ServingOptions) addFlags(fs *pflag.FlagSet, prefix, note string) {
+func addServingFlags(fs *pflag.FlagSet, s *secureserving.ServingOptions, prefix, note string) {
 	help := func(h string) string {
 		if note != "" {
 			return note
@@ -342,7 +301,7 @@ func (s *ServingOptions) addFlags(fs *pflag.FlagSet, prefix, note string) {
 	}
 }
 
-func (a *AuthenticationOptions) addFlags(fs *pflag.FlagSet) {
+func addAuthenticationFlags(fs *pflag.FlagSet, a *secureserving.AuthenticationOptions) {
 	fs.StringVar(&a.Kubeconfig, "authentication-kubeconfig", a.Kubeconfig, "Kubeconfig for TokenReview calls that authenticate callers of /metrics and /debug. Empty: the main connection.")
 	fs.BoolVar(&a.SkipLookup, "authentication-skip-lookup", a.SkipLookup, "Do not read the client CA and request-header settings from the extension-apiserver-authentication ConfigMap in kube-system.")
 	fs.BoolVar(&a.TolerateLookupFailure, "authentication-tolerate-lookup-failure", a.TolerateLookupFailure, "Start even when that ConfigMap cannot be read (callers are then only authenticated by token).")
@@ -356,7 +315,7 @@ func (a *AuthenticationOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&a.RequestHeaderExtraPrefixes, "requestheader-extra-headers-prefix", a.RequestHeaderExtraPrefixes, "Request header prefixes holding extra user attributes.")
 }
 
-func (a *AuthorizationOptions) addFlags(fs *pflag.FlagSet) {
+func addAuthorizationFlags(fs *pflag.FlagSet, a *secureserving.AuthorizationOptions) {
 	fs.StringVar(&a.Kubeconfig, "authorization-kubeconfig", a.Kubeconfig, "Kubeconfig for SubjectAccessReview calls that authorize callers of /metrics and /debug. Empty: the main connection.")
 	fs.StringSliceVar(&a.AlwaysAllowPaths, "authorization-always-allow-paths", a.AlwaysAllowPaths, "Paths served without authorization (and without authentication).")
 	fs.DurationVar(&a.AllowCacheTTL, "authorization-webhook-cache-authorized-ttl", a.AllowCacheTTL, "How long an allowed SubjectAccessReview is cached.")
@@ -532,15 +491,7 @@ func (o *Options) Validate() error {
 	if o.CloudQPS < 0 || o.CloudBurst < 0 {
 		errs = append(errs, errors.New("--cloud-qps and --cloud-burst must not be negative"))
 	}
-	if o.Serving.BindPort < 0 || o.Serving.BindPort > 65535 {
-		errs = append(errs, fmt.Errorf("--secure-port %d is not a port (0-65535)", o.Serving.BindPort))
-	}
-	if (o.Serving.CertFile == "") != (o.Serving.KeyFile == "") {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file go together"))
-	}
-	if _, err := o.Serving.tlsSettings(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, o.Serving.Validate()...)
 	for _, w := range o.Webhooks {
 		if w != "" && w != "*" && !strings.HasPrefix(w, "-") {
 			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has none)", w))

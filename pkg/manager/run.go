@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
@@ -79,18 +80,13 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 	}
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
-	mo, servingRunnables, err := managerOptions(opts, readyz)
-	if err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(restConfig, mo)
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller manager: %w", err)
 	}
-	for _, r := range servingRunnables {
-		if err := mgr.Add(r); err != nil {
-			return nil, err
-		}
+	port, err := securePort(ctx, opts, restConfig, readyz)
+	if err != nil {
+		return nil, err
 	}
 	// Ready once the node cache has synced: before that, this replica could
 	// not do the leader's work if it took over.
@@ -131,7 +127,7 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		}
 		return out
 	}
-	if err := addConsole(mgr, restConfig, opts, units, degradedList(degraded)); err != nil {
+	if err := addConsole(mgr, port, restConfig, opts, units, degradedList(degraded)); err != nil {
 		return nil, err
 	}
 	for _, u := range units {
@@ -217,6 +213,9 @@ func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.M
 		if err := mgr.Add(&migrationLease{cfg: migration, opts: opts, client: client, runnables: migrated.runnables}); err != nil {
 			return nil, err
 		}
+	}
+	if port != nil {
+		return servingManager{Manager: mgr, port: port}, nil
 	}
 	return mgr, nil
 }
@@ -369,13 +368,9 @@ func restConfig(opts *Options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// managerOptions maps the flags onto controller-runtime's manager. readyz
-// may gain checks until the manager starts.
-func managerOptions(opts *Options, readyz map[string]healthz.Checker) (manager.Options, []manager.Runnable, error) {
-	metrics, runnables, err := opts.metricsServer(readyz)
-	if err != nil {
-		return manager.Options{}, nil, err
-	}
+// managerOptions maps the flags onto controller-runtime's manager. Its
+// probe and metrics servers are off: the secure port serves both.
+func managerOptions(opts *Options) manager.Options {
 	return manager.Options{
 		Logger:                        withCleanStop(ctrl.Log.WithName("manager")),
 		LeaderElection:                opts.LeaderElect,
@@ -394,8 +389,8 @@ func managerOptions(opts *Options, readyz map[string]healthz.Checker) (manager.O
 			SyncPeriod:       ptr.To(opts.MinResyncPeriod),
 		},
 		HealthProbeBindAddress: "0",
-		Metrics:                metrics,
-	}, runnables, nil
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+	}
 }
 
 // clientBuilder gives providers the API clients upstream's Initialize hands
