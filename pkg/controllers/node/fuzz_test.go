@@ -15,13 +15,13 @@ import (
 // SyncFailed Event), never a panic, and a merge that succeeds keeps only
 // the cloud's addresses.
 func FuzzProvidedNodeIP(f *testing.F) {
-	f.Add("10.0.0.5", "10.0.0.5", "fd00::5", true)
-	f.Add("10.0.0.5,fd00::5", "10.0.0.5", "fd00::5", true)
-	f.Add("fd00::5,10.0.0.5", "10.0.0.5", "fd00::5", true)
-	f.Add("::", "10.0.0.5", "", true)
-	f.Add("0.0.0.0", "10.0.0.5", "", true)
-	f.Add("10.0.0.5,10.0.0.6", "10.0.0.5", "", true)
-	f.Add("not-an-ip", "10.0.0.5", "", true)
+	f.Add("198.18.0.5", "198.18.0.5", "fd00::5", true)
+	f.Add("198.18.0.5,fd00::5", "198.18.0.5", "fd00::5", true)
+	f.Add("fd00::5,198.18.0.5", "198.18.0.5", "fd00::5", true)
+	f.Add("::", "198.18.0.5", "", true)
+	f.Add("0.0.0.0", "198.18.0.5", "", true)
+	f.Add("198.18.0.5,198.18.0.6", "198.18.0.5", "", true)
+	f.Add("not-an-ip", "198.18.0.5", "", true)
 	f.Add("", "", "", false)
 	f.Fuzz(func(t *testing.T, annotation, cloudV4, cloudV6 string, set bool) {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}

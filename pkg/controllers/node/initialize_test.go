@@ -106,7 +106,7 @@ func TestInitialized(t *testing.T) {
 }
 
 func TestDesiredAddresses(t *testing.T) {
-	cloudDual := addrList("InternalIP", "10.0.0.1", "InternalIP", "fd00::1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal")
+	cloudDual := addrList("InternalIP", "198.18.0.1", "InternalIP", "fd00::1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal")
 	tests := []struct {
 		name    string
 		node    *corev1.Node
@@ -121,13 +121,13 @@ func TestDesiredAddresses(t *testing.T) {
 		}), cloud: cloudDual, want: append(slices.Clone(cloudDual), addrList("Hostname", "host1")...), wantOK: true},
 		{name: "cloud hostname wins over kubelet's", node: makeNode(func(n *corev1.Node) {
 			n.Status.Addresses = addrList("Hostname", "host1")
-		}), cloud: addrList("InternalIP", "10.0.0.1", "Hostname", "cloudhost"), want: addrList("InternalIP", "10.0.0.1", "Hostname", "cloudhost"), wantOK: true},
+		}), cloud: addrList("InternalIP", "198.18.0.1", "Hostname", "cloudhost"), want: addrList("InternalIP", "198.18.0.1", "Hostname", "cloudhost"), wantOK: true},
 		{name: "provided IPv4 node IP", node: makeNode(func(n *corev1.Node) {
-			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "10.0.0.1"}
-		}), cloud: cloudDual, want: addrList("InternalIP", "10.0.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "198.18.0.1"}
+		}), cloud: cloudDual, want: addrList("InternalIP", "198.18.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
 		{name: "provided dual-stack node IPs", node: makeNode(func(n *corev1.Node) {
-			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "fd00::1,10.0.0.1"}
-		}), cloud: cloudDual, want: addrList("InternalIP", "fd00::1", "InternalIP", "10.0.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "fd00::1,198.18.0.1"}
+		}), cloud: cloudDual, want: addrList("InternalIP", "fd00::1", "InternalIP", "198.18.0.1", "ExternalIP", "203.0.113.1", "InternalDNS", "n1.internal"), wantOK: true},
 		{name: "provided node IP unknown to the cloud", node: makeNode(func(n *corev1.Node) {
 			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "192.0.2.1"}
 		}), cloud: cloudDual, wantErr: true},
@@ -149,11 +149,11 @@ func TestDesiredAddresses(t *testing.T) {
 }
 
 func TestAddressesEqualDualStackIsStable(t *testing.T) {
-	a := addrList("InternalIP", "10.0.0.1", "InternalIP", "fd00::1")
+	a := addrList("InternalIP", "198.18.0.1", "InternalIP", "fd00::1")
 	if !addressesEqual(a, slices.Clone(a)) {
 		t.Error("identical dual-stack lists compare unequal: every refresh would rewrite the node")
 	}
-	if addressesEqual(a, addrList("InternalIP", "fd00::1", "InternalIP", "10.0.0.1")) {
+	if addressesEqual(a, addrList("InternalIP", "fd00::1", "InternalIP", "198.18.0.1")) {
 		t.Error("reordered lists compare equal, but order picks the node IP")
 	}
 }
@@ -194,7 +194,7 @@ func TestInitializationPatch(t *testing.T) {
 	t.Run("a concurrent unrelated change does not matter", func(t *testing.T) {
 		node := makeNode()
 		current := node.DeepCopy()
-		current.Spec.PodCIDRs = []string{"10.0.0.0/24"}
+		current.Spec.PodCIDRs = []string{"198.18.0.0/24"}
 		current.ResourceVersion = "2"
 		got, err := apply(t, current, node)
 		if err != nil || len(got.Spec.PodCIDRs) != 1 || isUninitialized(got) {

@@ -180,13 +180,13 @@ func TestProvidedNodeIP(t *testing.T) {
 func TestKeepsKubeletHostnameWhenCloudHasNone(t *testing.T) {
 	cloud := testenv.StartCloud(t)
 	name := testenv.Name("nohost")
-	if _, err := cloud.Create(simcloud.CreateRequest{Name: name, Addresses: []simcloud.Address{{Type: "InternalIP", Address: "10.9.0.1"}}}); err != nil {
+	if _, err := cloud.Create(simcloud.CreateRequest{Name: name, Addresses: []simcloud.Address{{Type: "InternalIP", Address: "198.18.9.1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.CreateNode(t, name, nil)
 	testenv.StartOutrigger(t, cloud)
 	node := waitInitialized(t, name)
-	if want := addrs("InternalIP", "10.9.0.1", "Hostname", name); !slices.Equal(node.Status.Addresses, want) {
+	if want := addrs("InternalIP", "198.18.9.1", "Hostname", name); !slices.Equal(node.Status.Addresses, want) {
 		t.Errorf("addresses = %v, want %v", node.Status.Addresses, want)
 	}
 }
@@ -270,12 +270,12 @@ func TestAddressRefreshUsesBatchCalls(t *testing.T) {
 		t.Errorf("%d batch calls in %s at a 300ms period: more than one per period", calls.ByOp["BatchGetInstances"], elapsed)
 	}
 
-	newAddrs := []simcloud.Address{{Type: "InternalIP", Address: "10.99.0.1"}, {Type: "ExternalIP", Address: "203.0.113.7"}}
+	newAddrs := []simcloud.Address{{Type: "InternalIP", Address: "198.18.99.1"}, {Type: "ExternalIP", Address: "203.0.113.7"}}
 	if err := cloud.SetAddresses(ids[3], newAddrs); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "addresses refreshed", func() (bool, error) {
 		got := testenv.GetNode(t, names[3]).Status.Addresses
-		return slices.Equal(got, addrs("InternalIP", "10.99.0.1", "ExternalIP", "203.0.113.7", "Hostname", names[3])), nil
+		return slices.Equal(got, addrs("InternalIP", "198.18.99.1", "ExternalIP", "203.0.113.7", "Hostname", names[3])), nil
 	})
 }

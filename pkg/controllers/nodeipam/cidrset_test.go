@@ -14,12 +14,12 @@ func TestCIDRSet(t *testing.T) {
 		total   int
 		wantErr bool
 	}{
-		{cluster: "10.244.0.0/16", mask: 24, want: []string{"10.244.0.0/24", "10.244.1.0/24", "10.244.2.0/24"}, total: 256},
-		{cluster: "10.0.0.0/30", mask: 31, want: []string{"10.0.0.0/31", "10.0.0.2/31"}, total: 2},
+		{cluster: "198.18.0.0/16", mask: 24, want: []string{"198.18.0.0/24", "198.18.1.0/24", "198.18.2.0/24"}, total: 256},
+		{cluster: "198.18.0.0/30", mask: 31, want: []string{"198.18.0.0/31", "198.18.0.2/31"}, total: 2},
 		{cluster: "fd00:10:244::/56", mask: 64, want: []string{"fd00:10:244::/64", "fd00:10:244:1::/64", "fd00:10:244:2::/64"}, total: 256},
 		{cluster: "fd00::/48", mask: 64, want: []string{"fd00::/64", "fd00:0:0:1::/64"}, total: 65536},
-		{cluster: "10.0.0.0/8", mask: 28, wantErr: true},
-		{cluster: "10.0.0.0/16", mask: 8, wantErr: true},
+		{cluster: "198.18.0.0/15", mask: 32, wantErr: true},
+		{cluster: "198.18.0.0/16", mask: 8, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.cluster, func(t *testing.T) {
@@ -54,29 +54,29 @@ func TestCIDRSet(t *testing.T) {
 }
 
 func TestOccupyIgnoresForeignCIDRs(t *testing.T) {
-	s, _ := newCIDRSet(netip.MustParsePrefix("10.244.0.0/16"), 24)
-	for _, p := range []string{"10.245.0.0/24", "10.244.0.0/25", "10.244.0.128/24", "fd00::/64"} {
+	s, _ := newCIDRSet(netip.MustParsePrefix("198.18.0.0/16"), 24)
+	for _, p := range []string{"198.19.0.0/24", "198.18.0.0/25", "198.18.0.128/24", "fd00::/64"} {
 		if s.occupy(netip.MustParsePrefix(p)) {
 			t.Errorf("occupied %s", p)
 		}
 	}
-	if !s.occupy(netip.MustParsePrefix("10.244.0.0/24")) {
+	if !s.occupy(netip.MustParsePrefix("198.18.0.0/24")) {
 		t.Fatal("did not occupy its own subnet")
 	}
-	if got, _ := s.allocate(); got.String() != "10.244.1.0/24" {
-		t.Errorf("allocated %s after occupying 10.244.0.0/24", got)
+	if got, _ := s.allocate(); got.String() != "198.18.1.0/24" {
+		t.Errorf("allocated %s after occupying 198.18.0.0/24", got)
 	}
 }
 
 func TestParseClusterCIDRs(t *testing.T) {
 	for in, ok := range map[string]bool{
-		"10.244.0.0/16":                    true,
-		"10.244.0.0/16,fd00:10:244::/56":   true,
-		"fd00:10:244::/56, 10.244.0.0/16":  true,
-		"10.244.0.0/16,10.245.0.0/16":      false,
-		"10.0.0.0/8,fd00::/48,10.1.0.0/16": false,
-		"10.244.0.0":                       false,
-		"":                                 false,
+		"198.18.0.0/16":                         true,
+		"198.18.0.0/16,fd00:10:244::/56":        true,
+		"fd00:10:244::/56, 198.18.0.0/16":       true,
+		"198.18.0.0/16,198.19.0.0/16":           false,
+		"198.18.0.0/16,fd00::/48,198.19.0.0/16": false,
+		"198.18.0.0":                            false,
+		"":                                      false,
 	} {
 		if _, err := ParseClusterCIDRs(in); (err == nil) != ok {
 			t.Errorf("ParseClusterCIDRs(%q) = %v", in, err)
@@ -85,7 +85,7 @@ func TestParseClusterCIDRs(t *testing.T) {
 }
 
 func TestAllocatorDualStackAllOrNothing(t *testing.T) {
-	a, err := newRangeAllocator([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("fd00::/127")}, 25, 128)
+	a, err := newRangeAllocator([]netip.Prefix{netip.MustParsePrefix("198.18.0.0/24"), netip.MustParsePrefix("fd00::/127")}, 25, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestAllocatorDualStackAllOrNothing(t *testing.T) {
 	}
 	a.release("a")
 	got, err := a.allocate("c")
-	if err != nil || got[0] != "10.0.0.0/25" || got[1] != "fd00::/128" {
+	if err != nil || got[0] != "198.18.0.0/25" || got[1] != "fd00::/128" {
 		t.Errorf("after release: %v, %v", got, err)
 	}
 }

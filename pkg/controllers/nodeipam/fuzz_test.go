@@ -12,12 +12,12 @@ import (
 // error naming the flag, never a panic, and what is allocated lies in the
 // cluster CIDR, has the node mask, and is never handed out twice.
 func FuzzClusterCIDRs(f *testing.F) {
-	f.Add("10.244.0.0/16", 24, 64, 5)
-	f.Add("10.244.0.0/16,fd00:10:244::/56", 24, 64, 300)
+	f.Add("198.18.0.0/16", 24, 64, 5)
+	f.Add("198.18.0.0/16,fd00:10:244::/56", 24, 64, 300)
 	f.Add("192.0.2.0/30", 31, 64, 3)
 	f.Add("::/0", 24, 128, 2)
-	f.Add("10.0.0.0/8,10.1.0.0/16", 24, 64, 1)
-	f.Add(" 10.0.0.1/33", 24, 64, 1)
+	f.Add("198.18.0.0/15,198.19.0.0/16", 24, 64, 1)
+	f.Add(" 198.18.0.1/33", 24, 64, 1)
 	f.Add("fd00::/8", 24, 120, 4)
 	f.Fuzz(func(t *testing.T, flag string, maskV4, maskV6, allocations int) {
 		cidrs, err := ParseClusterCIDRs(flag)

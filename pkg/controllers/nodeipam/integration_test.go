@@ -85,10 +85,10 @@ func TestAllocatesPodCIDRs(t *testing.T) {
 		flags   []string
 		want    []string // prefix per family, in order
 	}{
-		{name: "IPv4", cluster: "10.244.0.0/16", want: []string{"10.244.0.0/16:24"}},
+		{name: "IPv4", cluster: "198.18.0.0/16", want: []string{"198.18.0.0/16:24"}},
 		{name: "IPv6", cluster: "fd00:10:244::/56", want: []string{"fd00:10:244::/56:64"}},
-		{name: "dual-stack", cluster: "10.244.0.0/16,fd00:10:244::/56", flags: []string{"--node-cidr-mask-size-ipv4=26", "--node-cidr-mask-size-ipv6=72"},
-			want: []string{"10.244.0.0/16:26", "fd00:10:244::/56:72"}},
+		{name: "dual-stack", cluster: "198.18.0.0/16,fd00:10:244::/56", flags: []string{"--node-cidr-mask-size-ipv4=26", "--node-cidr-mask-size-ipv6=72"},
+			want: []string{"198.18.0.0/16:26", "fd00:10:244::/56:72"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,17 +114,17 @@ func TestAllocatesPodCIDRs(t *testing.T) {
 
 func TestNoDuplicatesUnderConcurrentJoins(t *testing.T) {
 	cloud := testenv.StartCloud(t)
-	testenv.StartOutrigger(t, cloud, ipamFlags("10.100.0.0/16,fd00:100::/56")...)
+	testenv.StartOutrigger(t, cloud, ipamFlags("198.18.0.0/16,fd00:100::/56")...)
 	got := waitCIDRs(t, createNodes(t, "storm", 200))
 	assertUnique(t, got)
 }
 
 func TestRebuildsStateAfterRestart(t *testing.T) {
 	cloud := testenv.StartCloud(t)
-	first := testenv.StartOutrigger(t, cloud, ipamFlags("10.101.0.0/16")...)
+	first := testenv.StartOutrigger(t, cloud, ipamFlags("198.18.0.0/17")...)
 	before := waitCIDRs(t, createNodes(t, "restart", 5))
 	first.Stop()
-	testenv.StartOutrigger(t, cloud, ipamFlags("10.101.0.0/16")...)
+	testenv.StartOutrigger(t, cloud, ipamFlags("198.18.0.0/17")...)
 	after := waitCIDRs(t, createNodes(t, "restart", 5))
 	assertUnique(t, before, after)
 }
@@ -234,7 +234,7 @@ func TestCloudAllocator(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.CreateNode(t, name, func(n *corev1.Node) {})
-	testenv.StartOutrigger(t, cloud, ipamFlags("10.200.0.0/16,fd00:200::/48", "--cidr-allocator-type=CloudAllocator")...)
+	testenv.StartOutrigger(t, cloud, ipamFlags("198.19.0.0/17,fd00:200::/48", "--cidr-allocator-type=CloudAllocator")...)
 	got := waitCIDRs(t, []string{name})[name]
 	want, _ := cloud.PodCIDRs(name)
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {

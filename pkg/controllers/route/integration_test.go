@@ -85,15 +85,15 @@ func TestRoutesFollowNodes(t *testing.T) {
 	// A route of this cluster's outside the cluster CIDR (someone else's
 	// job: upstream's rule keeps it), and a stale one of ours.
 	ours := map[string]string{"cluster": "kubernetes"}
-	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "192.168.0.0/24", Target: "gateway", Tags: ours}
-	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "10.110.99.0/24", Target: "gone", Tags: ours}
+	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "198.19.96.0/24", Target: "gateway", Tags: ours}
+	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "198.18.99.0/24", Target: "gone", Tags: ours}
 	for _, r := range []simcloud.Route{foreign, stale} {
 		if _, err := cloud.CreateRoute(r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	names := joinNodes(t, cloud, "rt", 3)
-	testenv.StartOutrigger(t, cloud, routeFlags("10.110.0.0/16,fd00:110::/56")...)
+	testenv.StartOutrigger(t, cloud, routeFlags("198.18.0.0/17,fd00:110::/56")...)
 	waitRouted(t, cloud, names)
 	for _, n := range names {
 		if got := routesByTarget(cloud)[n]; len(got) != 2 {
@@ -127,7 +127,7 @@ func TestRouteQuotaReachesTheNode(t *testing.T) {
 	cloud := testenv.StartCloud(t)
 	cloud.SetSettings(simcloud.Settings{MaxRoutes: 2})
 	names := joinNodes(t, cloud, "quota", 3)
-	testenv.StartOutrigger(t, cloud, routeFlags("10.111.0.0/16")...)
+	testenv.StartOutrigger(t, cloud, routeFlags("198.18.0.0/17")...)
 	var unrouted string
 	testenv.Eventually(t, 30*time.Second, "a FailedToCreateRoute event and NetworkUnavailable=True", func() (bool, error) {
 		for _, n := range names {
@@ -166,7 +166,7 @@ func TestRoutesDespiteCloudFaultsWithoutStorms(t *testing.T) {
 			if tc.heal > 0 {
 				time.AfterFunc(tc.heal, func() { cloud.SetSettings(simcloud.Settings{}) })
 			}
-			testenv.StartOutrigger(t, cloud, routeFlags("10.112.0.0/16", "--cloud-call-timeout=1s")...)
+			testenv.StartOutrigger(t, cloud, routeFlags("198.18.0.0/17", "--cloud-call-timeout=1s")...)
 			waitRouted(t, cloud, names)
 			calls := cloud.Calls().ByOp
 			// Five routes: a create that timed out or was throttled may be

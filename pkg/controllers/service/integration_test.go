@@ -187,7 +187,7 @@ func listeners(lb simcloud.LoadBalancer) string {
 
 func TestCreateUpdateDelete(t *testing.T) {
 	c := testenv.StartCloud(t)
-	n1 := node(t, "10.1.0.1", nil)
+	n1 := node(t, "198.18.1.1", nil)
 	startOutrigger(t, c)
 	ns := namespace(t)
 
@@ -209,7 +209,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 			}
 		}
 	}
-	if got := backendNames(lb); !slices.Equal(got, []string{n1}) || lb.Backends[0].Address != "10.1.0.1" {
+	if got := backendNames(lb); !slices.Equal(got, []string{n1}) || lb.Backends[0].Address != "198.18.1.1" {
 		t.Errorf("backends = %+v", lb.Backends)
 	}
 	waitEvents(t, "web", service.EventEnsuring, service.EventEnsured)
@@ -292,7 +292,7 @@ func deleteAndWait(t *testing.T, ns, name string) {
 
 func TestTypeChangeAwayFromLoadBalancer(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.1.0.2", nil)
+	node(t, "198.18.1.2", nil)
 	startOutrigger(t, c)
 	ns := namespace(t)
 	create(t, lbService(ns, "app", 80))
@@ -317,7 +317,7 @@ func TestTypeChangeAwayFromLoadBalancer(t *testing.T) {
 // balancer (no duplicate) and the Service gets its VIP.
 func TestCrashBetweenCloudCreateAndStatus(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.1.0.3", nil)
+	node(t, "198.18.1.3", nil)
 	created := make(chan simcloud.LoadBalancer, 1)
 	c.SetAfterPutHook(func(reqCtx context.Context, lb simcloud.LoadBalancer) {
 		select {
@@ -423,13 +423,13 @@ func TestLoadBalancerClass(t *testing.T) {
 
 func TestBackendNodes(t *testing.T) {
 	c := testenv.StartCloud(t)
-	plain := node(t, "10.2.0.1", nil)
-	node(t, "10.2.0.2", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
-	kept := node(t, "10.2.0.3", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "false" })
-	node(t, "10.2.0.4", func(n *corev1.Node) {
+	plain := node(t, "198.18.2.1", nil)
+	node(t, "198.18.2.2", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "true" })
+	kept := node(t, "198.18.2.3", func(n *corev1.Node) { n.Labels[corev1.LabelNodeExcludeBalancers] = "false" })
+	node(t, "198.18.2.4", func(n *corev1.Node) {
 		n.Spec.Taints = []corev1.Taint{{Key: service.ToBeDeletedTaint, Value: "1700000000", Effect: corev1.TaintEffectNoSchedule}}
 	})
-	notReady := node(t, "10.2.0.5", nil)
+	notReady := node(t, "198.18.2.5", nil)
 	testenv.SetReady(t, notReady, false)
 	startOutrigger(t, c)
 	ns := namespace(t)
@@ -581,7 +581,7 @@ func patchNode(t *testing.T, name string, mutate func(*corev1.Node)) {
 // Service, counted at the cloud, not one per node event.
 func TestNodeEventsAreCoalesced(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.3.0.1", nil)
+	node(t, "198.18.3.1", nil)
 	startOutrigger(t, c)
 	ns := namespace(t)
 	const services, joins = 5, 40
@@ -595,7 +595,7 @@ func TestNodeEventsAreCoalesced(t *testing.T) {
 	}
 	c.ResetCalls()
 	for i := range joins {
-		node(t, fmt.Sprintf("10.3.1.%d", i+1), nil)
+		node(t, fmt.Sprintf("198.18.3.%d", i+101), nil)
 	}
 	testenv.Eventually(t, 30*time.Second, "every load balancer has all nodes", func() (bool, error) {
 		for _, s := range svcs {
@@ -641,7 +641,7 @@ func condition(t *testing.T, ns, name string) *metav1.Condition {
 
 func TestQuotaExceeded(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.4.0.1", nil)
+	node(t, "198.18.4.1", nil)
 	c.SetSettings(simcloud.Settings{MaxLoadBalancers: 1})
 	startOutrigger(t, c)
 	ns := namespace(t)
@@ -662,7 +662,7 @@ func TestQuotaExceeded(t *testing.T) {
 
 func TestMalformedAnnotation(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.5.0.1", nil)
+	node(t, "198.18.5.1", nil)
 	startOutrigger(t, c)
 	ns := namespace(t)
 	bad := lbService(ns, "bad", 80)
@@ -686,7 +686,7 @@ func TestMalformedAnnotation(t *testing.T) {
 // exactly one load balancer.
 func TestCloudFaults(t *testing.T) {
 	c := testenv.StartCloud(t)
-	node(t, "10.6.0.1", nil)
+	node(t, "198.18.6.1", nil)
 	c.SetSettings(simcloud.Settings{Hang: true})
 	startOutrigger(t, c, "--cloud-call-timeout=1s")
 	ns := namespace(t)
@@ -750,7 +750,7 @@ func TestClassChangedWhileDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testenv.StartCloud(t)
-			node(t, "10.1.0.9", nil)
+			node(t, "198.18.1.9", nil)
 			first := startOutrigger(t, c, "--load-balancer-class="+own)
 			ns := namespace(t)
 			svc := lbService(ns, "moving", 80)

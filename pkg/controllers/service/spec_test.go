@@ -36,7 +36,7 @@ func TestSpecFingerprint(t *testing.T) {
 			s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Protocol: corev1.ProtocolUDP, Port: 53, NodePort: 30053})
 		}, true},
 		{"node port changed", func(s *corev1.Service) { s.Spec.Ports[0].NodePort = 30081 }, true},
-		{"source ranges", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"} }, true},
+		{"source ranges", func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"198.18.0.0/15"} }, true},
 		{"affinity", func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP }, true},
 		{"affinity timeout", func(s *corev1.Service) {
 			s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](60)}}
