@@ -1,11 +1,12 @@
 # The two commands a newcomer needs are `make dev` and `make test`; the rest
 # are what they are built from.
 
-K8S_VERSION := v1.36.3
+K8S_VERSION := v1.37.2
+K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
 # Same place as pkg/dev/controlplane.AssetsDir: built once per machine.
 ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger/controlplane-$(K8S_VERSION))
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
-	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 NODES ?= 3
 export OUTRIGGER_ASSETS := $(ASSETS)
 
@@ -233,13 +234,15 @@ $(ASSETS)/e2e.test:
 ## OpenBSD nc, curl and GNU wget from this machine's Debian packages, with their libraries),
 ## and pause. Not busybox's sh: it runs its own applets before PATH (its nc lacks -v); not its
 ## wget: the static build crashes resolving an address.
+# agnhost's own version in that source (test/images/agnhost/VERSION), the tag the suite asks for.
+E2E_AGNHOST_VERSION := 2.66.1
 E2E_DEBS := busybox-static netcat-openbsd curl wget
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
 $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go controlplane/images/e2e/wgetrc
 	@dpkg -s $(E2E_DEBS) >/dev/null 2>&1 || { echo "e2e-images: installing $(E2E_DEBS) (Debian): the suite runs /bin/sh, nc, wget and curl inside agnhost"; \
 		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
 	@mkdir -p $(dir $@)
-	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:2.63.0 -o $@ \
+	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:$(E2E_AGNHOST_VERSION) -o $@ \
 		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
 		-host-binary /usr/bin/curl=/usr/bin/curl -host-binary /usr/bin/wget=/usr/bin/wget \
 		-file ../controlplane/images/e2e/wgetrc=/etc/wgetrc -cmd pause -- /agnhost

@@ -82,7 +82,7 @@ func kubeletNodes(n int) []*corev1.Node {
 				Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}, {Type: corev1.NodeInternalDNS, Address: name}},
 				DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 				NodeInfo: corev1.NodeSystemInfo{MachineID: fmt.Sprintf("%032x", i), SystemUUID: fmt.Sprintf("ec2c0ffe-0000-0000-0000-%012x", i), BootID: "6f1b2c3d-0000-4000-8000-000000000000",
-					KernelVersion: "6.1.0-1.x86_64", OSImage: "Linux 2026", ContainerRuntimeVersion: "containerd://2.1.0", KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"},
+					KernelVersion: "6.1.0-1.x86_64", OSImage: "Linux 2026", ContainerRuntimeVersion: "containerd://2.1.0", KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64"},
 				Images: images,
 			},
 		}

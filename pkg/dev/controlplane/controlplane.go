@@ -21,7 +21,7 @@ import (
 )
 
 // KubernetesVersion is the version of the API server the module builds.
-const KubernetesVersion = "v1.36.3"
+const KubernetesVersion = "v1.37.2"
 
 // binaries the control plane needs in the assets directory.
 var binaries = []string{"etcd", "kube-apiserver", "kubectl"}

@@ -150,7 +150,7 @@ func NewNode(name string) *corev1.Node {
 		Status: corev1.NodeStatus{
 			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}},
 			Conditions: []corev1.NodeCondition{readyCondition(true, now)},
-			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.36.3", OperatingSystem: "linux", Architecture: "amd64"},
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", OperatingSystem: "linux", Architecture: "amd64"},
 		},
 	}
 }
