@@ -224,7 +224,7 @@ var (
 func (p *Provider) SetInformers(factory informers.SharedInformerFactory) {
 	hold := func(obj any) {
 		if svc, ok := obj.(*corev1.Service); ok {
-			p.lbs.holdStatus(svc.UID, svc)
+			p.lbs.vips.holdStatus(svc.UID, svc)
 		}
 	}
 	reg, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -235,12 +235,12 @@ func (p *Provider) SetInformers(factory informers.SharedInformerFactory) {
 				obj = d.Obj
 			}
 			if svc, ok := obj.(*corev1.Service); ok {
-				p.lbs.holdStatus(svc.UID, nil)
+				p.lbs.vips.holdStatus(svc.UID, nil)
 			}
 		},
 	})
 	if err == nil {
-		p.lbs.heldSynced.Store(&reg)
+		p.lbs.vips.heldSynced.Store(&reg)
 	}
 }
 
