@@ -97,7 +97,7 @@ controllerLeaders:
 		t.Fatal(err)
 	}
 	testenv.CreateNode(t, name, func(n *corev1.Node) {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.9.0.1"})
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "198.18.9.1"})
 	})
 	testenv.Eventually(t, 30*time.Second, "node initialized under the main lease", func() (bool, error) {
 		return testenv.GetNode(t, name).Spec.ProviderID != "", nil

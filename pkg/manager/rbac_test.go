@@ -340,7 +340,7 @@ func exerciseEveryController(t *testing.T, flags ...string) {
 		t.Fatal(err)
 	}
 	o := testenv.StartOutrigger(t, cloud, append([]string{"--kubeconfig=" + saKubeconfig, "--leader-elect=true",
-		"--allocate-node-cidrs", "--cluster-cidr=10.120.0.0/16,fd00:120::/56", "--route-reconciliation-period=500ms",
+		"--allocate-node-cidrs", "--cluster-cidr=198.18.128.0/17,fd00:120::/56", "--route-reconciliation-period=500ms",
 		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--permit-port-sharing"},
 		flags...)...)
 

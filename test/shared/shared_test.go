@@ -285,7 +285,7 @@ func TestTwoClustersOneCloud(t *testing.T) {
 	other := testenv.StartSecondControlPlane(t)
 	flags := func(name string) []string {
 		return []string{"--cluster-name=" + name, "--controllers=service-lb-controller,node-route-controller,node-ipam-controller",
-			"--allocate-node-cidrs=true", "--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16",
+			"--allocate-node-cidrs=true", "--configure-cloud-routes=true", "--cluster-cidr=198.18.64.0/18",
 			"--route-reconciliation-period=1s"}
 	}
 	type side struct {

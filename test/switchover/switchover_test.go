@@ -33,7 +33,7 @@ var ctx = context.Background()
 // The flags both CCMs run with: the same controllers, cluster CIDR and
 // periods.
 var common = []string{
-	"--cluster-cidr=10.244.0.0/16", "--allocate-node-cidrs=true", "--configure-cloud-routes=true",
+	"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=true",
 	"--route-reconciliation-period=1s", "--node-monitor-period=1s",
 	"--controllers=cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller,node-route-controller",
 }
@@ -166,7 +166,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 		}
 		// The pod CIDRs a kube-controller-manager would have given.
 		testenv.CreateNode(t, name, func(n *corev1.Node) {
-			cidr := fmt.Sprintf("10.244.%d.0/24", i+1)
+			cidr := fmt.Sprintf("198.18.%d.0/24", 64+i+1)
 			n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
 		})
 		nodes = append(nodes, name)
