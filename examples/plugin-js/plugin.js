@@ -131,7 +131,7 @@ function handlers(cloud) {
         return fail(cb, grpc.status.UNKNOWN, `load balancer quota of ${cloud.maxLoadBalancers} used up`, 'QuotaExceeded');
       }
       const n = cloud.nextIP++;
-      lb = { ip: `100.64.${n >> 8}.${n & 255}` };
+      lb = { ip: `127.100.${n >> 8}.${n & 255}` };
       cloud.loadBalancers.set(name, lb);
     }
     lb.ports = (service.spec.ports || []).map((p) => `${p.protocol}/${p.port}->${p.nodePort}`);

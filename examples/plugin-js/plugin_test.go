@@ -120,7 +120,7 @@ func TestOutriggerWithTheJavaScriptPlugin(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, "load balancer from the JavaScript plugin", func() (bool, error) {
 		s, err := testenv.Client.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
-		return err == nil && len(s.Status.LoadBalancer.Ingress) == 1 && strings.HasPrefix(s.Status.LoadBalancer.Ingress[0].IP, "100.64."), err
+		return err == nil && len(s.Status.LoadBalancer.Ingress) == 1 && strings.HasPrefix(s.Status.LoadBalancer.Ingress[0].IP, "127.100."), err
 	})
 	if err := testenv.Client.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func TestProviderGuideExample(t *testing.T) {
 	}
 	name := testenv.Name("metal")
 	cfg := filepath.Join(dir, "machines.yaml")
-	machines := "machines:\n- name: " + name + "\n  instanceType: metal.large\n  zone: rack-a\n  region: dc-1\n  internalIPs: [10.0.0.1, fd00::1]\n"
+	machines := "machines:\n- name: " + name + "\n  instanceType: metal.large\n  zone: rack-a\n  region: dc-1\n  internalIPs: [198.18.0.1, fd00::1]\n"
 	if err := os.WriteFile(cfg, []byte(machines), 0o600); err != nil {
 		t.Fatal(err)
 	}

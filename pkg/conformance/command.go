@@ -117,7 +117,7 @@ func NewCommand(reg *provider.Registry) *cobra.Command {
 	cmd.Flags().StringVar(&junit, "junit", "", "Also write the results as JUnit XML to this file.")
 	cmd.Flags().DurationVar(&timeout, "call-timeout", 10*time.Second, "Deadline of every call.")
 	cmd.Flags().DurationVar(&connect, "connect-timeout", 10*time.Second, "How long to wait for the plugin to answer at all.")
-	cmd.Flags().StringVar(&cidr, "route-cidr", "", "Destination of the test route (default: a random /32 in 100.127.0.0/16).")
+	cmd.Flags().StringVar(&cidr, "route-cidr", "", "Destination of the test route (default: a random /32 in 198.18.192.0/19).")
 	return cmd
 }
 

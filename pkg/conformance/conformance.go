@@ -32,7 +32,8 @@ type Options struct {
 	// ClusterName is passed to load balancer and route calls.
 	ClusterName string
 	// RouteCIDR is the destination of the test route. Default: a random
-	// /32 in 100.127.0.0/16.
+	// /32 in 198.18.192.0/19 (the benchmarking range, which no real
+	// network uses).
 	RouteCIDR string
 }
 
@@ -103,7 +104,7 @@ func Run(ctx context.Context, p cloudprovider.Interface, opts Options) []Result 
 		opts.ClusterName = "outrigger-conformance"
 	}
 	if opts.RouteCIDR == "" {
-		opts.RouteCIDR = fmt.Sprintf("100.127.%d.%d/32", rand.IntN(256), rand.IntN(256))
+		opts.RouteCIDR = fmt.Sprintf("198.18.%d.%d/32", 192+rand.IntN(32), rand.IntN(256))
 	}
 	s := &suite{p: p, opts: opts}
 	s.identity(ctx)
@@ -249,7 +250,7 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 	cluster := s.opts.ClusterName
 	nodes := s.opts.Nodes
 	if len(nodes) == 0 {
-		nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "conformance-node"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.255.0.1"}}}}}
+		nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "conformance-node"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.254.1"}}}}}
 	}
 	svc := testService()
 	s.run(ctx, cap, "a new Service has no load balancer", func(ctx context.Context) error {

@@ -255,7 +255,7 @@ func TestPools(t *testing.T) {
 }
 
 func TestParseRangesRejects(t *testing.T) {
-	for _, spec := range []string{"nocidr", "x=300.0.0.0/8", "x=10.0.0.0/16@8", "x=10.0.0.0/16@33", "x=10.0.0.0/16@abc"} {
+	for _, spec := range []string{"nocidr", "x=300.0.0.0/8", "x=198.18.0.0/16@8", "x=198.18.0.0/16@33", "x=198.18.0.0/16@abc"} {
 		if _, err := ParseRanges([]string{spec}); err == nil {
 			t.Errorf("%q: no error", spec)
 		}

@@ -21,8 +21,8 @@ import (
 // what does not decode is an error that says what it expected.
 func FuzzWireToProvider(f *testing.F) {
 	md, _ := proto.Marshal(&pluginpb.InstanceMetadata{ProviderId: "sim://1", Zone: "z",
-		NodeAddresses: []*pluginpb.NodeAddress{{Type: "InternalIP", Address: "10.0.0.1"}}})
-	route, _ := proto.Marshal(&pluginpb.Route{Name: "r", TargetNode: "n", DestinationCidr: "10.244.0.0/24"})
+		NodeAddresses: []*pluginpb.NodeAddress{{Type: "InternalIP", Address: "198.18.0.1"}}})
+	route, _ := proto.Marshal(&pluginpb.Route{Name: "r", TargetNode: "n", DestinationCidr: "198.18.0.0/24"})
 	f.Add(md, []byte(`{"metadata":{"name":"n"}}`), uint32(codes.ResourceExhausted), "slow down", "250", "")
 	f.Add(route, []byte(`{"ingress":[{"ip":"192.0.2.1"}]}`), uint32(codes.NotFound), "gone", "", ReasonImplementedElsewhere)
 	f.Add([]byte{0x0a, 0xff}, []byte(`{"spec":{"ports":[{"port":"x"}]}}`), uint32(99), "", "-5", "InvalidAnnotation")

@@ -18,7 +18,7 @@ func TestInstancesV1ProviderIsAdapted(t *testing.T) {
 	v1Cloud := func(mutate func(*fake.Cloud)) *fake.Cloud {
 		c := &fake.Cloud{
 			ExistsByProviderID: true,
-			Addresses:          []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.1.1"}},
+			Addresses:          []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.1.1"}},
 			ExtID:              map[types.NodeName]string{"a": "id-a"},
 			ExtIDErr:           map[types.NodeName]error{"nobody": cloudprovider.InstanceNotFound},
 			InstanceTypes:      map[types.NodeName]string{"a": "big"},

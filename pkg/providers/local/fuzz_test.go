@@ -40,9 +40,9 @@ func FuzzCloudConfig(f *testing.F) {
 // local balancer's configuration: a malformed value is an error with a
 // reason (the controller's Event on the Service), never a panic.
 func FuzzServiceAnnotations(f *testing.F) {
-	f.Add("10.0.0.0/8", "", "TCP", int32(30080), int32(0), true)
+	f.Add("198.18.0.0/15", "", "TCP", int32(30080), int32(0), true)
 	f.Add("not-a-cidr", "", "UDP", int32(30080), int32(10), true)
-	f.Add("", "10.0.0.1/33", "SCTP", int32(0), int32(-1), false)
+	f.Add("", "198.18.0.1/33", "SCTP", int32(0), int32(-1), false)
 	f.Add("::/0,", " 192.0.2.0/24", "TCP", int32(1), int32(86401), true)
 	f.Fuzz(func(t *testing.T, rangesAnnotation, rangesSpec, protocol string, nodePort, affinityTimeout int32, affinity bool) {
 		svc := &corev1.Service{

@@ -324,7 +324,7 @@ func TestVIPChoice(t *testing.T) {
 		t.Fatalf("taken loadBalancerIP: err %v (reason %s)", err, provider.Reason(err))
 	}
 	outside := service("outside", tcpPort(freeport.Get(t), np))
-	outside.Spec.LoadBalancerIP = "10.9.9.9"
+	outside.Spec.LoadBalancerIP = "198.18.9.9"
 	if _, err := lbs.EnsureLoadBalancer(ctx, "c", outside, nil); err == nil || !strings.Contains(err.Error(), "not in the pool") {
 		t.Fatalf("loadBalancerIP outside the pool: %v", err)
 	}
@@ -402,7 +402,7 @@ func TestPoolExhausted(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	tests := []struct{ config, want string }{
-		{"pool: 10.0.0.0/33\n", "pool"},
+		{"pool: 198.18.0.0/33\n", "pool"},
 		{"pool: 127.0.0.1/32\n", "holds no usable address"},
 		{"healthCheck: {interval: soon}\n", "healthCheck.interval"},
 		{"healthCheck: {kubeProxyPort: 70000}\n", "not a port"},
