@@ -20,6 +20,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/pkg/eventqueue"
 )
 
 // With --use-service-account-credentials each controller writes as its own
@@ -122,11 +123,13 @@ func (m *identityManager) GetClient() client.Client { return m.client }
 
 //nolint:staticcheck // core/v1 Events, as upstream writes them
 func (m *identityManager) GetEventRecorderFor(name string) record.EventRecorder {
-	return m.events.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: name})
+	return m.events.queue.Recorder(corev1.EventSource{Component: name})
 }
 
-// eventSink sends one identity's Events while the manager runs.
+// eventSink sends one identity's Events while the manager runs, through a
+// queue that counts the Events a storm drops.
 type eventSink struct {
+	queue       *eventqueue.Queue
 	broadcaster record.EventBroadcaster
 	client      kubernetes.Interface
 }
@@ -145,12 +148,13 @@ func newEventSink(cfg *rest.Config, opts *Options) (*eventSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for Events: %w", err)
 	}
-	return &eventSink{broadcaster: record.NewBroadcaster(), client: cs}, nil
+	q, b := eventqueue.New(scheme.Scheme)
+	return &eventSink{queue: q, broadcaster: b, client: cs}, nil
 }
 
 func (e *eventSink) Start(ctx context.Context) error {
 	w := e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.client.CoreV1().Events("")})
-	<-ctx.Done()
+	e.queue.Run(ctx)
 	w.Stop()
 	e.broadcaster.Shutdown()
 	return nil
