@@ -249,7 +249,9 @@ func createNodes(ctx context.Context, client kubernetes.Interface, from, to int)
 		n := kubeletsim.NewNode(nodeName(i))
 		n.Spec.Taints = nil
 		n.Spec.ProviderID = "sim://" + n.Name
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)})
+		// The i-th address of the sim cloud's instance range,
+		// 198.19.128.0/17, apart from the VIPs.
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("198.19.%d.%d", 128|i>>8&127, i&255)})
 		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			failed.Store(err)
 		}

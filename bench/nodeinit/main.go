@@ -123,8 +123,11 @@ func (c config) providerName() string {
 	return sim.ProviderName
 }
 
-// networkFlags turn on IPAM and routes with room for 16,384 nodes.
-var networkFlags = []string{"--allocate-node-cidrs", "--cluster-cidr=10.0.0.0/12,fd00:10::/48", "--node-cidr-mask-size-ipv4=26"}
+// networkFlags turn on IPAM and routes with room for 16,384 nodes: 2^14
+// IPv4 node CIDRs of one address each (the benchmark counts CIDRs and
+// routes, not pods), from a range apart from the instances' addresses, the
+// VIPs and the Service CIDR.
+var networkFlags = []string{"--allocate-node-cidrs", "--cluster-cidr=198.18.64.0/18,fd00:10::/48", "--node-cidr-mask-size-ipv4=32"}
 
 // env is the control plane the runs share.
 type env struct {
