@@ -1,8 +1,8 @@
 // Package addresses_test checks that no tracked file names an IPv4 address
-// or prefix from a private range (10.0.0.0/8, 172.16.0.0/12,
-// 192.168.0.0/16) or from the shared address space (100.64.0.0/10): what a
-// test, demo, default or doc configures is on loopback or from
-// 198.18.0.0/15, which no real network the project runs next to uses.
+// or prefix from a private range (RFC 1918) or from the shared address
+// space (RFC 6598): what a test, demo, default or doc configures is on
+// loopback or from 198.18.0.0/15, which no real network the project runs
+// next to uses.
 package addresses_test
 
 import (
