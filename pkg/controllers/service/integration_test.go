@@ -849,3 +849,73 @@ func TestOrphanSweep(t *testing.T) {
 	}
 	deleteAndWait(t, ns, "again") // while this Outrigger runs
 }
+
+// Nodes joining (tainted uninitialized, no providerID yet) while others
+// leave: each load balancer is updated once, when the joining nodes are
+// initialized, rather than once for the burst and again for every node
+// that gets its providerID.
+func TestJoiningNodesMakeOneUpdate(t *testing.T) {
+	c := testenv.StartCloud(t)
+	var leaving []string
+	for i := range 2 {
+		leaving = append(leaving, node(t, fmt.Sprintf("198.18.4.%d", i+1), nil))
+	}
+	staying := node(t, "198.18.4.10", nil)
+	startOutrigger(t, c)
+	ns := namespace(t)
+	const services, joins = 3, 4
+	var svcs []*corev1.Service
+	for i := range services {
+		create(t, lbService(ns, fmt.Sprintf("j%d", i), 80))
+	}
+	for i := range services {
+		s, _ := waitProvisioned(t, c, ns, fmt.Sprintf("j%d", i))
+		svcs = append(svcs, s)
+	}
+	c.ResetCalls()
+
+	// The churn: two nodes leave, four join as a kubelet registers them.
+	for _, n := range leaving {
+		if err := testenv.Client.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var joined []string
+	for i := range joins {
+		name := testenv.Name("join")
+		testenv.CreateNode(t, name, func(n *corev1.Node) {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("198.18.4.%d", i+101)}}
+		})
+		joined = append(joined, name)
+	}
+	// Their CCM initializes them one by one, more than a node sync window
+	// apart: the pace of a cloud slower than the joins.
+	for _, name := range joined {
+		time.Sleep(1500 * time.Millisecond)
+		n := testenv.GetNode(t, name)
+		n.Spec.ProviderID = "sim://" + name
+		n.Spec.Taints = nil
+		if _, err := testenv.Client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := append([]string{staying}, joined...)
+	slices.Sort(want)
+	testenv.Eventually(t, 60*time.Second, "every load balancer's backends the staying and joined nodes", func() (bool, error) {
+		for _, s := range svcs {
+			lb, _ := cloudLB(c, s)
+			var got []string
+			for _, b := range lb.Backends {
+				got = append(got, b.Node)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if got := c.Calls().ByOp["SetBackends"]; got != services {
+		t.Errorf("the churn made %d backend updates for %d load balancers, want one each", got, services)
+	}
+}

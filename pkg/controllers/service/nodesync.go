@@ -3,12 +3,14 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,6 +25,13 @@ import (
 // controller remembers provisioning; each then updates only if its own
 // backend set changed, so a burst of joins and leaves costs one
 // UpdateLoadBalancer per Service at most.
+//
+// A round also waits, at most JoinWait, for joining nodes: nodes still
+// tainted uninitialized without a providerID, created less than JoinWait
+// ago. Upstream counts them as backends at once and updates every load
+// balancer again when they get their providerID; waiting makes a burst of
+// joins, and the leaves that come with it, one update per load balancer,
+// and gives the provider nodes it can resolve.
 //
 // It watches Nodes through the manager's cache, so the controller waits
 // for that cache to sync before its workers start, and its window's timer
@@ -113,6 +122,9 @@ func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		case <-window.C:
 		}
+		if !f.awaitJoining(ctx, time.Now()) {
+			return
+		}
 		// Changes made during the window are part of this round.
 		select {
 		case <-f.changed:
@@ -124,6 +136,59 @@ func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 			q.Add(reconcile.Request{NamespacedName: k})
 		}
 	}
+}
+
+// JoinWait bounds how long a node sync round waits for joining nodes to be
+// initialized, counted from the end of its window and from each node's
+// creation: a node that stays uninitialized holds no round for longer.
+const JoinWait = 30 * time.Second
+
+// awaitJoining waits until no backend node is joining, or JoinWait after
+// began; it returns false when ctx ended.
+func (f *nodeFanOut) awaitJoining(ctx context.Context, began time.Time) bool {
+	for {
+		nodes, _, err := f.backends.get(ctx)
+		if err != nil {
+			// The round's reconciles meet and report the same error.
+			return ctx.Err() == nil
+		}
+		until := time.Time{}
+		for _, n := range nodes {
+			if t := n.CreationTimestamp.Add(JoinWait); joining(n) && t.After(until) {
+				until = t
+			}
+		}
+		until = minTime(until, began.Add(JoinWait))
+		wait := time.Until(until)
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-f.changed:
+			// A joining node may have got its providerID: look again.
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// joining reports whether node is being initialized by a cloud provider:
+// tainted uninitialized, without a providerID yet.
+func joining(node *corev1.Node) bool {
+	return node.Spec.ProviderID == "" && slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // syncRounds times node sync rounds for nodesync_latency_seconds: the
