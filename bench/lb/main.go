@@ -27,7 +27,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -138,7 +138,7 @@ func once(ctx context.Context, cfg config, upstream bool) (result, error) {
 		opts.Kubeconfig, opts.CloudProvider, opts.CloudConfig = kubeconfig, sim.ProviderName, cloudConfig
 		opts.Serving.BindPort, opts.LeaderElect = 0, false
 		opts.Controllers = []string{"service-lb-controller"}
-		reg := providers.NewRegistry()
+		reg := provider.NewRegistry()
 		reg.Register(sim.ProviderName, sim.New)
 		done, err = benchenv.StartOutrigger(runCtx, opts, cfg.outriggerFlags, reg)
 	}

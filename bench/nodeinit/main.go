@@ -32,7 +32,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -361,7 +361,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	opts.Serving.BindPort = 0
 	opts.LeaderElectResourceName = lease
 	opts.NodeStatusUpdateFrequency = refresh
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	grpcConfig, err := servePlugin(ctx, cloudConfig)
 	if err != nil {
 		return nil, err

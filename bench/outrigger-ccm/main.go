@@ -11,12 +11,12 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
 func main() {
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	reg.Register(sim.ProviderName, sim.New)
 	reg.Register(upstreamfake.ProviderName, upstreamfake.New)
 	os.Exit(manager.Main(reg))

@@ -13,7 +13,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // TestEveryUpstreamFlagIsAccepted builds the upstream cloud-controller-manager
@@ -22,7 +22,7 @@ import (
 // an upstream manifest's arguments parse and mean the same.
 func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 	upstream := upstreamCommand(t)
-	ours := manager.NewCommand(providers.NewRegistry())
+	ours := manager.NewCommand(provider.NewRegistry())
 
 	n := 0
 	upstream.Flags().VisitAll(func(f *pflag.Flag) {
@@ -51,7 +51,7 @@ func TestEveryUpstreamFlagIsAccepted(t *testing.T) {
 // upstream CCM's does, so a manifest's gates parse.
 func TestFeatureGatesMatchUpstream(t *testing.T) {
 	upstream := upstreamCommand(t)
-	ours := manager.NewCommand(providers.NewRegistry())
+	ours := manager.NewCommand(provider.NewRegistry())
 	gates := func(usage string) map[string]bool {
 		out := map[string]bool{}
 		for _, line := range strings.Split(usage, "\n") {

@@ -33,7 +33,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -118,8 +118,8 @@ func StartCloud(t testing.TB) *Cloud {
 
 // Registry is the providers a test Outrigger has: the sim, and the plugin
 // client.
-func Registry() *providers.Registry {
-	reg := providers.NewRegistry()
+func Registry() *provider.Registry {
+	reg := provider.NewRegistry()
 	reg.Register(sim.ProviderName, sim.New)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(plugin.ProviderName, plugin.NewProvider)

@@ -24,7 +24,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -144,7 +144,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	o.CloudConfig = filepath.Join(opts.StateDir, "cloud.yaml")
 	o.Serving.BindAddress = net.IPv4(127, 0, 0, 1)
 	o.DisableMetricsAuthentication = true
-	reg := providers.NewRegistry()
+	reg := contract.NewRegistry()
 	reg.Register(ProviderName, NewProvider)
 	if opts.PluginEndpoint != "" {
 		grpcConfig := filepath.Join(opts.StateDir, "grpc.yaml")

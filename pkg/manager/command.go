@@ -16,12 +16,12 @@ import (
 	// --logging-format=json, as upstream's binaries register it.
 	_ "k8s.io/component-base/logs/json/register"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // NewCommand returns the outrigger command: run with flags, it is the cloud
 // controller manager; extra subcommands (dev, sim) are added by the caller.
-func NewCommand(reg *providers.Registry, subcommands ...*cobra.Command) *cobra.Command {
+func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Command {
 	opts := NewOptions()
 	cmd := &cobra.Command{
 		Use:   "outrigger",
@@ -73,7 +73,7 @@ func NewCommand(reg *providers.Registry, subcommands ...*cobra.Command) *cobra.C
 // Main runs the command with the process's arguments until SIGINT or SIGTERM
 // and returns the exit code: 0, or 1 after printing one line that says what
 // went wrong.
-func Main(reg *providers.Registry, subcommands ...*cobra.Command) int {
+func Main(reg *provider.Registry, subcommands ...*cobra.Command) int {
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -22,7 +22,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // lbOnly is a provider double with load balancers and nothing else (no
@@ -108,7 +108,7 @@ func (p *lbOnly) EnsureLoadBalancerDeleted(context.Context, string, *corev1.Serv
 // lb-only, the given flags after the test defaults, until stop is called.
 func startWith(t *testing.T, p *lbOnly, flags ...string) (stop func()) {
 	t.Helper()
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	reg.Register("lb-only", func(io.Reader) (cloudprovider.Interface, error) { return p, nil })
 	opts := manager.NewOptions()
 	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)

@@ -4,6 +4,6 @@
 // provider built from a registry, and the enabled controllers wired to it
 // through the cloud-call layer.
 //
-// A provider author's binary is a few lines: make a providers.Registry,
+// A provider author's binary is a few lines: make a provider.Registry,
 // register the provider, call Main. See docs/provider-guide.md.
 package manager

@@ -12,7 +12,6 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
 )
 
 // unit is one provider with what it serves and its own call layer: its own
@@ -33,7 +32,7 @@ type unit struct {
 
 // buildUnits builds the providers to run: the one --cloud-provider names,
 // or those of --cloud-providers-file. Errors say what to fix in one line.
-func buildUnits(opts *Options, reg *providers.Registry) ([]*unit, error) {
+func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
 	if opts.CloudProvidersFile == "" {
 		p, err := buildProvider(opts, reg)
 		if err != nil {

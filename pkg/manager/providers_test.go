@@ -10,7 +10,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	fakecloud "k8s.io/cloud-provider/fake"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // platformsFake is a provider that states the schemes it serves.
@@ -21,8 +21,8 @@ type platformsFake struct {
 
 func (p platformsFake) Platforms() []string { return p.schemes }
 
-func fakeRegistry() *providers.Registry {
-	reg := providers.NewRegistry()
+func fakeRegistry() *provider.Registry {
+	reg := provider.NewRegistry()
 	for name, schemes := range map[string][]string{"aws": {"aws"}, "metal": {"metal"}, "silent": nil} {
 		reg.Register(name, func(io.Reader) (cloudprovider.Interface, error) {
 			f := &fakecloud.Cloud{Provider: name}

@@ -30,12 +30,12 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Run validates opts, builds the provider and runs the manager until ctx
 // ends. Errors are worded for the person who typed the flags.
-func Run(ctx context.Context, opts *Options, reg *providers.Registry) error {
+func Run(ctx context.Context, opts *Options, reg *provider.Registry) error {
 	mgr, err := New(ctx, opts, reg)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func Run(ctx context.Context, opts *Options, reg *providers.Registry) error {
 
 // New validates opts and builds a manager with the enabled controllers, ready
 // to Start. Tests and `outrigger dev` use it to run Outrigger in-process.
-func New(ctx context.Context, opts *Options, reg *providers.Registry) (manager.Manager, error) {
+func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -327,7 +327,7 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 	return fmt.Errorf("controller %s has no setup", name)
 }
 
-func buildProvider(opts *Options, reg *providers.Registry) (cloudprovider.Interface, error) {
+func buildProvider(opts *Options, reg *provider.Registry) (cloudprovider.Interface, error) {
 	var config io.Reader
 	if opts.CloudConfig != "" {
 		f, err := os.Open(opts.CloudConfig)

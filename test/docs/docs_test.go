@@ -24,7 +24,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/dev"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
 )
 
@@ -44,7 +44,7 @@ var subcommandPackages = []string{
 // build, with `dev`), with cobra's help command and flags added as
 // Execute adds them.
 func outriggerCommand() *cobra.Command {
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), conformance.NewCommand(reg), console.NewCommand())
 	cmd.InitDefaultHelpCmd()
 	var initHelp func(*cobra.Command)

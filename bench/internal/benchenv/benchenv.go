@@ -21,7 +21,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -134,7 +134,7 @@ func StartUpstream(ctx context.Context, bin string, args []string, logName strin
 
 // StartOutrigger runs Outrigger in-process with opts, after applying the
 // command-line flags in extra, until ctx ends. done receives its exit.
-func StartOutrigger(ctx context.Context, opts *manager.Options, extra []string, reg *providers.Registry) (<-chan error, error) {
+func StartOutrigger(ctx context.Context, opts *manager.Options, extra []string, reg *provider.Registry) (<-chan error, error) {
 	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
 	opts.AddFlags(fs)
 	if err := fs.Parse(extra); err != nil {

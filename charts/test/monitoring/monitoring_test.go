@@ -49,7 +49,7 @@ import (
 	charttest "github.com/outrigger-ccm/outrigger/charts/test"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
-	"github.com/outrigger-ccm/outrigger/pkg/providers"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -462,7 +462,7 @@ func startOutrigger(t *testing.T, cloud *testenv.Cloud, hang *gate, flags ...str
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ctx = klog.NewContext(ctx, klog.NewKlogr().WithValues("test", t.Name()))
-	reg := providers.NewRegistry()
+	reg := provider.NewRegistry()
 	reg.Register(sim.ProviderName, func(config io.Reader) (cloudprovider.Interface, error) {
 		p, err := sim.New(config)
 		if err != nil {
