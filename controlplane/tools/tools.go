@@ -8,6 +8,9 @@
 // upstream's e2e suite (`go test -c k8s.io/kubernetes/test/e2e`) that
 // cluster/cmd/e2e-upstream runs against that cluster.
 //
+// This module only builds binaries; pkg/dev/controlplane, in the main
+// module, is the package that starts etcd and kube-apiserver from them.
+//
 // test/e2e is a test binary: `go mod tidy` does not follow the tests of a
 // dependency, so the packages its e2e_test.go imports are listed here too;
 // without them go.sum lacks their modules and `go test -c` fails.
