@@ -70,6 +70,7 @@ verify:
 	cd charts/test && go vet ./...
 	@for m in $$(git ls-files '*go.mod' | xargs -n1 dirname); do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
 	$(MAKE) verify-files
+	go test -count=1 ./test/addresses/
 	$(MAKE) verify-proto
 	$(MAKE) lint
 
