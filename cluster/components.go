@@ -24,7 +24,9 @@ func (c *Cluster) startControllers(ctx context.Context) error {
 	kcm, err := c.start("kube-controller-manager", c.bin("kube-controller-manager"),
 		"--kubeconfig="+c.Kubeconfig,
 		"--cloud-provider=external",
-		"--controllers=*,-cloud-node-lifecycle-controller,-node-route-controller,-service-lb-controller",
+		// Every default controller: since 1.37 kube-controller-manager has
+		// no cloud controllers to leave out (naming one is an error).
+		"--controllers=*",
 		"--allocate-node-cidrs=true",
 		"--cluster-cidr="+ClusterCIDR,
 		fmt.Sprintf("--node-cidr-mask-size=%d", NodeCIDRMaskSize),
