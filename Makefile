@@ -19,7 +19,8 @@ dev: controlplane build
 ## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
 ## `integration`; a plain `go test ./...` runs only the unit tests), upstream flag
 ## compatibility, the provider examples (an unchanged cloud-provider-aws among them),
-## the Helm chart (rendered, and applied to a real API server), and as root the real cluster.
+## the Helm chart (rendered, and applied to a real API server), and as root the real cluster
+## and upstream's fast load balancer e2e subset (e2e-fast).
 test: controlplane verify
 	go test -race -count=1 -timeout 20m -tags integration ./...
 	$(MAKE) fuzz
@@ -27,7 +28,7 @@ test: controlplane verify
 	cd examples/aws && go test -count=1 ./...
 	cd charts/test && go test -count=1 ./...
 	cd controlplane && go test -count=1 ./images/...
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test; else echo "make test: skipping the real-cluster test (cluster-test): it needs root for network namespaces"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) cluster-test && $(MAKE) e2e-fast; else echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast): they need root for network namespaces"; fi
 
 ## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
 ## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
@@ -214,15 +215,21 @@ cluster-down:
 cluster-test: cluster-binaries cluster-images image
 	OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/...
 
-.PHONY: e2e-upstream e2e-binaries e2e-images
+.PHONY: e2e-upstream e2e-fast e2e-binaries e2e-images
 
-## e2e-upstream: upstream's own e2e tests (e2e.test of k8s.io/kubernetes $(K8S_VERSION)), the
-## LoadBalancer and sig-cloud-provider suites, against the real cluster (root; docs/e2e.md).
+## e2e-upstream: upstream's own e2e tests (e2e.test of k8s.io/kubernetes $(K8S_VERSION)), its
+## [Feature:LoadBalancer] tests, against the real cluster (root; docs/e2e.md).
 ## E2E_FLAGS go to cluster/cmd/e2e-upstream, e.g. E2E_FLAGS='-focus "session affinity"'.
 E2E_FLAGS ?=
 e2e-upstream: cluster-binaries cluster-images e2e-binaries e2e-images image
-	go run ./cluster/cmd/e2e-upstream -images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images \
+	go run ./cluster/cmd/e2e-upstream -command "make e2e-upstream" -images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images \
 		-outrigger-image bin/outrigger-image.tar $(E2E_FLAGS)
+
+## e2e-fast: e2e-upstream but its two 10-minute rolling-update tests (cluster/e2e.FastExclusions),
+## about five minutes; in make test as root. Reports into .outrigger/e2e-fast (summary.xml: the JUnit summary).
+e2e-fast: cluster-binaries cluster-images e2e-binaries e2e-images image
+	go run ./cluster/cmd/e2e-upstream -fast -report-dir .outrigger/e2e-fast -command "make e2e-fast" \
+		-images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images -outrigger-image bin/outrigger-image.tar $(E2E_FLAGS)
 
 ## e2e-binaries: $(ASSETS)/e2e.test, upstream's e2e suite, built from source.
 e2e-binaries: $(ASSETS)/e2e.test

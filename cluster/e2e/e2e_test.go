@@ -304,3 +304,50 @@ func TestRewriteKubeconfig(t *testing.T) {
 		t.Error("missing source: no error")
 	}
 }
+
+// TestImagesAreMakes checks that the image names the runner's RepoList
+// leads the suite to are those `make e2e-images` packs (the Makefile's tags
+// are checked against the suite's own manifest in controlplane/images/e2e).
+func TestImagesAreMakes(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := regexp.MustCompile(`(?m)^E2E_AGNHOST_VERSION := (\S+)$`).FindSubmatch(mk)
+	if v == nil || AgnhostImage != E2ERegistry+"/agnhost:"+string(v[1]) {
+		t.Errorf("AgnhostImage %s, but the Makefile packs agnhost %q", AgnhostImage, v)
+	}
+	if !strings.Contains(string(mk), "-name "+PauseImage+" ") {
+		t.Errorf("the Makefile does not pack %s", PauseImage)
+	}
+}
+
+// TestFastSubset checks the fast subset against the load balancer tests of
+// the suite the Makefile builds (testdata: `e2e.test --list-tests`): it
+// leaves out the two rolling-update tests and nothing else.
+func TestFastSubset(t *testing.T) {
+	b, err := os.ReadFile("testdata/tests-v1.37.2.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	focus, skip := regexp.MustCompile(DefaultFocus), regexp.MustCompile(SkipRegexp(append(slices.Clone(DefaultExclusions), FastExclusions...)))
+	var in, out []string
+	for _, name := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !focus.MatchString(name) {
+			t.Errorf("listed but not selected: %s", name)
+		}
+		if skip.MatchString(name) {
+			out = append(out, name)
+		} else {
+			in = append(in, name)
+		}
+	}
+	if len(in) != 15 || len(out) != 2 || !strings.Contains(out[0], "rolling update") || !strings.Contains(out[1], "rolling update") {
+		t.Errorf("fast subset: %d tests, leaving out %q; want 15, leaving out the two rolling updates", len(in), out)
+	}
+	for _, e := range FastExclusions {
+		if e.Reason == "" {
+			t.Errorf("exclusion %s: no reason", e.Pattern)
+		}
+	}
+}

@@ -2,14 +2,17 @@
 // balancers and the cloud-provider SIG against a real cluster whose
 // cloud-controller-manager is Outrigger (docs/e2e.md): it starts the
 // cluster (package cluster), runs e2e.test inside the harness network
-// namespace, writes the JUnit report and a summary table to -report-dir,
-// and stops the cluster.
+// namespace, writes the JUnit report, a summary table and a JUnit summary
+// (names, results, durations; no logs) to -report-dir, and stops the
+// cluster. -fast runs the fast subset of `make test` (all but
+// e2e.FastExclusions).
 //
 // It needs root, and `make cluster-binaries cluster-images e2e-binaries
 // e2e-images build` first; `make e2e-upstream` does all of it.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -20,6 +23,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,11 +44,13 @@ func run() error {
 	assets := controlplane.AssetsDir()
 	fs := flag.NewFlagSet("e2e-upstream", flag.ExitOnError)
 	e2eTest := fs.String("e2e-test", filepath.Join(assets, "e2e.test"), "upstream's e2e.test binary")
-	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the JUnit report (junit_01.xml), summary.md, the suite's output and every cluster process's log")
+	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the framework's JUnit report (junit_01.xml), the summary (summary.md, and summary.xml: names, results, durations), the suite's output and every cluster process's log")
+	fast := fs.Bool("fast", false, "run the fast subset: the suite but e2e.FastExclusions (-skip overrides them)")
+	command := fs.String("command", "e2e-upstream", "the command the JUnit summary (summary.xml) says was run (its focus and skip are recorded too)")
 	focus := fs.String("focus", e2e.DefaultFocus, "--ginkgo.focus")
 	skip := fs.String("skip", e2e.SkipRegexp(e2e.DefaultExclusions), "--ginkgo.skip")
 	provider := fs.String("provider", e2e.DefaultProvider, "the e2e framework's --provider")
-	timeout := fs.Duration("timeout", 90*time.Minute, "bound on the whole suite")
+	timeout := fs.Duration("timeout", 90*time.Minute, "bound on the whole suite (with -fast: 20m unless set)")
 	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
 	nodes := fs.Int("nodes", 2, "number of nodes")
 	outrigger := fs.String("outrigger-image", "bin/outrigger-image.tar", "Outrigger's image tarball (make image)")
@@ -52,6 +59,21 @@ func run() error {
 	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "the cluster's work directory")
 	_ = fs.Parse(os.Args[1:])
 	extra := fs.Args() // passed on to e2e.test
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	selection, excluded := "full", e2e.DefaultExclusions
+	if *fast {
+		selection, excluded = "fast", append(slices.Clone(excluded), e2e.FastExclusions...)
+		if !set["skip"] {
+			*skip = e2e.SkipRegexp(excluded)
+		}
+		if !set["timeout"] {
+			*timeout = 20 * time.Minute
+		}
+	}
+	if set["focus"] || set["skip"] {
+		selection = "focused"
+	}
 
 	for _, f := range []struct{ path, make string }{
 		{*e2eTest, "e2e-binaries"},
@@ -103,7 +125,9 @@ func run() error {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "Cluster up in %s\n", time.Since(start).Round(time.Second))
-	runErr := runSuite(ctx, c, *reportDir, e2e.Options{
+	record := e2e.Run{Name: selection, Kubernetes: controlplane.KubernetesVersion, Commit: commit(ctx),
+		Command: *command, Focus: *focus, Skip: *skip}
+	runErr := runSuite(ctx, c, *reportDir, &record, e2e.Options{
 		E2ETest:  *e2eTest,
 		Kubectl:  filepath.Join(assets, "kubectl"),
 		Netns:    cluster.HarnessNetns(),
@@ -116,7 +140,7 @@ func run() error {
 	fmt.Fprintln(os.Stderr, "Stopping the cluster")
 	downErr := c.Down()
 
-	summary, sumErr := summarize(*reportDir, focusRE)
+	summary, sumErr := summarize(*reportDir, focusRE, excluded, record)
 	if sumErr == nil {
 		fmt.Print(summary)
 	}
@@ -124,8 +148,9 @@ func run() error {
 }
 
 // runSuite runs e2e.test in the harness namespace with the suite's output
-// in reportDir/e2e.log (and on stdout).
-func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.Options) error {
+// in reportDir/e2e.log (and on stdout), and records when it started and
+// how long it ran.
+func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, record *e2e.Run, o e2e.Options) error {
 	tmp, err := os.MkdirTemp("", "e2e-upstream-")
 	if err != nil {
 		return err
@@ -150,9 +175,10 @@ func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.O
 	defer cancel()
 	cmd := e2e.Command(ctx, o)
 	fmt.Fprintf(os.Stderr, "Running %s\n", cmd)
-	start := time.Now()
+	record.Started = time.Now()
 	err = cmd.Run()
-	fmt.Fprintf(os.Stderr, "e2e.test ran %s\n", time.Since(start).Round(time.Second))
+	record.Elapsed = time.Since(record.Started)
+	fmt.Fprintf(os.Stderr, "e2e.test ran %s\n", record.Elapsed.Round(time.Second))
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return fmt.Errorf("e2e.test: %w (failed tests are in the summary)", err)
@@ -160,14 +186,16 @@ func runSuite(ctx context.Context, c *cluster.Cluster, reportDir string, o e2e.O
 	return err
 }
 
-// summarize writes reportDir/summary.md from the JUnit report.
-func summarize(reportDir string, focus *regexp.Regexp) (string, error) {
+// summarize writes reportDir/summary.md and the JUnit summary
+// reportDir/summary.xml (names, results, durations; no logs) from the
+// framework's JUnit report.
+func summarize(reportDir string, focus *regexp.Regexp, excluded []e2e.Exclusion, record e2e.Run) (string, error) {
 	f, err := os.Open(filepath.Join(reportDir, "junit_01.xml"))
 	if err != nil {
 		return "", fmt.Errorf("no JUnit report: %w", err)
 	}
 	defer f.Close()
-	res, err := e2e.Summarize(f, focus, e2e.DefaultExclusions)
+	res, err := e2e.Summarize(f, focus, excluded)
 	if err != nil {
 		return "", err
 	}
@@ -175,5 +203,27 @@ func summarize(reportDir string, focus *regexp.Regexp) (string, error) {
 	if err := os.WriteFile(filepath.Join(reportDir, "summary.md"), []byte(md), 0o644); err != nil {
 		return "", err
 	}
+	record.Results = res
+	var x bytes.Buffer
+	if err := e2e.WriteJUnit(&x, record); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(reportDir, "summary.xml"), x.Bytes(), 0o644); err != nil {
+		return "", err
+	}
 	return md, nil
+}
+
+// commit is the commit of the work tree the run tested, "-dirty" added
+// when tracked files differ from it; "unknown" outside a git checkout.
+func commit(ctx context.Context) string {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if exec.CommandContext(ctx, "git", "diff", "--quiet", "HEAD").Run() != nil {
+		c += "-dirty"
+	}
+	return c
 }

@@ -92,7 +92,7 @@ func TestBuildEntrypointAndCmd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "img.tar")
-			if err := build(pairs{{bin, "/agnhost"}}, nil, "", "outrigger.local/e2e-test-images/agnhost:2.63.0", out, tc.entrypoint, tc.cmd); err != nil {
+			if err := build(pairs{{bin, "/agnhost"}}, nil, "", "outrigger.local/e2e-test-images/agnhost:2.66.1", out, tc.entrypoint, tc.cmd); err != nil {
 				t.Fatal(err)
 			}
 			cf := imageConfig(t, out)
