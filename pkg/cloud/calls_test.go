@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,6 +88,73 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A Service the cloud never answers for (the provider honours its context,
+// so each call ends at its deadline) is held back after each timeout, for
+// the timeout, twice as long after each further one: its retries fail fast
+// without reaching the provider, and cost the family no place in its
+// concurrency; other Services go on. An answer lifts the hold. (That such
+// timeouts do not cut the family's limit while other objects are answered
+// is TestTimeoutsOfHungObjectsLeaveTheLimit.)
+func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
+	var stuck atomic.Bool
+	stuck.Store(true)
+	d := newLBDouble(func(ctx context.Context, svc *corev1.Service) error {
+		if svc.Name == "stuck" && stuck.Load() {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	const timeout = 100 * time.Millisecond
+	l := New(d, Options{Timeout: timeout})
+	lb, _ := l.LoadBalancer()
+	ctx := context.Background()
+
+	// The provider's own answer at the deadline, or the layer's timeout:
+	// whichever comes first.
+	timedOut := func(err error) bool { return errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) }
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); !timedOut(err) {
+		t.Fatalf("first call: err = %v, want a timeout", err)
+	}
+	returned := func() bool { return l.gate.InFlight() == 0 }
+	eventually(t, "the provider to return the timed-out call", returned)
+	_, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil)
+	hint, ok := provider.RetryAfter(err)
+	if !ok || hint <= 0 || hint > timeout {
+		t.Fatalf("retry right after the timeout: err = %v (hint %v), want held back for up to %v", err, hint, timeout)
+	}
+	if got := Reason(err); got != ReasonTimeout {
+		t.Errorf("Reason = %q, want %q", got, ReasonTimeout)
+	}
+	if got := d.callsFor("stuck"); got != 1 {
+		t.Errorf("%d calls reached the provider, want 1: the retry was held back", got)
+	}
+	// Past the hold the next call goes, times out, and the hold doubles.
+	time.Sleep(hint)
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); !timedOut(err) {
+		t.Fatalf("call after the hold: err = %v, want a timeout", err)
+	}
+	eventually(t, "the provider to return the timed-out call", returned)
+	_, err = lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil)
+	if hint, _ = provider.RetryAfter(err); hint <= timeout {
+		t.Errorf("hold after the second timeout in a row: %v, want more than %v", hint, timeout)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(name), nil); err != nil {
+			t.Errorf("Service %s: %v", name, err)
+		}
+	}
+	// Answered again: no hold.
+	stuck.Store(false)
+	time.Sleep(hint)
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); err != nil {
+		t.Fatalf("once the cloud answers: %v", err)
+	}
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); err != nil {
+		t.Errorf("right after an answer: %v, want no hold", err)
 	}
 }
 

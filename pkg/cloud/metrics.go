@@ -42,7 +42,7 @@ var (
 	}, []string{"provider", "method"})
 	heldTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_held_total",
-		Help: "Calls kept from the cloud because it throttled their object and its retry hint has not passed yet, by provider and method.",
+		Help: "Calls kept from the cloud because their object is held: the cloud throttled it and its retry hint has not passed, or its last calls timed out; by provider and method.",
 	}, []string{"provider", "method"})
 	familyConcurrencyLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cloud_family_concurrency_limit",

@@ -3,13 +3,15 @@ package cloud
 import (
 	"errors"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Reasons the call layer itself gives a failed call, in the words a Service
 // condition or an Event carries; a provider's own are in package provider.
 const (
-	// ReasonTimeout: the call was abandoned at --cloud-call-timeout.
+	// ReasonTimeout: the call was abandoned at --cloud-call-timeout, or
+	// held back because its object's last calls were.
 	ReasonTimeout = "CloudTimeout"
 	// ReasonCallInFlight: an earlier call for the object, abandoned after
 	// its timeout, still runs; retried with backoff.
@@ -25,7 +27,7 @@ func Reason(err error) string {
 	switch {
 	case errors.As(err, &re):
 		return re.Reason
-	case errors.Is(err, ErrTimeout):
+	case errors.Is(err, ErrTimeout), errors.Is(err, admission.ErrTimedOutBefore):
 		return ReasonTimeout
 	case errors.Is(err, ErrCallInFlight):
 		return ReasonCallInFlight

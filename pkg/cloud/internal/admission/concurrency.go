@@ -32,9 +32,13 @@ const (
 // round trip (slow start) until the first sign of congestion, then grows by
 // one call per round trip (additive increase) and shrinks by a factor on
 // congestion (multiplicative decrease): halved when the cloud throttles
-// calls for several objects or a call times out, and by a tenth when
-// latency rises well above the baseline. Calls sent before a decrease do not trigger another one, so
-// a burst of bad answers decreases once.
+// calls for several objects or a call times out while no call sent after
+// it was answered, and by a tenth when latency rises well above the
+// baseline. Calls sent before a decrease do not trigger another one, so a
+// burst of bad answers decreases once. A timeout while later calls are
+// answered is the object's, not the cloud's (a provider hung on some
+// objects): it leaves the limit alone, so hung objects cost only
+// themselves.
 type concurrency struct {
 	mu        sync.Mutex
 	limit     float64
@@ -49,6 +53,9 @@ type concurrency struct {
 	smoothed     time.Duration
 	baselineAt   time.Time
 	lastDecrease time.Time
+	// lastAnswered is when the latest-sent call that was answered was
+	// sent.
+	lastAnswered time.Time
 	gauge        prometheus.Gauge
 }
 
@@ -107,6 +114,9 @@ func (c *concurrency) done(now, sent time.Time, latency time.Duration, outcome c
 	c.inFlight--
 	switch outcome {
 	case outcomeOK:
+		if sent.After(c.lastAnswered) {
+			c.lastAnswered = sent
+		}
 		if c.slow(now, latency) {
 			c.decrease(now, sent, 0.9)
 		} else {
@@ -114,6 +124,10 @@ func (c *concurrency) done(now, sent time.Time, latency time.Duration, outcome c
 		}
 	case outcomeCongested:
 		c.decrease(now, sent, 0.5)
+	case outcomeTimedOut:
+		if !c.lastAnswered.After(sent) {
+			c.decrease(now, sent, 0.5)
+		}
 	}
 	c.gauge.Set(float64(int(c.limit)))
 	c.wake()
@@ -123,7 +137,8 @@ type callOutcome int
 
 const (
 	outcomeOK        callOutcome = iota
-	outcomeCongested             // throttles across objects, or a timeout
+	outcomeCongested             // throttles across objects
+	outcomeTimedOut              // no answer within the timeout
 	outcomeOther                 // an error that says nothing about load
 )
 

@@ -48,6 +48,8 @@ func TestConcurrencyRules(t *testing.T) {
 			answers: []callOutcome{outcomeCongested}, want: 8},
 		{name: "never below two", limit: 2,
 			answers: []callOutcome{outcomeCongested, outcomeCongested}, want: 2},
+		{name: "a timeout with no later answer halves", limit: 16,
+			answers: []callOutcome{outcomeTimedOut}, want: 8},
 		{name: "an error that says nothing about load changes nothing", limit: 8,
 			answers: repeat(outcomeOther, 5), want: 8},
 		{name: "one slow answer is no congestion", limit: 16,
@@ -102,6 +104,45 @@ func TestConcurrencyDecreasesOncePerEpisode(t *testing.T) {
 	}
 	if got := c.current(); got != 16 {
 		t.Errorf("limit after one burst of congested answers = %v, want 16", got)
+	}
+}
+
+// A timeout is the cloud's congestion only when nothing sent after the
+// call was answered: timeouts of a provider hung on some objects, while
+// calls for other objects sent after them are answered, leave the limit
+// alone; timeouts of a cloud that answers nothing halve it.
+func TestTimeoutsOfHungObjectsLeaveTheLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// answeredAfter: a call sent after the hung ones is answered
+		// before their timeouts.
+		answeredAfter bool
+		want          float64
+	}{
+		{"others answered meanwhile", true, 32.25},
+		{"nothing answered", false, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConcurrency(32, false)
+			hungSent := time.Now()
+			for range 8 {
+				if err := c.acquire(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.answeredAfter {
+				for i := range 8 {
+					respond(t, c, hungSent.Add(time.Duration(i+1)*time.Millisecond), time.Millisecond, outcomeOK)
+				}
+			}
+			deadline := hungSent.Add(5 * time.Second)
+			for range 8 {
+				c.done(deadline, hungSent, 5*time.Second, outcomeTimedOut)
+			}
+			if got := math.Round(c.current()*100) / 100; got != tc.want {
+				t.Errorf("limit = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -89,7 +89,7 @@ func New(opts Options) *Gate {
 		limiter: rate.NewLimiter(limit, opts.Burst),
 		limits:  map[Family]*Limits{},
 		slots:   slots{held: map[string]*slot{}},
-		holds:   holds{until: map[string]time.Time{}},
+		holds:   newHolds(),
 	}
 	for _, f := range families {
 		g.limits[f] = newLimits(f, limit, opts.Burst, opts.Metrics)
@@ -123,9 +123,15 @@ type Pass struct {
 func (g *Gate) Admit(ctx context.Context, c Call) (*Pass, error) {
 	lim := g.limits[c.Family]
 	if c.Key != "" {
-		if wait, held := g.holds.held(c.Key, g.opts.Now()); held {
+		// A call whose abandoned predecessor still runs is told so
+		// first: that is why it cannot go, whatever its hold.
+		if g.slots.abandonedRunning(c.Key) {
+			g.opts.Metrics.Rejected.WithLabelValues(c.Method).Inc()
+			return nil, fmt.Errorf("%s for %s: %w", c.Method, c.Key, ErrCallInFlight)
+		}
+		if held := g.holds.held(c.Key, g.opts.Now()); held != nil {
 			g.opts.Metrics.Held.WithLabelValues(c.Method).Inc()
-			return nil, fmt.Errorf("%s for %s: %w", c.Method, c.Key, &heldError{wait: wait})
+			return nil, fmt.Errorf("%s for %s: %w", c.Method, c.Key, held)
 		}
 	}
 	background := IsBackground(ctx)
@@ -163,19 +169,23 @@ func (g *Gate) Admit(ctx context.Context, c Call) (*Pass, error) {
 
 // Abandon records that the caller gave up on the call at a deadline while
 // the provider still runs it: the call gives its place in the family's
-// concurrency back at once (its own timeout counts as congestion), so a
-// provider hung on some objects costs only those objects, while the
-// object's slot stays held until the provider returns.
+// concurrency back at once (its timeout counts as congestion only when no
+// call sent after it was answered), so a provider hung on some objects
+// costs only those objects, while the object's slot stays held until the
+// provider returns.
 func (p *Pass) Abandon(timedOut bool) {
 	p.lim.abandoned.Add(1)
 	if p.slot != nil {
 		p.slot.abandon()
 	}
 	outcome := outcomeOther
-	if timedOut {
-		outcome = outcomeCongested
-	}
 	now := p.g.opts.Now()
+	if timedOut {
+		outcome = outcomeTimedOut
+		if p.c.Key != "" {
+			p.g.holds.timedOut(p.c.Key, p.g.opts.Timeout, now)
+		}
+	}
 	p.lim.conc.done(now, p.sent, now.Sub(p.sent), outcome)
 }
 
@@ -235,6 +245,9 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 	}
 	if err == nil {
 		lim.Succeeded(now)
+		if c.Key != "" {
+			g.holds.answered(c.Key, now)
+		}
 		done(outcomeOK)
 		return
 	}
@@ -242,7 +255,11 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 	if !throttled {
 		outcome := outcomeOther
 		if errors.Is(err, context.DeadlineExceeded) && latency >= g.opts.Timeout {
-			outcome = outcomeCongested
+			outcome = outcomeTimedOut
+			// An abandoned call was held back already, at its deadline.
+			if c.Key != "" && holdsConc {
+				g.holds.timedOut(c.Key, g.opts.Timeout, now)
+			}
 		}
 		done(outcome)
 		return
@@ -252,7 +269,7 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 	if key == "" {
 		key = "#" + strconv.FormatUint(g.unkeyed.Add(1), 10)
 	} else if retryAfter > 0 {
-		g.holds.hold(c.Key, now.Add(retryAfter), now)
+		g.holds.throttled(c.Key, now.Add(retryAfter), now)
 	}
 	slowed, next := lim.Throttled(now, sent, key, g.opts.ThrottleWindow, g.opts.ThrottledObjects)
 	outcome := outcomeOther

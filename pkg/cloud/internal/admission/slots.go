@@ -58,6 +58,22 @@ func (s *slots) release(key string, sl *slot) {
 	close(sl.done)
 }
 
+// abandonedRunning reports whether key's call was abandoned and still runs.
+func (s *slots) abandonedRunning(key string) bool {
+	s.mu.Lock()
+	cur, ok := s.held[key]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-cur.abandoned:
+		return true
+	default:
+		return false
+	}
+}
+
 // inFlight is how many objects have a call running, for tests.
 func (s *slots) inFlight() int {
 	s.mu.Lock()
