@@ -3,8 +3,12 @@
 
 K8S_VERSION := v1.37.2
 K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
+# The Go module that builds K8S_VERSION's binaries: controlplane/ for this version, and
+# controlplane/versions/v1.MINOR for the older minors of the support window (e2e-matrix).
+K8S_MODULE := controlplane
 # Same place as pkg/dev/controlplane.AssetsDir: built once per machine.
-ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger/controlplane-$(K8S_VERSION))
+ASSETS_ROOT := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger
+ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(ASSETS_ROOT)/controlplane-$(K8S_VERSION))
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 NODES ?= 3
@@ -50,15 +54,15 @@ controlplane: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kubectl
 
 $(ASSETS)/kube-apiserver:
 	@mkdir -p $(ASSETS)
-	cd controlplane && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
 
 $(ASSETS)/kubectl:
 	@mkdir -p $(ASSETS)
-	cd controlplane && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.tmp $@
 
 $(ASSETS)/etcd:
 	@mkdir -p $(ASSETS)
-	cd controlplane && go build -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
 
 ## verify: formatting, vet, and the product module never requiring k8s.io/kubernetes.
 verify:
@@ -145,11 +149,11 @@ cluster-binaries: controlplane $(addprefix $(ASSETS)/,$(CLUSTER_BINARIES))
 
 $(ASSETS)/kubelet $(ASSETS)/kube-proxy $(ASSETS)/kube-controller-manager $(ASSETS)/kube-scheduler:
 	@mkdir -p $(ASSETS)
-	cd controlplane && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
 
 $(ASSETS)/agnhost:
 	@mkdir -p $(ASSETS)
-	cd controlplane && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
+	cd $(K8S_MODULE) && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
 
 ## cluster-images: the images the cluster runs, built from source into OCI tarballs (no pulls):
 ## a Go pause, agnhost and CoreDNS, packed by controlplane/images/ocitar (go-containerregistry).
@@ -231,11 +235,31 @@ e2e-fast: cluster-binaries cluster-images e2e-binaries e2e-images image
 	go run ./cluster/cmd/e2e-upstream -fast -report-dir .outrigger/e2e-fast -command "make e2e-fast" \
 		-images $(ASSETS)/images -e2e-images $(ASSETS)/e2e-images -outrigger-image bin/outrigger-image.tar $(E2E_FLAGS)
 
+## e2e-matrix: e2e-fast on each Kubernetes version of the support window (docs/compatibility.md),
+## each with its own binaries, images and e2e.test, built from its module into its own assets
+## directory, and one Outrigger image for all; each JUnit summary into docs/e2e/compatibility/.
+E2E_MATRIX := v1.35.4 v1.36.3 v1.37.2
+# Per older version: its module, and the e2e image tags its test/utils/image/manifest.go asks for
+# (checked first, by each module's test).
+E2E_MATRIX_v1.35.4 := K8S_MODULE=controlplane/versions/v1.35 E2E_AGNHOST_VERSION=2.59 E2E_PAUSE_VERSION=3.10.1
+E2E_MATRIX_v1.36.3 := K8S_MODULE=controlplane/versions/v1.36 E2E_AGNHOST_VERSION=2.63.0 E2E_PAUSE_VERSION=3.10.2
+E2E_MATRIX_DIR := .outrigger/e2e-matrix
+.PHONY: e2e-matrix
+e2e-matrix: image
+	cd controlplane && go test -count=1 ./images/e2e/
+	for m in controlplane/versions/*/; do (cd $$m && go test -count=1 .) || exit 1; done
+	@mkdir -p $(E2E_MATRIX_DIR) docs/e2e/compatibility
+	cp bin/outrigger-image.tar $(E2E_MATRIX_DIR)/outrigger-image.tar
+	@st=0; $(foreach v,$(E2E_MATRIX),rm -rf $(E2E_MATRIX_DIR)/$(v); \
+		$(MAKE) -o image e2e-fast K8S_VERSION=$(v) ASSETS=$(ASSETS_ROOT)/controlplane-$(v) $(E2E_MATRIX_$(v)) \
+		E2E_FLAGS='-report-dir $(E2E_MATRIX_DIR)/$(v) -command "make e2e-matrix E2E_MATRIX=$(v)" -outrigger-image $(E2E_MATRIX_DIR)/outrigger-image.tar' || st=1; \
+		cp $(E2E_MATRIX_DIR)/$(v)/summary.xml docs/e2e/compatibility/$(v).xml || st=1;) exit $$st
+
 ## e2e-binaries: $(ASSETS)/e2e.test, upstream's e2e suite, built from source.
 e2e-binaries: $(ASSETS)/e2e.test
 $(ASSETS)/e2e.test:
 	@mkdir -p $(ASSETS)
-	cd controlplane && go test -c $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/e2e && mv $@.tmp $@
+	cd $(K8S_MODULE) && go test -c $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/e2e && mv $@.tmp $@
 
 ## e2e-images: the images the suite asks for, under its own names (test/utils/image of
 ## $(K8S_VERSION)): agnhost with the shell tools its tests exec (dash as /bin/sh, busybox,
@@ -244,6 +268,8 @@ $(ASSETS)/e2e.test:
 ## wget: the static build crashes resolving an address.
 # agnhost's own version in that source (test/images/agnhost/VERSION), the tag the suite asks for.
 E2E_AGNHOST_VERSION := 2.66.1
+# The pause tag of that manifest.
+E2E_PAUSE_VERSION := 3.10.2
 E2E_DEBS := busybox-static netcat-openbsd curl wget
 e2e-images: $(ASSETS)/e2e-images/agnhost.tar $(ASSETS)/e2e-images/pause.tar
 $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.go controlplane/images/e2e/wgetrc
@@ -256,7 +282,7 @@ $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/m
 		-file ../controlplane/images/e2e/wgetrc=/etc/wgetrc -cmd pause -- /agnhost
 $(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go
 	@mkdir -p $(dir $@)
-	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:3.10.2 -o $@
+	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/pause:$(E2E_PAUSE_VERSION) -o $@
 
 clean:
 	rm -rf bin .outrigger

@@ -317,8 +317,9 @@ func TestImagesAreMakes(t *testing.T) {
 	if v == nil || AgnhostImage != E2ERegistry+"/agnhost:"+string(v[1]) {
 		t.Errorf("AgnhostImage %s, but the Makefile packs agnhost %q", AgnhostImage, v)
 	}
-	if !strings.Contains(string(mk), "-name "+PauseImage+" ") {
-		t.Errorf("the Makefile does not pack %s", PauseImage)
+	p := regexp.MustCompile(`(?m)^E2E_PAUSE_VERSION := (\S+)$`).FindSubmatch(mk)
+	if p == nil || PauseImage != GCRegistry+"/pause:"+string(p[1]) {
+		t.Errorf("PauseImage %s, but the Makefile packs pause %q", PauseImage, p)
 	}
 }
 

@@ -125,7 +125,16 @@ func run() error {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "Cluster up in %s\n", time.Since(start).Round(time.Second))
-	record := e2e.Run{Name: selection, Kubernetes: controlplane.KubernetesVersion, Commit: commit(ctx),
+	// The version the cluster runs, from its API server: the binaries come
+	// from the assets directory, which need not be this module's version
+	// (make e2e-matrix).
+	kubernetes := "unknown"
+	if v, err := c.Client.Discovery().ServerVersion(); err != nil {
+		fmt.Fprintf(os.Stderr, "Reading the API server's version: %v\n", err)
+	} else {
+		kubernetes = v.GitVersion
+	}
+	record := e2e.Run{Name: selection, Kubernetes: kubernetes, Commit: commit(ctx),
 		Command: *command, Focus: *focus, Skip: *skip}
 	runErr := runSuite(ctx, c, *reportDir, &record, e2e.Options{
 		E2ETest:  *e2eTest,

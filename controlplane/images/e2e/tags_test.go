@@ -40,12 +40,9 @@ func TestImageTagsAreTheSuites(t *testing.T) {
 
 // pauseTag is the name:tag the e2e pause image is packed as.
 func pauseTag(t *testing.T, mk []byte) string {
-	m := regexp.MustCompile(`-name outrigger.local/(pause:\S+) -o \$@\n`).FindAllSubmatch(mk, -1)
-	for _, s := range m {
-		if string(s[1]) != "pause:1" { // the cluster's own sandbox image
-			return string(s[1])
-		}
+	m := regexp.MustCompile(`(?m)^E2E_PAUSE_VERSION := (\S+)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile: no E2E_PAUSE_VERSION")
 	}
-	t.Fatal("Makefile: no e2e pause image")
-	return ""
+	return "pause:" + string(m[1])
 }
