@@ -224,7 +224,7 @@ type summaryMessage struct {
 // The suite's name in the summary, as the framework's own report names it.
 const suiteName = "Kubernetes e2e suite"
 
-func seconds(d time.Duration) string { return fmt.Sprintf("%.1f", d.Seconds()) }
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 
 // WriteJUnit writes run as a JUnit XML summary.
 func WriteJUnit(w io.Writer, run Run) error {

@@ -24,7 +24,7 @@ func TestJUnitSummaryRoundTrip(t *testing.T) {
 	}
 	x := b.String()
 	for _, want := range []string{
-		`<testsuites name="Kubernetes e2e suite v1.37.2, fast" tests="3" failures="1" skipped="1" time="312.4">`,
+		`<testsuites name="Kubernetes e2e suite v1.37.2, fast" tests="3" failures="1" skipped="1" time="312.400">`,
 		`timestamp="2026-11-25T17:00:00Z"`,
 		`<property name="outrigger-commit" value="0123abc"></property>`,
 		`<failure message="service is not reachable (test/e2e/network/loadbalancer.go:156)"></failure>`,

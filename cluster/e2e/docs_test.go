@@ -1,0 +1,42 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestDocsShowSummaries checks that docs/e2e.md shows each JUnit summary
+// committed under docs/e2e/ as the table Markdown makes of it, so the page
+// and the record cannot drift apart.
+func TestDocsShowSummaries(t *testing.T) {
+	files, err := filepath.Glob("../../docs/e2e/*.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no JUnit summary under docs/e2e")
+	}
+	page, err := os.ReadFile("../../docs/e2e.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := ReadJUnit(r)
+		_ = r.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if table := Markdown(run.Results); !bytes.Contains(page, []byte(table)) {
+			t.Errorf("docs/e2e.md does not show %s as its table:\n%s", filepath.Base(f), table)
+		}
+		if !bytes.Contains(page, []byte(run.Commit)) || !bytes.Contains(page, []byte("e2e/"+filepath.Base(f))) {
+			t.Errorf("docs/e2e.md does not name %s and its commit %s", filepath.Base(f), run.Commit)
+		}
+	}
+}
