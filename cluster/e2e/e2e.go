@@ -52,7 +52,7 @@ const DefaultFocus = `\[Feature:LoadBalancer\]|\[sig-cloud-provider\]`
 
 // FastExclusions are what the fast subset (`make e2e-fast`, part of `make
 // test` as root) leaves out of the full run: the two rolling-update tests,
-// 20 of the full run's 25 minutes. The rest, every other load balancer test
+// about 10 minutes each. The rest, every other load balancer test
 // (an ingress reached, ports changed, the load balancer deleted, TCP and
 // UDP, externalTrafficPolicy Local keeping the client's address, session
 // affinity, source ranges, the cleanup finalizer), ran in 4 min 53 s on
