@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -132,9 +134,26 @@ func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 		}
 		keys := f.services()
 		f.rounds.start(keys)
-		for _, k := range keys {
-			q.Add(reconcile.Request{NamespacedName: k})
-		}
+		enqueueLow(q, keys)
+	}
+}
+
+// enqueueLow queues a node sync round's Services at controller-runtime's
+// low priority: a Service created or changed meanwhile (default priority)
+// goes before them, so a round of hundreds of backend updates, some of
+// them for objects the cloud does not answer for, never makes a new
+// Service wait. Requeues keep the low priority.
+func enqueueLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], keys []types.NamespacedName) {
+	reqs := make([]reconcile.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = reconcile.Request{NamespacedName: k}
+	}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
+		return
+	}
+	for _, r := range reqs {
+		q.Add(r)
 	}
 }
 
