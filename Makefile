@@ -6,7 +6,7 @@ K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
 # The Go module that builds K8S_VERSION's binaries: controlplane/ for this version, and
 # controlplane/versions/v1.MINOR for the older minors of the support window (e2e-matrix).
 K8S_MODULE := controlplane
-# Same place as pkg/dev/controlplane.AssetsDir: built once per machine.
+# Same place as pkg/dev/apiserver.AssetsDir: built once per machine.
 ASSETS_ROOT := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger
 ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(ASSETS_ROOT)/controlplane-$(K8S_VERSION))
 K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \

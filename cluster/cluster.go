@@ -26,7 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -42,7 +42,7 @@ type Options struct {
 	// OutriggerImageName is its name; default OutriggerImage.
 	OutriggerImageName string
 	// Assets holds the Kubernetes binaries; default
-	// controlplane.AssetsDir().
+	// apiserver.AssetsDir().
 	Assets string
 	// Images are OCI tarballs to import into every node's containerd
 	// (the pause image among them); none: pods cannot start.
@@ -67,7 +67,7 @@ type Cluster struct {
 	opts  Options
 	state *State
 	nodes []node
-	cp    *controlplane.ControlPlane
+	cp    *apiserver.ControlPlane
 	// Config is the admin's REST config (host loopback).
 	Config *rest.Config
 	// Kubeconfig is the admin's kubeconfig file (host loopback).
@@ -143,7 +143,7 @@ func (o *Options) defaults() {
 		o.OutriggerImageName = OutriggerImage
 	}
 	if o.Assets == "" {
-		o.Assets = controlplane.AssetsDir()
+		o.Assets = apiserver.AssetsDir()
 	}
 	if o.LogDir == "" {
 		o.LogDir = filepath.Join(o.WorkDir, "logs")
@@ -448,18 +448,18 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := os.WriteFile(egress, []byte(egressConfig(c.egressSocket())), 0o644); err != nil {
 		return err
 	}
-	cp, err := controlplane.Start(ctx,
-		controlplane.WithServingNames(append([]string{BridgeIP}, KubernetesServiceNames...)...),
+	cp, err := apiserver.Start(ctx,
+		apiserver.WithServingNames(append([]string{BridgeIP}, KubernetesServiceNames...)...),
 		// The kubernetes Service's endpoint: the forwarder, which pods
 		// reach through their node.
-		controlplane.WithAPIServerArg("advertise-address", BridgeIP),
-		controlplane.WithAPIServerArg("service-cluster-ip-range", ServiceCIDR),
-		controlplane.WithAPIServerArg("egress-selector-config-file", egress),
+		apiserver.WithAPIServerArg("advertise-address", BridgeIP),
+		apiserver.WithAPIServerArg("service-cluster-ip-range", ServiceCIDR),
+		apiserver.WithAPIServerArg("egress-selector-config-file", egress),
 		// Pods get their ServiceAccount's token (envtest turns the
 		// admission plugin off).
-		controlplane.WithAPIServerArg("disable-admission-plugins", ""),
+		apiserver.WithAPIServerArg("disable-admission-plugins", ""),
 		// Node names resolve nowhere; their InternalIP is on the bridge.
-		controlplane.WithAPIServerArg("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"),
+		apiserver.WithAPIServerArg("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname"),
 	)
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 // hostSnapshot is what the machine's own namespaces show: the cluster must
@@ -86,7 +86,7 @@ func withCluster(t *testing.T, hybrid bool, body func(context.Context, *Cluster)
 		t.Skip("the real-cluster test runs with OUTRIGGER_CLUSTER=1 (as root, after 'make cluster-binaries cluster-images image'; 'make cluster-test' does all that)")
 	}
 	root, _ := filepath.Abs("..")
-	assets := controlplane.AssetsDir()
+	assets := apiserver.AssetsDir()
 	o := Options{
 		OutriggerImage: filepath.Join(root, "bin", "outrigger-image.tar"),
 		Out:            testWriter{t},
@@ -210,7 +210,7 @@ func realCluster(ctx context.Context, t *testing.T, c *Cluster) {
 						LabelSelector:     &metav1.LabelSelector{MatchLabels: labels},
 					}},
 					Containers: []corev1.Container{{
-						Name: "agnhost", Image: "outrigger.local/agnhost:" + controlplane.KubernetesVersion,
+						Name: "agnhost", Image: "outrigger.local/agnhost:" + apiserver.KubernetesVersion,
 						ImagePullPolicy: corev1.PullNever,
 						Args:            []string{"serve-hostname"},
 						Ports:           []corev1.ContainerPort{{ContainerPort: 9376}},
@@ -361,7 +361,7 @@ func checkLocalTrafficKeepsClientIP(ctx context.Context, t *testing.T, c *Cluste
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{"kubernetes.io/hostname": target},
 					Containers: []corev1.Container{{
-						Name: "agnhost", Image: "outrigger.local/agnhost:" + controlplane.KubernetesVersion,
+						Name: "agnhost", Image: "outrigger.local/agnhost:" + apiserver.KubernetesVersion,
 						ImagePullPolicy: corev1.PullNever,
 						Args:            []string{"netexec", "--http-port=8080"},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{

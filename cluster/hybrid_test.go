@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -97,7 +97,7 @@ func hybridCluster(ctx context.Context, t *testing.T, c *Cluster) {
 						LabelSelector:     &metav1.LabelSelector{MatchLabels: labels},
 					}},
 					Containers: []corev1.Container{{
-						Name: "agnhost", Image: "outrigger.local/agnhost:" + controlplane.KubernetesVersion,
+						Name: "agnhost", Image: "outrigger.local/agnhost:" + apiserver.KubernetesVersion,
 						ImagePullPolicy: corev1.PullNever,
 						Args:            []string{"netexec", "--http-port=8080"},
 						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{

@@ -28,7 +28,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
@@ -138,7 +138,7 @@ type env struct {
 
 // startEnv starts the control plane; stop stops it.
 func startEnv(ctx context.Context) (e env, stop func(), err error) {
-	cp, err := controlplane.Start(ctx)
+	cp, err := apiserver.Start(ctx)
 	if err != nil {
 		return env{}, nil, err
 	}

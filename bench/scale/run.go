@@ -20,7 +20,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 )
 
@@ -71,9 +71,9 @@ func apiWrites(ctx context.Context, client kubernetes.Interface) (int64, int64, 
 }
 
 func startEnv(ctx context.Context) (*benchenv.Env, error) {
-	var opts []controlplane.Option
+	var opts []apiserver.Option
 	for _, a := range apiServerArgs {
-		opts = append(opts, controlplane.WithAPIServerArg(a[0], a[1]))
+		opts = append(opts, apiserver.WithAPIServerArg(a[0], a[1]))
 	}
 	return benchenv.Start(ctx, opts...)
 }

@@ -9,7 +9,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 // Package writes the chart in chartDir to outDir as
@@ -48,7 +48,7 @@ func RenderArchive(archive, namespace, valuesYAML string, sets ...string) (*rele
 	install.Replace = true
 	install.ReleaseName = ReleaseName
 	install.Namespace = namespace
-	v, err := semver.NewVersion(controlplane.KubernetesVersion)
+	v, err := semver.NewVersion(apiserver.KubernetesVersion)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server's version: %w", err)
 	}

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 const (
@@ -92,7 +92,7 @@ func Render(namespace, valuesYAML string, sets ...string) (*release.Release, err
 	// The helm binary knows the Kubernetes version it was built against; a
 	// library user says which it renders for (`helm template
 	// --kube-version`): the API server the integration tests run.
-	v, err := semver.NewVersion(controlplane.KubernetesVersion)
+	v, err := semver.NewVersion(apiserver.KubernetesVersion)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the API server's version: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	cp, err := controlplane.Start(context.Background())
+	cp, err := apiserver.Start(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "control plane:", err)
 		return 1

@@ -29,7 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
@@ -62,7 +62,7 @@ func Main(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
-	cp, err := startControlPlane(ctx, controlplane.WithAudit())
+	cp, err := startControlPlane(ctx, apiserver.WithAudit())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
@@ -304,11 +304,11 @@ func RunController(t testing.TB, setup func(crmanager.Manager) error, modify ...
 // before they bind them: another process may take one meanwhile (test
 // packages run in parallel), and envtest tells that only as an exit before
 // readiness (it keeps their output). It stops what it started on failure.
-func startControlPlane(ctx context.Context, options ...controlplane.Option) (*controlplane.ControlPlane, error) {
+func startControlPlane(ctx context.Context, options ...apiserver.Option) (*apiserver.ControlPlane, error) {
 	var err error
 	for range 3 {
-		var cp *controlplane.ControlPlane
-		if cp, err = controlplane.Start(ctx, options...); err == nil {
+		var cp *apiserver.ControlPlane
+		if cp, err = apiserver.Start(ctx, options...); err == nil {
 			return cp, nil
 		}
 		if !strings.Contains(err.Error(), "stopped unexpectedly before becoming ready") {

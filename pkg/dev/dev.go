@@ -20,7 +20,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/outrigger-ccm/outrigger/pkg/console"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
@@ -115,7 +115,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	}
 
 	fmt.Fprintln(out, "Starting etcd and kube-apiserver...")
-	cp, err := controlplane.Start(ctx)
+	cp, err := apiserver.Start(ctx)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
 	fmt.Fprintf(out, `
 Outrigger is running on a local control plane with %d simulated nodes.
 
@@ -236,7 +236,7 @@ func startConsole(ctx context.Context, opts Options, client kubernetes.Interface
 	return "http://" + l.Addr().String() + "/", nil
 }
 
-func writeState(dir string, cp *controlplane.ControlPlane, cloudURL, lbPool string) (string, error) {
+func writeState(dir string, cp *apiserver.ControlPlane, cloudURL, lbPool string) (string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := cp.WriteAdminKubeconfig(kubeconfig); err != nil {
 		return "", err

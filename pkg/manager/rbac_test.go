@@ -33,7 +33,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -136,7 +136,7 @@ var unexercised = map[string]string{
 // what manifest grants to whom.
 func applyOnly(t *testing.T, manifest, other string) map[string][]grant {
 	t.Helper()
-	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
 	for _, args := range [][]string{
 		{"delete", "--ignore-not-found", "--wait", "-f", other},
 		{"delete", "--ignore-not-found", "--wait", "-n", "kube-system", "serviceaccount", "node-controller", "service-controller", "route-controller"},

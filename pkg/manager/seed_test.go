@@ -21,7 +21,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -43,7 +43,7 @@ var seedArgs = []string{
 // do every controller's job, each controller writing as its own
 // ServiceAccount: the audit log shows who wrote what.
 func TestSeedDaemonSetRuns(t *testing.T) {
-	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
 	out, err := exec.Command(kubectl, "apply", "-f", "../../deploy/rbac-service-account-credentials.yaml", "--kubeconfig", testenv.Kubeconfig).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)

@@ -15,7 +15,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 )
 
@@ -23,7 +23,7 @@ import (
 // upstream CCM (deploy/upstream) to the API server, and checks that each
 // container's argument list parses and validates with Outrigger's flags.
 func TestUpstreamManifestsApplyUnchanged(t *testing.T) {
-	kubectl := filepath.Join(controlplane.AssetsDir(), "kubectl")
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
 	// The seed binds system:cloud-controller-manager to cluster-admin; the
 	// binding of deploy/rbac.yaml (another test's) has that name too, and
 	// a binding's roleRef cannot change. As on a fresh cluster, go without.

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
@@ -123,7 +123,7 @@ type harness struct {
 	// start is when the schedule starts (until then, when setting up
 	// began): offsets in the log and the report count from it.
 	start   atomic.Int64
-	cp      *controlplane.ControlPlane
+	cp      *apiserver.ControlPlane
 	cloud   *simcloud.Cloud
 	client  kubernetes.Interface
 	dir     string
@@ -299,7 +299,7 @@ func (h *harness) setUp(ctx context.Context) error {
 	if err := os.WriteFile(h.simYAML, []byte("endpoint: "+cloudURL+"\n"), 0o600); err != nil {
 		return err
 	}
-	if h.cp, err = controlplane.Start(ctx); err != nil {
+	if h.cp, err = apiserver.Start(ctx); err != nil {
 		return err
 	}
 	h.kubecfg = filepath.Join(h.dir, "kubeconfig")

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 // syncBuffer collects a child's output safely.
@@ -56,7 +56,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 // initialized, terminates an instance with `outrigger sim` and sees its node
 // deleted, then stops it with SIGTERM and checks the control plane went too.
 func TestDev(t *testing.T) {
-	if _, err := controlplane.EnsureAssets(context.Background()); err != nil {
+	if _, err := apiserver.EnsureAssets(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()

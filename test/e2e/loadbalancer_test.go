@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 // get fetches http://addr/ from the local address from ("" for any).
@@ -60,7 +60,7 @@ func nodesAnswering(addr string, n int) map[string]int {
 // a stopped node drops out of rotation.
 func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig string, sim func(args ...string)) {
 	ctx := context.Background()
-	kubectl := exec.Command(filepath.Join(controlplane.AssetsDir(), "kubectl"), "--kubeconfig="+kubeconfig, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
+	kubectl := exec.Command(filepath.Join(apiserver.AssetsDir(), "kubectl"), "--kubeconfig="+kubeconfig, "create", "service", "loadbalancer", "web", "--tcp=80:8080")
 	if out, err := kubectl.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl create service: %v\n%s", err, out)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -201,9 +201,9 @@ type Env struct {
 
 // Start starts the control plane, with options, and the sim cloud; Close
 // stops them.
-func Start(ctx context.Context, options ...controlplane.Option) (*Env, error) {
+func Start(ctx context.Context, options ...apiserver.Option) (*Env, error) {
 	e := &Env{}
-	cp, err := controlplane.Start(ctx, options...)
+	cp, err := apiserver.Start(ctx, options...)
 	if err != nil {
 		return nil, err
 	}

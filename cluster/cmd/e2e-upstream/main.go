@@ -30,7 +30,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/cluster/e2e"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/controlplane"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func main() {
 }
 
 func run() error {
-	assets := controlplane.AssetsDir()
+	assets := apiserver.AssetsDir()
 	fs := flag.NewFlagSet("e2e-upstream", flag.ExitOnError)
 	e2eTest := fs.String("e2e-test", filepath.Join(assets, "e2e.test"), "upstream's e2e.test binary")
 	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the framework's JUnit report (junit_01.xml), the summary (summary.md, and summary.xml: names, results, durations), the suite's output and every cluster process's log")

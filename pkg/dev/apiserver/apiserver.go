@@ -1,13 +1,10 @@
-// Package controlplane starts the real Kubernetes control plane (etcd and
+// Package apiserver starts a real Kubernetes API server (etcd and
 // kube-apiserver) for `outrigger dev`, the integration tests and the
 // benchmarks. It goes through controller-runtime's envtest, which knows how
-// to configure and stop those binaries.
-//
-// Two things in the repository are called controlplane: this package runs
-// the binaries; the top-level controlplane/ directory is a separate Go
-// module that only builds them from source (`make controlplane`), with the
-// rest of a real cluster's binaries for cluster/.
-package controlplane
+// to configure and stop those binaries. The top-level controlplane/ module
+// builds them from source (`make controlplane`), with the rest of a real
+// cluster's binaries for cluster/.
+package apiserver
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build integration
 
-package controlplane
+package apiserver
 
 import (
 	"context"
