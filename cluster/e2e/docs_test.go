@@ -23,15 +23,7 @@ func TestDocsShowSummaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		r, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, err := ReadJUnit(r)
-		_ = r.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		run := readSummary(t, f)
 		if table := Markdown(run.Results); !bytes.Contains(page, []byte(table)) {
 			t.Errorf("docs/e2e.md does not show %s as its table:\n%s", filepath.Base(f), table)
 		}
@@ -39,4 +31,19 @@ func TestDocsShowSummaries(t *testing.T) {
 			t.Errorf("docs/e2e.md does not name %s and its commit %s", filepath.Base(f), run.Commit)
 		}
 	}
+}
+
+// readSummary reads a committed JUnit summary.
+func readSummary(t *testing.T, file string) Run {
+	t.Helper()
+	r, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	run, err := ReadJUnit(r)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return run
 }
