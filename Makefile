@@ -218,9 +218,12 @@ cluster: cluster-binaries cluster-images image
 cluster-down:
 	go run ./cluster/cmd/cluster down
 
-## cluster-test: the real-cluster test (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1).
+## cluster-test: the real-cluster tests (root; skipped by a plain `go test ./...` without OUTRIGGER_CLUSTER=1):
+## the harness's own (Outrigger from deploy/'s manifests), then the chart installed by Helm with the
+## image pulled from a registry the cluster serves (charts/test/cluster).
 cluster-test: cluster-binaries cluster-images image
 	OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/...
+	cd charts/test && OUTRIGGER_CLUSTER=1 OUTRIGGER_IMAGE=$(CURDIR)/bin/outrigger-image.tar go test -count=1 -v -timeout 15m ./cluster/
 
 .PHONY: e2e-upstream e2e-fast e2e-binaries e2e-images
 

@@ -37,7 +37,8 @@ type Options struct {
 	// Nodes is how many nodes to run; default 2.
 	Nodes int
 	// OutriggerImage is Outrigger's image tarball (make image); imported
-	// into every node and deployed with deploy/'s manifests.
+	// into every node and deployed with deploy/'s manifests. Unused when
+	// Install is set.
 	OutriggerImage string
 	// OutriggerImageName is its name; default OutriggerImage.
 	OutriggerImageName string
@@ -56,6 +57,12 @@ type Options struct {
 	// (providerID sim://<ID>), served by the harness, and has one Outrigger
 	// run the local and sim providers (hybrid.go).
 	Hybrid bool
+	// Install, when set, installs Outrigger in place of deploy/'s
+	// manifests and the imported image (say, Helm's chart with the image
+	// pulled from a registry the cluster serves, ServeRegistry). It runs
+	// once the nodes and their pod networks are up; Up then waits for
+	// Outrigger to initialize every node.
+	Install func(ctx context.Context, c *Cluster) error
 }
 
 // PauseImage is the sandbox image every node's containerd is configured
@@ -173,7 +180,7 @@ func Preflight(o Options) error {
 			return fmt.Errorf("%s is not built in %s: run 'make cluster-binaries'", b, o.Assets)
 		}
 	}
-	if _, err := os.Stat(o.OutriggerImage); err != nil {
+	if _, err := os.Stat(o.OutriggerImage); err != nil && o.Install == nil {
 		return fmt.Errorf("the Outrigger image %s: %w (run 'make image')", o.OutriggerImage, err)
 	}
 	for _, name := range ClusterImages {
@@ -241,6 +248,10 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 	if !o.Hybrid {
 		simCloud.fn = nil
 	}
+	install := step{"Outrigger from its image (deploy/*.yaml)", c.deployOutrigger}
+	if o.Install != nil {
+		install = step{"Outrigger installed (Options.Install)", func(ctx context.Context) error { return o.Install(ctx, c) }}
+	}
 	steps := []step{
 		{"cgroups", c.setupCgroups},
 		{"control plane (etcd, kube-apiserver)", c.startControlPlane},
@@ -252,7 +263,7 @@ func Up(ctx context.Context, o Options) (c *Cluster, err error) {
 		{"kube-controller-manager, kube-scheduler", c.startControllers},
 		{"nodes: containerd, images, kubelet, kube-proxy", c.startNodes},
 		{"pod networks (CNI config from spec.podCIDR, routes)", c.setupPodNetworks},
-		{"Outrigger from its image (deploy/*.yaml)", c.deployOutrigger},
+		install,
 		{"nodes initialized by Outrigger", c.waitInitialized},
 		{"cluster DNS (CoreDNS)", c.deployDNS},
 	}

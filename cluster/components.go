@@ -163,7 +163,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, n.socket(), PauseImage, CNIBinDir, filepath.Join(n.Dir, "cni"))
+  # Per registry host, how to reach it (ServeRegistry writes the cluster's
+  # own); read at every pull.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %q
+`, n.socket(), PauseImage, CNIBinDir, filepath.Join(n.Dir, "cni"), c.registryHostsDir())
 }
 
 func (c *Cluster) kubeletConfig(n node) string {
@@ -256,7 +260,11 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		for _, img := range append(slices.Clone(c.opts.Images), c.opts.OutriggerImage) {
+		images := c.opts.Images
+		if c.opts.Install == nil {
+			images = append(slices.Clone(images), c.opts.OutriggerImage)
+		}
+		for _, img := range images {
 			start := time.Now()
 			out, err := exec.CommandContext(ctx, "ctr", "--address", n.socket(), "-n", "k8s.io", "images", "import", "--no-unpack=false", img).CombinedOutput()
 			if err != nil {

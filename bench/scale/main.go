@@ -23,6 +23,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&rc.idlePeriods, "idle-periods", 2, "refresh periods the idle cost is measured over")
 	out := flag.String("out", "docs/performance", "directory for scale.json, scale.md and the pictures")
 	commit := flag.String("commit", gitCommit(), "the commit measured, for the results file")
+	appendTo := flag.Bool("append", false, "add this run's rows to -out's scale.json (same commit and setup: one set of figures measured in pieces) instead of replacing it")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	flag.Parse()
@@ -69,7 +71,7 @@ func main() {
 			if ls, err = floats(*limits); err == nil {
 				var variants []string
 				if variants, err = parseCCMs(*ccms); err == nil {
-					err = run(context.Background(), rc, ns, ms, ls, variants, *out, *commit)
+					err = run(context.Background(), rc, ns, ms, ls, variants, *out, *commit, *appendTo)
 				}
 			}
 		}
@@ -80,7 +82,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants []string, out, commit string) error {
+func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants []string, out, commit string, appendTo bool) error {
 	if slices.Max(ms) > maxServices {
 		return fmt.Errorf("at most %d Services (the NodePort range)", maxServices)
 	}
@@ -108,13 +110,23 @@ func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants
 	for _, e := range etcdEnv {
 		res.Setup.Etcd = append(res.Setup.Etcd, e[0]+"="+e[1])
 	}
-	for _, n := range ns {
-		ref, err := runReference(ctx, rc, n)
-		if err != nil {
+	if appendTo {
+		var err error
+		if res, err = appendResults(filepath.Join(out, "scale.json"), res); err != nil {
 			return err
 		}
-		progress("API server write limit, %d nodes: %.1f s", n, ref.Seconds)
-		res.References = append(res.References, ref)
+	}
+	for _, n := range ns {
+		if slices.ContainsFunc(res.References, func(r Reference) bool { return r.Nodes == n }) {
+			progress("API server write limit, %d nodes: measured before in this set", n)
+		} else {
+			ref, err := runReference(ctx, rc, n)
+			if err != nil {
+				return err
+			}
+			progress("API server write limit, %d nodes: %.1f s", n, ref.Seconds)
+			res.References = append(res.References, ref)
+		}
 		if err := write(out, res); err != nil {
 			return err
 		}
@@ -137,8 +149,38 @@ func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants
 	return nil
 }
 
+// appendResults is the results file at path with this run's command added,
+// refused unless it measured the same commit with the same setup.
+func appendResults(path string, res *Results) (*Results, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-append: %w", err)
+	}
+	var old Results
+	if err := json.Unmarshal(raw, &old); err != nil {
+		return nil, fmt.Errorf("-append: %s: %w", path, err)
+	}
+	if old.Commit != res.Commit {
+		return nil, fmt.Errorf("-append: %s measured commit %s, this run measures %s: one set of figures is one commit", path, old.Commit, res.Commit)
+	}
+	a, _ := json.Marshal(old.Setup)
+	b, _ := json.Marshal(res.Setup)
+	if string(a) != string(b) {
+		return nil, fmt.Errorf("-append: %s has another setup:\n%s\nthis run:\n%s", path, a, b)
+	}
+	old.Command += "; " + res.Command
+	return &old, nil
+}
+
 // write writes the results file, the tables and the pictures into dir.
 func write(dir string, res *Results) error {
+	// Pieces of one set (-append) may come in any order: the tables go
+	// by cloud limit, nodes, Services and variant.
+	slices.SortStableFunc(res.References, func(a, b Reference) int { return cmp.Compare(a.Nodes, b.Nodes) })
+	slices.SortStableFunc(res.Rows, func(a, b Row) int {
+		return cmp.Or(cmp.Compare(a.CloudLimit, b.CloudLimit), cmp.Compare(a.Nodes, b.Nodes), cmp.Compare(a.Services, b.Services),
+			cmp.Compare(slices.Index(ccmOrder, a.CCM), slices.Index(ccmOrder, b.CCM)))
+	})
 	res.Fits = fits(res.Rows)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

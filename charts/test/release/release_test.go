@@ -24,7 +24,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/crane"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -51,20 +50,10 @@ func TestPushImageInstallChart(t *testing.T) {
 	chartTgz := packagedChart(t)
 
 	// The image's name and tag: the chart's default image, at the version.
-	dir := t.TempDir()
-	untar(t, imageTar, dir)
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatalf("%s is not an OCI image layout: %v", imageTar, err)
-	}
-	im, err := idx.IndexManifest()
+	img, desc, err := charttest.LoadImage(imageTar, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(im.Manifests) != 1 {
-		t.Fatalf("%s holds %d manifests, want 1", imageTar, len(im.Manifests))
-	}
-	desc := im.Manifests[0]
 	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != version.Version {
 		t.Errorf("%s is tagged %q, want the version %q (a stale file? make image builds it)", imageTar, got, version.Version)
 	}
@@ -72,11 +61,6 @@ func TestPushImageInstallChart(t *testing.T) {
 	if got, want := desc.Annotations["io.containerd.image.name"], repo+":"+version.Version; got != want {
 		t.Errorf("ctr image import names %s %q, want the chart's default image %q", imageTar, got, want)
 	}
-	img, err := idx.Image(desc.Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -202,57 +186,6 @@ func defaultRepository(t *testing.T, chartTgz string) string {
 		t.Fatalf("%s: no default image.repository in %v", chartTgz, c.Values)
 	}
 	return repo
-}
-
-// untar unpacks a tarball of regular files and directories into dir, as
-// tar -xf does.
-func untar(t *testing.T, file, dir string) {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if !filepath.IsLocal(h.Name) {
-			t.Fatalf("%s: entry %q leaves the directory", file, h.Name)
-		}
-		p := filepath.Join(dir, h.Name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(p, 0o755)
-		case tar.TypeReg:
-			err = writeFile(p, tr)
-		default:
-			err = fmt.Errorf("entry %q of type %q", h.Name, h.Typeflag)
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-	}
-}
-
-func writeFile(p string, r io.Reader) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(p)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // fileMode finds a regular file in the image's layers (the last layer
