@@ -70,10 +70,15 @@ type Row struct {
 	Idle *Idle `json:"idle,omitempty"`
 	// Churn is from the first leave or join until every joining node is
 	// initialized and every load balancer's backends are the nodes.
-	Churn      Phase   `json:"churn"`
-	ChurnNodes int     `json:"churnNodes"`
-	PeakRSSMiB float64 `json:"peakRSSMiB"`
-	CPUSeconds float64 `json:"cpuSeconds"`
+	Churn      Phase `json:"churn"`
+	ChurnNodes int   `json:"churnNodes"`
+	// Restart is from a new process's start, after the churn, until it has
+	// ensured every load balancer again; RestartFirstCall is its first
+	// cloud call (leader elected, caches synced), in seconds.
+	Restart          Phase   `json:"restart"`
+	RestartFirstCall float64 `json:"restartFirstCall,omitempty"`
+	PeakRSSMiB       float64 `json:"peakRSSMiB"`
+	CPUSeconds       float64 `json:"cpuSeconds"`
 	// Error says why a row stopped other than at the bound.
 	Error string `json:"error,omitempty"`
 }
@@ -107,6 +112,8 @@ type Phase struct {
 type Idle struct {
 	CallsPerPeriod  float64 `json:"callsPerPeriod"`
 	WritesPerPeriod float64 `json:"writesPerPeriod"`
+	// CPUPerPeriod is the CCM's CPU seconds per period.
+	CPUPerPeriod float64 `json:"cpuPerPeriod"`
 }
 
 // finished reports whether every phase of the row finished.
@@ -198,8 +205,8 @@ func (res *Results) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %.1f | %s |\n", count(int64(ref.Nodes)), ref.Seconds, count(int64(math.Round(float64(ref.Writes)/ref.Seconds))))
 	}
 	b.WriteString("\n")
-	b.WriteString("| cloud limit | nodes | Services | CCM | s to all nodes initialized | x write limit | s to all load balancers provisioned | cloud calls: nodes / LBs | 429s: nodes / LBs | API writes per node | API writes per LB | idle cloud calls per refresh period | idle API writes per refresh period | churn: s to converge | churn: backend updates per LB | churn: cloud calls / 429s | peak RSS (MiB) | CPU s |\n")
-	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| cloud limit | nodes | Services | CCM | s to all nodes initialized | x write limit | s to all load balancers provisioned | cloud calls: nodes / LBs | 429s: nodes / LBs | API writes per node | API writes per LB | idle cloud calls per refresh period | idle API writes per refresh period | idle CPU s per refresh period | churn: s to converge | churn: backend updates per LB | churn: cloud calls / 429s | restart: s to first call / every LB ensured | peak RSS (MiB) | CPU s |\n")
+	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range res.Rows {
 		ratio := ""
 		if ref, ok := res.reference(r.Nodes); ok && r.NodeInit.Ran && ref.Seconds > 0 {
@@ -215,9 +222,9 @@ func (res *Results) Markdown() string {
 		if r.Error != "" {
 			name += " (" + r.Error + ")"
 		}
-		idleCalls, idleWrites := "not reached", ""
+		idleCalls, idleWrites, idleCPU := "not reached", "", ""
 		if r.Idle != nil {
-			idleCalls, idleWrites = dec1(r.Idle.CallsPerPeriod), dec1(r.Idle.WritesPerPeriod)
+			idleCalls, idleWrites, idleCPU = dec1(r.Idle.CallsPerPeriod), dec1(r.Idle.WritesPerPeriod), fmt.Sprintf("%.2f", r.Idle.CPUPerPeriod)
 		}
 		pair := func(a, b Phase, f func(Phase) int64) string {
 			s := count(f(a))
@@ -230,18 +237,22 @@ func (res *Results) Markdown() string {
 		if r.Churn.Ran {
 			churnCalls = count(r.Churn.Calls) + " / " + count(r.Churn.Throttled)
 		}
+		restart := r.Restart.seconds()
+		if r.Restart.Ran {
+			restart = fmt.Sprintf("%.1f / %s", r.RestartFirstCall, restart)
+		}
 		rss, cpu := "", ""
 		if r.PeakRSSMiB > 0 {
 			rss, cpu = fmt.Sprintf("%.0f", r.PeakRSSMiB), fmt.Sprintf("%.1f", r.CPUSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			limitName(r.CloudLimit), count(int64(r.Nodes)), count(int64(r.Services)), name,
 			r.NodeInit.seconds(), ratio, r.Provision.seconds(),
 			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Calls }),
 			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Throttled }),
 			r.NodeInit.per(r.NodeInit.Writes, r.Nodes), r.Provision.per(r.Provision.Writes, r.Services),
-			idleCalls, idleWrites,
-			r.Churn.seconds(), r.Churn.per(r.Churn.BackendWrites, r.Services), churnCalls, rss, cpu)
+			idleCalls, idleWrites, idleCPU,
+			r.Churn.seconds(), r.Churn.per(r.Churn.BackendWrites, r.Services), churnCalls, restart, rss, cpu)
 	}
 	if len(res.Fits) > 0 {
 		b.WriteString("\n")

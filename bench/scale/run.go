@@ -327,7 +327,14 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	if err != nil {
 		return row, err
 	}
+	// measure reads the first process's figures once, before the restart
+	// phase stops it or the row ends.
+	measured := false
 	measure := func(r *Row) {
+		if measured {
+			return
+		}
+		measured = true
 		r.PeakRSSMiB, _ = proc.PeakRSS()
 		r.CPUSeconds, _ = proc.CPUSeconds()
 	}
@@ -380,6 +387,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		return endRow(row, err, measure), nil
 	}
 	i0 := calls()
+	cpu0, _ := proc.CPUSeconds()
 	iw0, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
@@ -388,6 +396,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		return endRow(row, err, measure), nil
 	}
 	i1 := calls()
+	cpu1, _ := proc.CPUSeconds()
 	iw1, _, werr := apiWrites(ctx, client)
 	if werr != nil {
 		return row, werr
@@ -395,6 +404,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	row.Idle = &Idle{
 		CallsPerPeriod:  float64(i1.Total-i0.Total) / float64(rc.idlePeriods),
 		WritesPerPeriod: float64(iw1-iw0) / float64(rc.idlePeriods),
+		CPUPerPeriod:    (cpu1 - cpu0) / float64(rc.idlePeriods),
 	}
 	progress("%s, %d nodes, %d Services, limit %s: idle %.1f calls per period", ccm, n, m, limitName(limit), row.Idle.CallsPerPeriod)
 
@@ -421,7 +431,44 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	}
 	row.Churn.Writes = writes3 - iw1 - int64(2*c)
 	progress("%s, %d nodes, %d Services, limit %s: churn %s s", ccm, n, m, limitName(limit), row.Churn.seconds())
-	return endRow(row, err, measure), nil
+	if err != nil || !ok {
+		return endRow(row, err, measure), nil
+	}
+
+	// Restart: the CCM stopped (its figures read first) and started again,
+	// as a new leader starts; the clock runs from the new process's start
+	// until it has ensured every load balancer once more. Neither CCM keeps
+	// what it applied across a restart: it ensures each Service's load
+	// balancer again, one EnsureLoadBalancer each.
+	measure(&row)
+	stop()
+	<-done.done
+	restartCtx, stopRestart := context.WithCancel(ctx)
+	defer stopRestart()
+	row.Restart = Phase{Ran: true, Want: m}
+	start = time.Now()
+	proc, err = benchenv.StartProcess(restartCtx, bin, args, fmt.Sprintf("scale-%s-%d-%d-%.0f-restart.log", ccm, n, m, limit))
+	if err != nil {
+		return row, err
+	}
+	restarted := watchExit(proc.Done)
+	defer func() { stopRestart(); <-restarted.done }()
+	ensured := 0
+	ok, err = await(restarted, start.Add(rc.bound), func() bool {
+		now := calls()
+		if row.RestartFirstCall == 0 && now.Total > c2.Total {
+			row.RestartFirstCall = time.Since(start).Seconds()
+		}
+		ensured = int(now.ByOp["EnsureLoadBalancer"] - c2.ByOp["EnsureLoadBalancer"])
+		return ensured >= m
+	})
+	row.Restart.Seconds, row.Restart.Done, row.Restart.Finished = time.Since(start).Seconds(), min(ensured, m), ok
+	row.Restart.count(c2, calls(), nil)
+	progress("%s, %d nodes, %d Services, limit %s: restart %s s (first call %.1f s)", ccm, n, m, limitName(limit), row.Restart.seconds(), row.RestartFirstCall)
+	if err != nil {
+		row.Error = err.Error()
+	}
+	return row, nil
 }
 
 // lbOps are the load balancer calls.

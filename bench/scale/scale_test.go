@@ -36,7 +36,8 @@ func rows() []Row {
 	}
 	return []Row{
 		{CloudLimit: 0, Nodes: 1000, Services: 100, CCM: outrigger, NodeInit: done(2, 1000), Provision: done(1, 100),
-			Idle: &Idle{CallsPerPeriod: 1000}, Churn: done(3, 100), PeakRSSMiB: 60, CPUSeconds: 4},
+			Idle: &Idle{CallsPerPeriod: 1000, CPUPerPeriod: 0.5}, Churn: done(3, 100), Restart: done(4, 100), RestartFirstCall: 2.5,
+			PeakRSSMiB: 60, CPUSeconds: 4},
 		{CloudLimit: 0, Nodes: 1000, Services: 100, CCM: upstreamDefaults, NodeInit: done(200, 1000), Provision: done(30, 100),
 			Idle: &Idle{CallsPerPeriod: 300}, Churn: done(40, 100), PeakRSSMiB: 70, CPUSeconds: 9},
 		{CloudLimit: 0, Nodes: 4000, Services: 100, CCM: outrigger, NodeInit: done(8, 4000), Provision: done(2, 100),
@@ -69,7 +70,8 @@ func TestMarkdown(t *testing.T) {
 		"| none | 1,000 | 100 | **Outrigger, defaults** | 2.0 | 2.00 | 1.0 | 1,000 / 100 |",
 		"| none | 4,000 | 100 | upstream, defaults | > 900 (3,412 of 4,000) | > 225.00 | not reached | 7,000 |",
 		"| Outrigger, defaults | none | 100 | 1.00 | 1,000, 4,000 | 0.50 | 1,000, 4,000 |",
-		"| 1,000.0 | 0.0 | 3.0 |",
+		"| 1,000.0 | 0.0 | 0.50 | 3.0 |",
+		"| 100 / 0 | 2.5 / 4.0 | 60 | 4.0 |",
 		"| upstream, defaults | none | 100 | no fit | 1,000 | no fit | 1,000 |",
 	} {
 		if !strings.Contains(md, want) {
