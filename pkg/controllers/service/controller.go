@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -151,7 +152,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorderFor(component), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
 		memory:   newMemory(),
-		backends: newBackendList(mgr.GetClient(), opts.Platforms),
+		backends: newBackendList(cachednodes.FromCache(mgr.GetCache()), opts.Platforms),
 		rounds:   newSyncRounds(),
 	}
 	nodes := newNodeFanOut(mgr.GetCache(), opts.NodeSyncWindow, opts.Platforms, r.backends, r.memory.keys, r.rounds)
