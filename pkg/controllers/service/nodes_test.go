@@ -1,11 +1,14 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/platform"
 )
 
 func TestIsBackend(t *testing.T) {
@@ -116,5 +119,42 @@ func TestNodeNames(t *testing.T) {
 	}
 	if got := nodeNames(nodes[:2]); len(got) != 2 {
 		t.Errorf("nodeNames of 2 = %v", got)
+	}
+}
+
+// TestBackendListSharesTheCachesNodes: the backend list is the lister's
+// own nodes (the cache's), sorted and filtered, never copies; it is listed
+// again only after invalidate.
+func TestBackendListSharesTheCachesNodes(t *testing.T) {
+	cached := []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "c"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: map[string]string{corev1.LabelNodeExcludeBalancers: "true"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}},
+	}
+	lists := 0
+	b := newBackendList(func(context.Context) ([]*corev1.Node, error) {
+		lists++
+		return cached, nil
+	}, platform.Set{})
+	got, fp, err := b.get(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*corev1.Node{cached[1], cached[3], cached[0]}
+	if len(got) != len(want) {
+		t.Fatalf("backends %v, want a, b, c", nodeNames(got))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("backend %d is %p (%s), want the cache's own %p (%s)", i, got[i], got[i].Name, want[i], want[i].Name)
+		}
+	}
+	if again, fp2, _ := b.get(context.Background()); lists != 1 || fp2 != fp || len(again) != len(got) {
+		t.Errorf("a second get listed again (%d lists) or changed the set", lists)
+	}
+	b.invalidate()
+	if _, _, err := b.get(context.Background()); err != nil || lists != 2 {
+		t.Errorf("after invalidate: %d lists (%v), want 2", lists, err)
 	}
 }
