@@ -10,9 +10,12 @@
 // run until every node is initialized; then M Services created at once,
 // until every one has an ingress address; then the quiet cluster's cost per
 // refresh period; then a churn (1,000 nodes leave and 1,000 join), until
-// every load balancer's backends are the remaining nodes. A phase that does
-// not finish within -bound ends the row with the figure reached. Each size
-// first measures the API server's own write limit for its nodes.
+// every load balancer's backends are the remaining nodes; then a restart
+// (the CCM stopped and started again, until it has ensured every load
+// balancer once more). A phase that does not finish within -bound ends the
+// row with the figure reached. Each size first measures the API server's
+// own write limit for its nodes. -append adds a run's rows to the results
+// file of an earlier run of the same commit and setup.
 //
 // The results go to -out: scale.json, scale.md (the tables) and one SVG per
 // metric against nodes (time, peak RSS, cloud calls), regenerated from the
