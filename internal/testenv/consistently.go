@@ -36,6 +36,31 @@ func Consistently(t testing.TB, timeout time.Duration, what string, passes func(
 	}
 }
 
+// ConsistentlyUntil is Consistently for a state rather than a counter: the
+// fact that the code had its chance is done() holding (say, every one of a
+// set of objects handled), whenever it comes, even before the call. A
+// count of objects in a state is no counter to give Consistently: one that
+// reached the state before the call would never be counted.
+func ConsistentlyUntil(t testing.TB, timeout time.Duration, what string, done func() bool, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := cond(); err != nil {
+			t.Fatalf("no longer true: %s: %v", what, err)
+		}
+		if done() {
+			if err := cond(); err != nil {
+				t.Fatalf("no longer true: %s: %v", what, err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for the code to have its chance before checking that %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Count adapts an integer counter (a cloud's call count, a double's) for
 // Consistently's passes.
 func Count[N ~int | ~int32 | ~int64 | ~uint64](f func() N) func() float64 {

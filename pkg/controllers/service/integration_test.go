@@ -388,16 +388,15 @@ func TestLoadBalancerClass(t *testing.T) {
 	classyAfter := lbService(ns, "classy-after", 80)
 	classyAfter.Spec.LoadBalancerClass = ptr.To("example.com/internal")
 	create(t, classyAfter)
-	handledAfter := func() float64 {
-		var n float64
+	bothHandled := func() bool {
 		for _, name := range []string{"plain-after", "classy-after"} {
-			if len(get(t, ns, name).Status.LoadBalancer.Ingress) == 1 {
-				n++
+			if len(get(t, ns, name).Status.LoadBalancer.Ingress) != 1 {
+				return false
 			}
 		}
-		return n
+		return true
 	}
-	testenv.Consistently(t, 30*time.Second, "a Service of a class nobody here owns left untouched", handledAfter, 2, func() error {
+	testenv.ConsistentlyUntil(t, 30*time.Second, "a Service of a class nobody here owns left untouched", bothHandled, func() error {
 		o := get(t, ns, "other")
 		_, inDefault := cloudLB(defaultCloud, o)
 		_, inClass := cloudLB(classCloud, o)
@@ -610,20 +609,19 @@ func TestNodeEventsAreCoalesced(t *testing.T) {
 	// a Service is never reconciled twice at once, so once every load
 	// balancer has this node, whatever the burst made due has been done.
 	last := node(t, "198.18.13.1", nil)
-	hasLast := func() float64 {
-		var n float64
+	allHaveLast := func() bool {
 		for _, s := range svcs {
 			lb, _ := cloudLB(c, s)
-			if slices.ContainsFunc(lb.Backends, func(b simcloud.Backend) bool { return b.Node == last }) {
-				n++
+			if !slices.ContainsFunc(lb.Backends, func(b simcloud.Backend) bool { return b.Node == last }) {
+				return false
 			}
 		}
-		return n
+		return true
 	}
 	// The joins take a few hundred ms; with a 1s window that is one update
 	// per Service, two if the burst straddles a window; one more for the
 	// last node.
-	testenv.Consistently(t, 30*time.Second, "a bounded number of backend updates, no full ensure", hasLast, services, func() error {
+	testenv.ConsistentlyUntil(t, 30*time.Second, "a bounded number of backend updates, no full ensure", allHaveLast, func() error {
 		calls := c.Calls().ByOp
 		if got := calls["SetBackends"]; got > 3*services {
 			return fmt.Errorf("%d node joins made %d UpdateLoadBalancer calls for %d services, want at most %d", joins+1, got, services, 3*services)
