@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -68,9 +69,14 @@ type backendSet [sha256.Size]byte
 
 func fingerprint(nodes []*corev1.Node) backendSet {
 	h := sha256.New()
+	var buf []byte
 	for _, n := range nodes {
 		// Lengths first, so that no two lists of names run together alike.
-		fmt.Fprintf(h, "%d:%s%d:%s", len(n.Name), n.Name, len(n.Spec.ProviderID), n.Spec.ProviderID)
+		buf = binary.AppendUvarint(buf[:0], uint64(len(n.Name)))
+		buf = append(buf, n.Name...)
+		buf = binary.AppendUvarint(buf, uint64(len(n.Spec.ProviderID)))
+		buf = append(buf, n.Spec.ProviderID...)
+		h.Write(buf)
 	}
 	var out backendSet
 	h.Sum(out[:0])

@@ -49,6 +49,15 @@ type nodeFanOut struct {
 	// changed holds at most one pending node change: the changes of a
 	// window all join one round.
 	changed chan struct{}
+
+	// joining holds the backend nodes being initialized, by name, with
+	// their creation time, kept from the node events: a round waiting for
+	// them reads these few instead of listing every node at every change
+	// (at 50,000 joining nodes that listing, sorting and hashing took most
+	// of a core). joined holds at most one signal that one left the set.
+	mu      sync.Mutex
+	joining map[string]time.Time
+	joined  chan struct{}
 }
 
 var _ source.SyncingSource = (*nodeFanOut)(nil)
@@ -57,16 +66,63 @@ func newNodeFanOut(c cache.Cache, window time.Duration, platforms platform.Set, 
 	services func() []types.NamespacedName, rounds *syncRounds,
 ) *nodeFanOut {
 	f := &nodeFanOut{window: window, platforms: platforms, backends: backends, services: services, rounds: rounds,
-		changed: make(chan struct{}, 1)}
+		changed: make(chan struct{}, 1), joining: map[string]time.Time{}, joined: make(chan struct{}, 1)}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	f.nodes = source.Kind(c, &corev1.Node{}, handler.TypedFuncs[*corev1.Node, reconcile.Request]{
-		CreateFunc: func(context.Context, event.TypedCreateEvent[*corev1.Node], queue) { f.nodesChanged() },
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*corev1.Node], _ queue) {
+			f.track(e.Object)
+			f.nodesChanged()
+		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*corev1.Node], _ queue) {
+			f.track(e.ObjectNew)
 			f.nodeUpdated(e.ObjectOld, e.ObjectNew)
 		},
-		DeleteFunc: func(context.Context, event.TypedDeleteEvent[*corev1.Node], queue) { f.nodesChanged() },
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*corev1.Node], _ queue) {
+			f.untrack(e.Object.GetName())
+			f.nodesChanged()
+		},
 	})
 	return f
+}
+
+// track records whether node is a joining backend node.
+func (f *nodeFanOut) track(node *corev1.Node) {
+	if joining(node) && IsBackend(node) && f.platforms.Owns(node) {
+		f.mu.Lock()
+		f.joining[node.Name] = node.CreationTimestamp.Time
+		f.mu.Unlock()
+		return
+	}
+	f.untrack(node.Name)
+}
+
+// untrack forgets a node that is no longer joining, and wakes a round
+// waiting for it.
+func (f *nodeFanOut) untrack(name string) {
+	f.mu.Lock()
+	_, was := f.joining[name]
+	delete(f.joining, name)
+	f.mu.Unlock()
+	if was {
+		select {
+		case f.joined <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// lastJoinCreated is the creation time of the newest joining node (zero:
+// none).
+func (f *nodeFanOut) lastJoinCreated() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var last time.Time
+	for _, created := range f.joining {
+		if created.After(last) {
+			last = created
+		}
+	}
+	return last
 }
 
 // Start watches Nodes and queues node sync rounds into q until ctx ends.
@@ -124,7 +180,9 @@ func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		case <-window.C:
 		}
-		if !f.awaitJoining(ctx, time.Now()) {
+		// Nothing to update, nothing to wait for: the backend list is
+		// listed when a Service needs it.
+		if len(f.services()) > 0 && !f.awaitJoining(ctx, time.Now()) {
 			return
 		}
 		// Changes made during the window are part of this round.
@@ -162,22 +220,15 @@ func enqueueLow(q workqueue.TypedRateLimitingInterface[reconcile.Request], keys 
 // creation: a node that stays uninitialized holds no round for longer.
 const JoinWait = 30 * time.Second
 
-// awaitJoining waits until no backend node is joining, or JoinWait after
-// began; it returns false when ctx ended.
+// awaitJoining waits until no backend node is joining (or none created in
+// the last JoinWait is), or JoinWait after began; it returns false when
+// ctx ended.
 func (f *nodeFanOut) awaitJoining(ctx context.Context, began time.Time) bool {
 	for {
-		nodes, _, err := f.backends.get(ctx)
-		if err != nil {
-			// The round's reconciles meet and report the same error.
-			return ctx.Err() == nil
-		}
 		until := time.Time{}
-		for _, n := range nodes {
-			if t := n.CreationTimestamp.Add(JoinWait); joining(n) && t.After(until) {
-				until = t
-			}
+		if last := f.lastJoinCreated(); !last.IsZero() {
+			until = minTime(last.Add(JoinWait), began.Add(JoinWait))
 		}
-		until = minTime(until, began.Add(JoinWait))
 		wait := time.Until(until)
 		if wait <= 0 {
 			return true
@@ -187,8 +238,8 @@ func (f *nodeFanOut) awaitJoining(ctx context.Context, began time.Time) bool {
 		case <-ctx.Done():
 			t.Stop()
 			return false
-		case <-f.changed:
-			// A joining node may have got its providerID: look again.
+		case <-f.joined:
+			// A joining node got its providerID or left: look again.
 			t.Stop()
 		case <-t.C:
 		}
