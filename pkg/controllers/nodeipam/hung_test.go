@@ -73,8 +73,10 @@ func TestHungCloudCIDRsCostOnlyTheirNodes(t *testing.T) {
 		if n := testenv.GetNode(t, name); len(n.Spec.PodCIDRs) > 0 {
 			t.Errorf("hung node %s got %v", name, n.Spec.PodCIDRs)
 		}
-		if len(testenv.Events(t, name)[nodeipam.ReasonCIDRAssignmentFailed]) == 0 {
-			t.Errorf("hung node %s: no %s Event", name, nodeipam.ReasonCIDRAssignmentFailed)
-		}
+		// Events are written after the abandoned call, through the event
+		// queue: wait for this one.
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("hung node %s's %s Event", name, nodeipam.ReasonCIDRAssignmentFailed), func() (bool, error) {
+			return len(testenv.Events(t, name)[nodeipam.ReasonCIDRAssignmentFailed]) > 0, nil
+		})
 	}
 }

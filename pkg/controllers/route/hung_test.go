@@ -143,8 +143,10 @@ func TestHungRoutesCostOnlyTheirNodes(t *testing.T) {
 		if c := networkCondition(t, name); c == nil || c.Status != corev1.ConditionTrue {
 			t.Errorf("hung node %s: NetworkUnavailable %+v, want True", name, c)
 		}
-		if len(testenv.Events(t, name)[route.ReasonFailedToCreateRoute]) == 0 {
-			t.Errorf("hung node %s: no %s Event", name, route.ReasonFailedToCreateRoute)
-		}
+		// Events are written after the abandoned call, through the event
+		// queue: wait for this one.
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("hung node %s's %s Event", name, route.ReasonFailedToCreateRoute), func() (bool, error) {
+			return len(testenv.Events(t, name)[route.ReasonFailedToCreateRoute]) > 0, nil
+		})
 	}
 }
