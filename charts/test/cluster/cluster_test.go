@@ -80,9 +80,9 @@ func TestChartFromRegistry(t *testing.T) {
 			return err
 		}
 		ref = host + "/outrigger:" + version.Version
-		// Pushed from the host through the harness's network, where the
-		// nodes reach the registry too.
-		if err := crane.Push(img, ref, crane.WithAuth(authn.Anonymous), crane.WithTransport(cluster.HarnessHTTPClient().Transport), crane.WithContext(ctx)); err != nil {
+		// Pushed from the host through the harness network, where the
+		// nodes reach the registry too, over plain HTTP (crane.Insecure).
+		if err := crane.Push(img, ref, crane.Insecure, crane.WithAuth(authn.Anonymous), crane.WithTransport(cluster.HarnessHTTPClient().Transport), crane.WithContext(ctx)); err != nil {
 			return fmt.Errorf("crane push %s: %w", ref, err)
 		}
 		ns := charttest.Namespace
