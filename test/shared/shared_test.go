@@ -118,6 +118,17 @@ func (c cluster) provisioned(t *testing.T, cloud *testenv.Cloud, name string) bo
 	return ok && len(ing) == 1 && ing[0].IP == lb.VIP && lb.Tags["load-balancer-class"] == ptr.Deref(svc.Spec.LoadBalancerClass, "")
 }
 
+// describe says what the Service and the cloud hold for it, for a failure.
+func (c cluster) describe(t *testing.T, cloud *testenv.Cloud, name string) string {
+	svc, ok := c.get(t, name)
+	if !ok {
+		return "no Service"
+	}
+	lb, ok := cloud.GetLoadBalancer(cloudprovider.DefaultLoadBalancerName(svc))
+	return fmt.Sprintf("class %q, finalizers %v, ingress %v; load balancer %v (VIP %s, tags %v)",
+		ptr.Deref(svc.Spec.LoadBalancerClass, ""), svc.Finalizers, svc.Status.LoadBalancer.Ingress, ok, lb.VIP, lb.Tags)
+}
+
 // lbState is what another CCM's load balancer must keep: its VIP, tags,
 // listeners and backends.
 func lbState(cloud *testenv.Cloud) map[string]string {
@@ -240,6 +251,18 @@ func TestBesideTheUpstreamCCM(t *testing.T) {
 		t.Logf("ours-to-theirs while Outrigger is down: a load balancer tagged with class %q", lb.Tags["load-balancer-class"])
 	}
 
+	// Outrigger reads the ownership of the other class's Services that
+	// carry the finalizer. ours-to-theirs may have lost it: the upstream
+	// CCM, deleting Outrigger's load balancer and then making its own,
+	// checks for the finalizer on its cached copy, which can still show
+	// the one it has just removed.
+	toRead := 0
+	for _, name := range append(slices.Clone(theirs), "ours-to-theirs") {
+		if svc, ok := c.get(t, name); ok && slices.Contains(svc.Finalizers, "service.kubernetes.io/load-balancer-cleanup") {
+			toRead++
+		}
+	}
+
 	restarted := testenv.StartOutrigger(t, cloud, append(flags, "--load-balancer-class="+class)...)
 	// Outrigger has looked at every Service of the other class carrying the
 	// finalizer (one ownership read each), converged on its own, and
@@ -249,10 +272,13 @@ func TestBesideTheUpstreamCCM(t *testing.T) {
 		reads := callsBy(cloud, restarted.Caller, "GetLoadBalancer")
 		for _, name := range append(slices.Clone(ours), "ours-to-theirs") {
 			if !c.provisioned(t, cloud, name) {
-				return false, nil
+				return false, fmt.Errorf("%s not provisioned: %s", name, c.describe(t, cloud, name))
 			}
 		}
-		return reads >= len(theirs)+1, nil
+		if reads < toRead {
+			return false, fmt.Errorf("%d ownership reads by the restarted Outrigger, want %d", reads, toRead)
+		}
+		return true, nil
 	})
 
 	after := lbState(cloud)
