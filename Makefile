@@ -112,14 +112,14 @@ verify-proto: proto
 ## (about two hours; the standard-provider matrix is about one of them).
 bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
-	go run ./bench/nodeinit -matrix -nodes 1000,5000 -upstream bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -networking
-	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm
-	go run ./bench/idle -nodes 5000 -duration 5m -upstream bin/upstream-ccm
-	go run ./bench/idle -nodes 5000 -duration 2m -runs 3 -upstream bin/upstream-ccm -outrigger-flags "--feature-gates=BatchInstanceLookups=false"
 	go run ./bench/nodeinit -nodes 1000 -plugin
-	go run ./bench/lb -services 1000 -nodes 100 -churn 100 -upstream bin/upstream-ccm -outrigger-flags "--cloud-qps=100 --cloud-burst=100 --concurrent-service-syncs=64" -upstream-flags "--concurrent-service-syncs=64 --kube-api-qps=500 --kube-api-burst=1000"
-	go run ./bench/scale -nodes 1000,5000,20000,50000 -services 1000,10000 -limits 0,100 -upstream bin/upstream-ccm -bound 15m
+	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000,20000,50000 -services 10000 -limits 0 -ccms outrigger,upstream-tuned
+	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000,5000 -services 1000 -limits 100 -ccms outrigger,upstream-tuned
+	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000,5000 -services 1000 -limits 0 -ccms outrigger-plugin
+
+# What every bench/scale row shares (-append refuses another setup).
+SCALE_SETUP := -refresh 1m -idle-periods 1 -bound 5m
 
 ## chaos: a seeded, bounded chaos run (docs/reliability.md#chaos): Outrigger replicas and the
 ## API server SIGKILLed, etcd paused, the sim cloud failing, invariants checked (10 minutes by

@@ -59,11 +59,6 @@ func main() {
 	overPlugin := flag.Bool("plugin", false, "serve the sim provider as a plugin on a unix socket and run Outrigger with the grpc provider, to measure the plugin boundary")
 	provider := flag.String("provider", sim.ProviderName, "the provider both CCMs run: "+sim.ProviderName+" (the sim provider and its cloud) or "+upstreamfake.ProviderName+" (upstream's k8s.io/cloud-provider/fake, standard interface only, with the same latency and rate limit added)")
 	apiLimit := flag.Bool("api-write-limit", false, "run no CCM: make the two writes that initialize each node (addresses; provider ID, labels and taint removal) from the benchmark itself, 256 at a time and with no client-side limit, to measure the API server's write limit on this machine")
-	matrix := flag.Bool("matrix", false, "run the standard-provider comparison in one table: for each of -matrix-providers, -matrix-limits and -nodes, Outrigger with defaults, the -upstream CCM tuned and (up to -upstream-defaults-max nodes) with its defaults, after the API server's write limit")
-	matrixProviders := flag.String("matrix-providers", sim.ProviderName+","+upstreamfake.ProviderName, "with -matrix: the providers (the sim provider runs with its batch lookup hidden)")
-	matrixLimits := flag.String("matrix-limits", "100,0", "with -matrix: the cloud's rate limits, calls per second (0: none)")
-	matrixCCMs := flag.String("matrix-ccms", "outrigger,upstream-tuned,upstream-defaults", "with -matrix: the CCM variants")
-	upstreamDefaultsMax := flag.Int("upstream-defaults-max", 1000, "with -matrix: the most nodes the upstream CCM runs with its own defaults (it initializes about five nodes a second)")
 	flag.BoolVar(&timeline, "timeline", false, "print each run's progress to stderr: per 100 ms, the cloud calls and the nodes initialized so far, to see where the time goes")
 	networking := flag.Bool("networking", false, "also allocate pod CIDRs and create routes (dual-stack), and wait for every node's routes")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
@@ -79,17 +74,6 @@ func main() {
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 
-	if *matrix {
-		m, err := parseMatrix(*sizes, *matrixProviders, *matrixLimits, *matrixCCMs, *upstream, *upstreamDefaultsMax)
-		if err == nil {
-			err = runMatrix(context.Background(), config{latency: *latency, extra: strings.Fields(*extra), outriggerBin: *outriggerBin}, m)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "nodeinit:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	if err := run(context.Background(), *sizes, config{*latency, *rateLimit, strings.Fields(*extra), *noBatch, *networking, *upstream, *overPlugin, *apiLimit, *provider == upstreamfake.ProviderName, *outriggerBin}); err != nil {
 		fmt.Fprintln(os.Stderr, "nodeinit:", err)
 		os.Exit(1)

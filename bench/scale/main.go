@@ -90,7 +90,7 @@ func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants
 		return fmt.Errorf("at most %d Services (the NodePort range)", maxServices)
 	}
 	for _, bin := range []string{rc.outriggerBin, rc.upstreamBin} {
-		if _, err := os.Stat(bin); err != nil && (bin == rc.outriggerBin && slices.Contains(variants, outrigger) || bin == rc.upstreamBin && slices.ContainsFunc(variants, isUpstream)) {
+		if _, err := os.Stat(bin); err != nil && (bin == rc.outriggerBin && slices.ContainsFunc(variants, func(v string) bool { return !isUpstream(v) }) || bin == rc.upstreamBin && slices.ContainsFunc(variants, isUpstream)) {
 			return fmt.Errorf("%s: %w (make bin/outrigger-ccm bin/upstream-ccm)", bin, err)
 		}
 	}
@@ -204,7 +204,7 @@ func write(dir string, res *Results) error {
 	return nil
 }
 
-func isUpstream(ccm string) bool { return ccm != outrigger }
+func isUpstream(ccm string) bool { return ccm == upstreamTuned || ccm == upstreamDefaults }
 
 func parseCCMs(s string) ([]string, error) {
 	var out []string

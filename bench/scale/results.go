@@ -10,15 +10,17 @@ import (
 // CCM variants, in the order each size runs them.
 const (
 	outrigger        = "outrigger"
+	outriggerPlugin  = "outrigger-plugin"
 	upstreamTuned    = "upstream-tuned"
 	upstreamDefaults = "upstream-defaults"
 )
 
-var ccmOrder = []string{outrigger, upstreamTuned, upstreamDefaults}
+var ccmOrder = []string{outrigger, outriggerPlugin, upstreamTuned, upstreamDefaults}
 
 // ccmNames name the variants in tables and pictures.
 var ccmNames = map[string]string{
 	outrigger:        "Outrigger, defaults",
+	outriggerPlugin:  "Outrigger, provider as a plugin",
 	upstreamTuned:    "upstream, tuned",
 	upstreamDefaults: "upstream, defaults",
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
 
 // apiServerArgs configure kube-apiserver as a large cluster's: more
@@ -204,11 +205,16 @@ func sleep(x *exit, d time.Duration) error {
 }
 
 // ccmCommand is the binary and flags of a CCM variant.
+// cloudConfig is the fake's, or for outrigger-plugin the grpc provider's.
 func ccmCommand(rc runConfig, ccm, cloudConfig, kubeconfig string) (bin string, args, flags []string) {
-	args = []string{"--cloud-provider=" + upstreamfake.ProviderName, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
+	provider := upstreamfake.ProviderName
+	if ccm == outriggerPlugin {
+		provider = plugin.ProviderName
+	}
+	args = []string{"--cloud-provider=" + provider, "--cloud-config=" + cloudConfig, "--kubeconfig=" + kubeconfig,
 		"--secure-port=0", "--node-status-update-frequency=" + rc.refresh.String()}
 	switch ccm {
-	case outrigger:
+	case outrigger, outriggerPlugin:
 		return rc.outriggerBin, args, nil
 	case upstreamTuned:
 		flags = upstreamTunedFlags
@@ -298,6 +304,13 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		return row, err
 	}
 	calls := upstreamfake.Counter(ctx, stats)
+	if ccm == outriggerPlugin {
+		// The provider is served by the benchmark's process, as a plugin
+		// is by its own: it outlives the CCM's restart.
+		if cloudConfig, err = servePlugin(ctx, cloudConfig); err != nil {
+			return row, err
+		}
+	}
 	if err := register(ctx, client, initial, rc.bound); err != nil {
 		return row, fmt.Errorf("registering %d nodes: %w", n, err)
 	}
@@ -443,6 +456,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	measure(&row)
 	stop()
 	<-done.done
+	c2Restart := calls()
 	restartCtx, stopRestart := context.WithCancel(ctx)
 	defer stopRestart()
 	row.Restart = Phase{Ran: true, Want: m}
@@ -453,18 +467,23 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	}
 	restarted := watchExit(proc.Done)
 	defer func() { stopRestart(); <-restarted.done }()
-	// The provider lives in the CCM's process: the new one counts from 0.
+	// The provider lives in the CCM's process, which counts from 0, or in
+	// the plugin, which goes on counting.
+	var before upstreamfake.Calls
+	if ccm == outriggerPlugin {
+		before = c2Restart
+	}
 	ensured := 0
 	ok, err = await(restarted, start.Add(rc.bound), func() bool {
 		now := calls()
-		if row.RestartFirstCall == 0 && now.Total > 0 {
+		if row.RestartFirstCall == 0 && now.Total > before.Total {
 			row.RestartFirstCall = time.Since(start).Seconds()
 		}
-		ensured = int(now.ByOp["EnsureLoadBalancer"])
+		ensured = int(now.ByOp["EnsureLoadBalancer"] - before.ByOp["EnsureLoadBalancer"])
 		return ensured >= m
 	})
 	row.Restart.Seconds, row.Restart.Done, row.Restart.Finished = time.Since(start).Seconds(), min(ensured, m), ok
-	row.Restart.count(upstreamfake.Calls{}, calls(), nil)
+	row.Restart.count(before, calls(), nil)
 	progress("%s, %d nodes, %d Services, limit %s: restart %s s (first call %.1f s)", ccm, n, m, limitName(limit), row.Restart.seconds(), row.RestartFirstCall)
 	if err != nil {
 		row.Error = err.Error()
@@ -559,4 +578,28 @@ func churn(ctx context.Context, client kubernetes.Interface, leaving, joining []
 		return fmt.Errorf("churning nodes: %w", errors.Join(all...))
 	}
 	return nil
+}
+
+// servePlugin serves the fake provider configured by fakeConfig as a plugin
+// (the Go SDK, plugin.Serve) on a unix socket until ctx ends, and returns
+// the grpc provider's cloud-config for it.
+func servePlugin(ctx context.Context, fakeConfig string) (string, error) {
+	f, err := os.Open(fakeConfig)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	p, err := upstreamfake.New(f)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Dir(fakeConfig)
+	endpoint := "unix://" + filepath.Join(dir, "plugin.sock")
+	ln, err := plugin.Listen(endpoint, nil)
+	if err != nil {
+		return "", fmt.Errorf("serving the provider as a plugin: %w", err)
+	}
+	go func() { _ = plugin.Serve(ctx, ln, p, plugin.Info{}) }()
+	cfg := filepath.Join(dir, "grpc.yaml")
+	return cfg, os.WriteFile(cfg, []byte("endpoint: "+endpoint+"\n"), 0o600)
 }

@@ -40,7 +40,7 @@ var charts = []chart{
 	},
 }
 
-var ccmColors = map[string]string{outrigger: "#1f5fbf", upstreamTuned: "#c8322d", upstreamDefaults: "#e08a1e"}
+var ccmColors = map[string]string{outrigger: "#1f5fbf", outriggerPlugin: "#2e9e6a", upstreamTuned: "#c8322d", upstreamDefaults: "#e08a1e"}
 
 // dashes tell Service counts apart, in increasing order.
 var dashes = []string{"", "7 4", "2 3"}
