@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Fit is how time and memory grow with nodes for one CCM, cloud limit and
+// Fit is how time, memory and the idle CPU grow with nodes for one CCM, cloud limit and
 // Service count: the exponent k of y ~ nodes^k, the least-squares slope on
 // a log-log scale (1 is linear growth, 2 quadratic).
 type Fit struct {
@@ -16,6 +16,10 @@ type Fit struct {
 	TimeExponent float64 `json:"timeExponent"`
 	RSSNodes     []int   `json:"rssNodes"`
 	RSSExponent  float64 `json:"rssExponent"`
+	// IdleCPU is the CCM's CPU seconds per refresh period of a quiet
+	// cluster, over the rows that reached it.
+	IdleCPUNodes    []int   `json:"idleCPUNodes,omitempty"`
+	IdleCPUExponent float64 `json:"idleCPUExponent,omitempty"`
 }
 
 // logSlope is the least-squares slope of ln y against ln x; false without
@@ -79,7 +83,7 @@ func fits(rows []Row) []Fit {
 	var out []Fit
 	for _, k := range keys {
 		f := Fit{CCM: k.ccm, CloudLimit: k.limit, Services: k.services}
-		var tx, ty, mx, my []float64
+		var tx, ty, mx, my, cx, cy []float64
 		for _, r := range rows {
 			if r.CCM != k.ccm || r.CloudLimit != k.limit || r.Services != k.services {
 				continue
@@ -88,6 +92,10 @@ func fits(rows []Row) []Fit {
 				f.TimeNodes = append(f.TimeNodes, r.Nodes)
 				tx, ty = append(tx, float64(r.Nodes)), append(ty, r.NodeInit.Seconds)
 			}
+			if r.Idle != nil && r.Idle.CPUPerPeriod > 0 {
+				f.IdleCPUNodes = append(f.IdleCPUNodes, r.Nodes)
+				cx, cy = append(cx, float64(r.Nodes)), append(cy, r.Idle.CPUPerPeriod)
+			}
 			if r.finished() && r.PeakRSSMiB > 0 {
 				f.RSSNodes = append(f.RSSNodes, r.Nodes)
 				mx, my = append(mx, float64(r.Nodes)), append(my, r.PeakRSSMiB)
@@ -95,6 +103,7 @@ func fits(rows []Row) []Fit {
 		}
 		f.TimeExponent, _ = logSlope(tx, ty)
 		f.RSSExponent, _ = logSlope(mx, my)
+		f.IdleCPUExponent, _ = logSlope(cx, cy)
 		out = append(out, f)
 	}
 	return out

@@ -258,11 +258,12 @@ func (res *Results) Markdown() string {
 	}
 	if len(res.Fits) > 0 {
 		b.WriteString("\n")
-		b.WriteString("| CCM | cloud limit | Services | time to all nodes initialized ~ nodes^k: k | node counts fitted | peak RSS ~ nodes^k: k | node counts fitted |\n")
-		b.WriteString("| --- | --- | ---: | ---: | --- | ---: | --- |\n")
+		b.WriteString("| CCM | cloud limit | Services | time to all nodes initialized ~ nodes^k: k | node counts fitted | peak RSS ~ nodes^k: k | node counts fitted | idle CPU per period ~ nodes^k: k | node counts fitted |\n")
+		b.WriteString("| --- | --- | ---: | ---: | --- | ---: | --- | ---: | --- |\n")
 		for _, f := range res.Fits {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", ccmNames[f.CCM], limitName(f.CloudLimit), count(int64(f.Services)),
-				exponent(f.TimeExponent, f.TimeNodes), joinInts(f.TimeNodes), exponent(f.RSSExponent, f.RSSNodes), joinInts(f.RSSNodes))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ccmNames[f.CCM], limitName(f.CloudLimit), count(int64(f.Services)),
+				exponent(f.TimeExponent, f.TimeNodes), joinInts(f.TimeNodes), exponent(f.RSSExponent, f.RSSNodes), joinInts(f.RSSNodes),
+				exponent(f.IdleCPUExponent, f.IdleCPUNodes), joinInts(f.IdleCPUNodes))
 		}
 	}
 	return b.String()

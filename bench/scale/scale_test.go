@@ -41,7 +41,7 @@ func rows() []Row {
 		{CloudLimit: 0, Nodes: 1000, Services: 100, CCM: upstreamDefaults, NodeInit: done(200, 1000), Provision: done(30, 100),
 			Idle: &Idle{CallsPerPeriod: 300}, Churn: done(40, 100), PeakRSSMiB: 70, CPUSeconds: 9},
 		{CloudLimit: 0, Nodes: 4000, Services: 100, CCM: outrigger, NodeInit: done(8, 4000), Provision: done(2, 100),
-			Idle: &Idle{CallsPerPeriod: 4000}, Churn: done(5, 100), PeakRSSMiB: 120, CPUSeconds: 12},
+			Idle: &Idle{CallsPerPeriod: 4000, CPUPerPeriod: 2}, Churn: done(5, 100), PeakRSSMiB: 120, CPUSeconds: 12},
 		{CloudLimit: 0, Nodes: 4000, Services: 100, CCM: upstreamDefaults,
 			NodeInit: Phase{Ran: true, Seconds: 900, Done: 3412, Want: 4000, Calls: 7000}, PeakRSSMiB: 90, CPUSeconds: 50},
 	}
@@ -56,6 +56,9 @@ func TestFits(t *testing.T) {
 	if math.Abs(f[0].TimeExponent-1) > 1e-9 || math.Abs(f[0].RSSExponent-0.5) > 1e-9 {
 		t.Fatalf("Outrigger: time ~ n^%v, RSS ~ n^%v; want 1 and 0.5", f[0].TimeExponent, f[0].RSSExponent)
 	}
+	if math.Abs(f[0].IdleCPUExponent-1) > 1e-9 || len(f[1].IdleCPUNodes) != 0 {
+		t.Fatalf("idle CPU: Outrigger ~ n^%v, want 1; upstream fitted over %v, want none (no CPU figure)", f[0].IdleCPUExponent, f[1].IdleCPUNodes)
+	}
 	if len(f[1].TimeNodes) != 1 || len(f[1].RSSNodes) != 1 {
 		t.Fatalf("upstream's unfinished row was fitted: %+v", f[1])
 	}
@@ -69,10 +72,10 @@ func TestMarkdown(t *testing.T) {
 		"| 1,000 | 1.0 | 2,000 |",
 		"| none | 1,000 | 100 | **Outrigger, defaults** | 2.0 | 2.00 | 1.0 | 1,000 / 100 |",
 		"| none | 4,000 | 100 | upstream, defaults | > 900 (3,412 of 4,000) | > 225.00 | not reached | 7,000 |",
-		"| Outrigger, defaults | none | 100 | 1.00 | 1,000, 4,000 | 0.50 | 1,000, 4,000 |",
+		"| Outrigger, defaults | none | 100 | 1.00 | 1,000, 4,000 | 0.50 | 1,000, 4,000 | 1.00 | 1,000, 4,000 |",
 		"| 1,000.0 | 0.0 | 0.50 | 3.0 |",
 		"| 100 / 0 | 2.5 / 4.0 | 60 | 4.0 |",
-		"| upstream, defaults | none | 100 | no fit | 1,000 | no fit | 1,000 |",
+		"| upstream, defaults | none | 100 | no fit | 1,000 | no fit | 1,000 | no fit |  |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the tables lack %q:\n%s", want, md)
