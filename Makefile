@@ -114,7 +114,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
 	go run ./bench/nodeinit -nodes 1000 -networking
 	go run ./bench/nodeinit -nodes 1000 -plugin
-	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000,20000,50000 -services 10000 -limits 0 -ccms outrigger,upstream-tuned
+	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000,20000,50000 -services 1000 -limits 0 -ccms outrigger,upstream-tuned
 	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000,5000 -services 1000 -limits 100 -ccms outrigger,upstream-tuned
 	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000,5000 -services 1000 -limits 0 -ccms outrigger-plugin
 
@@ -146,8 +146,8 @@ bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
 ## cluster-binaries: build kubelet, kube-proxy, kube-controller-manager, kube-scheduler and
 ## agnhost from source, once, into $(ASSETS), next to kube-apiserver (see docs/cluster.md).
 CLUSTER_BINARIES := kubelet kube-proxy kube-controller-manager kube-scheduler agnhost
-# One package at a time: these are big links on a shared 2-core machine.
-CLUSTER_GOFLAGS ?= -p 1
+# Extra go build flags for the Kubernetes binaries (say -p 1 to build one package at a time).
+CLUSTER_GOFLAGS ?=
 cluster-binaries: controlplane $(addprefix $(ASSETS)/,$(CLUSTER_BINARIES))
 
 $(ASSETS)/kubelet $(ASSETS)/kube-proxy $(ASSETS)/kube-controller-manager $(ASSETS)/kube-scheduler:

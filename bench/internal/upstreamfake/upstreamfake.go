@@ -18,6 +18,7 @@ package upstreamfake
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -25,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -234,17 +236,32 @@ func WriteConfig(path string, cfg Config) (stats string, err error) {
 	return cfg.Stats, nil
 }
 
-// Counter reads the counts served at addr, each read bounded by a second.
-// Before the CCM built its provider, and after it stopped, there is
-// nothing to read: no calls.
+// Counter reads the counts served at addr. Before the CCM built its
+// provider, and after it stopped, there is nothing to read: no calls. A
+// CCM that keeps the machine's cores busy can make a read time out: it is
+// tried again for up to 30 s, and then the last counts read stand in (the
+// counts only grow), with a warning, rather than zeros that would make a
+// phase's differences negative.
 func Counter(ctx context.Context, addr string) func() Calls {
+	var last Calls
 	return func() Calls {
-		readCtx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		c, err := Read(readCtx, addr)
-		if err != nil {
-			return Calls{}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			readCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c, err := Read(readCtx, addr)
+			cancel()
+			if err == nil {
+				last = c
+				return c
+			}
+			if errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil || time.Now().After(deadline) {
+				if last.Total > 0 && !errors.Is(err, syscall.ECONNREFUSED) {
+					fmt.Fprintf(os.Stderr, "upstream-fake: %v; the counts read last stand in\n", err)
+					return last
+				}
+				return Calls{}
+			}
+			time.Sleep(time.Second)
 		}
-		return c
 	}
 }
