@@ -306,8 +306,10 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	calls := upstreamfake.Counter(ctx, stats)
 	if ccm == outriggerPlugin {
 		// The provider is served by the benchmark's process, as a plugin
-		// is by its own: it outlives the CCM's restart.
-		if cloudConfig, err = servePlugin(ctx, cloudConfig); err != nil {
+		// is by its own: it outlives the CCM's restart, not the row.
+		pluginCtx, stopPlugin := context.WithCancel(ctx)
+		defer stopPlugin()
+		if cloudConfig, err = servePlugin(pluginCtx, cloudConfig); err != nil {
 			return row, err
 		}
 	}
