@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/outrigger-ccm/outrigger/pkg/plugin"
+	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
@@ -21,13 +21,5 @@ func servePlugin(ctx context.Context, simConfig string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Dir(simConfig)
-	endpoint := "unix://" + filepath.Join(dir, "plugin.sock")
-	ln, err := plugin.Listen(endpoint, nil)
-	if err != nil {
-		return "", err
-	}
-	go func() { _ = plugin.Serve(ctx, ln, p, plugin.Info{}) }()
-	cfg := filepath.Join(dir, "grpc.yaml")
-	return cfg, os.WriteFile(cfg, []byte("endpoint: "+endpoint+"\n"), 0o600)
+	return benchenv.ServePlugin(ctx, p, filepath.Dir(simConfig))
 }

@@ -582,9 +582,8 @@ func churn(ctx context.Context, client kubernetes.Interface, leaving, joining []
 	return nil
 }
 
-// servePlugin serves the fake provider configured by fakeConfig as a plugin
-// (the Go SDK, plugin.Serve) on a unix socket until ctx ends, and returns
-// the grpc provider's cloud-config for it.
+// servePlugin serves the fake provider configured by fakeConfig as a
+// plugin until ctx ends, and returns the grpc provider's cloud-config.
 func servePlugin(ctx context.Context, fakeConfig string) (string, error) {
 	f, err := os.Open(fakeConfig)
 	if err != nil {
@@ -595,13 +594,5 @@ func servePlugin(ctx context.Context, fakeConfig string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Dir(fakeConfig)
-	endpoint := "unix://" + filepath.Join(dir, "plugin.sock")
-	ln, err := plugin.Listen(endpoint, nil)
-	if err != nil {
-		return "", fmt.Errorf("serving the provider as a plugin: %w", err)
-	}
-	go func() { _ = plugin.Serve(ctx, ln, p, plugin.Info{}) }()
-	cfg := filepath.Join(dir, "grpc.yaml")
-	return cfg, os.WriteFile(cfg, []byte("endpoint: "+endpoint+"\n"), 0o600)
+	return benchenv.ServePlugin(ctx, p, filepath.Dir(fakeConfig))
 }
