@@ -346,7 +346,7 @@ func startCCM(ctx context.Context, cfg config, kubeconfig, cloudConfig string, n
 	opts.LeaderElectResourceName = lease
 	opts.NodeStatusUpdateFrequency = refresh
 	reg := provider.NewRegistry()
-	grpcConfig, err := servePlugin(ctx, cloudConfig)
+	grpcConfig, err := benchenv.ServePlugin(ctx, cloudConfig, sim.New)
 	if err != nil {
 		return nil, err
 	}

@@ -309,7 +309,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 		// is by its own: it outlives the CCM's restart, not the row.
 		pluginCtx, stopPlugin := context.WithCancel(ctx)
 		defer stopPlugin()
-		if cloudConfig, err = servePlugin(pluginCtx, cloudConfig); err != nil {
+		if cloudConfig, err = benchenv.ServePlugin(pluginCtx, cloudConfig, upstreamfake.New); err != nil {
 			return row, err
 		}
 	}
@@ -580,19 +580,4 @@ func churn(ctx context.Context, client kubernetes.Interface, leaving, joining []
 		return fmt.Errorf("churning nodes: %w", errors.Join(all...))
 	}
 	return nil
-}
-
-// servePlugin serves the fake provider configured by fakeConfig as a
-// plugin until ctx ends, and returns the grpc provider's cloud-config.
-func servePlugin(ctx context.Context, fakeConfig string) (string, error) {
-	f, err := os.Open(fakeConfig)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	p, err := upstreamfake.New(f)
-	if err != nil {
-		return "", err
-	}
-	return benchenv.ServePlugin(ctx, p, filepath.Dir(fakeConfig))
 }

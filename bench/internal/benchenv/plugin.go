@@ -11,10 +11,21 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
 
-// ServePlugin serves p as a plugin (the Go SDK, plugin.Serve) on a unix
-// socket in dir until ctx ends, and returns the path of the grpc
+// ServePlugin builds a provider with newProvider from the cloud-config at
+// config, serves it as a plugin (the Go SDK, plugin.Serve) on a unix
+// socket beside that file until ctx ends, and returns the path of the grpc
 // provider's cloud-config for it.
-func ServePlugin(ctx context.Context, p cloudprovider.Interface, dir string) (string, error) {
+func ServePlugin(ctx context.Context, config string, newProvider cloudprovider.Factory) (string, error) {
+	f, err := os.Open(config)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	p, err := newProvider(f)
+	if err != nil {
+		return "", fmt.Errorf("building the provider to serve as a plugin: %w", err)
+	}
+	dir := filepath.Dir(config)
 	endpoint := "unix://" + filepath.Join(dir, "plugin.sock")
 	ln, err := plugin.Listen(endpoint, nil)
 	if err != nil {
