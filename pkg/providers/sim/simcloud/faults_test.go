@@ -127,3 +127,29 @@ func TestHangObjectsHoldsOnlyTheirCalls(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A load balancer PUT whose client gives up during the cloud's latency is
+// not carried out afterwards: it would otherwise land after whatever the
+// client did next (a delete, say) and bring back what that removed.
+func TestAbandonedPutIsNotApplied(t *testing.T) {
+	c := New("")
+	srv := httptest.NewServer(c.Handler())
+	c.SetSettings(Settings{Latency: Duration{2 * time.Second}})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for c.Calls().Total == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	cl := NewClient(srv.URL, time.Minute, 0)
+	if _, err := cl.PutLoadBalancer(ctx, "lb", LoadBalancerSpec{Listeners: []Listener{{Protocol: "TCP", Port: 80, NodePort: 30080}}}, nil); err == nil {
+		t.Fatal("PUT answered before its latency")
+	}
+	// Close waits for the handler: it noticed the caller left, or it sat
+	// out the latency and went on.
+	srv.Close()
+	if lbs := c.LoadBalancers(); len(lbs) != 0 {
+		t.Fatalf("a PUT given up by its client was applied: %+v", lbs)
+	}
+}

@@ -409,6 +409,17 @@ func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail fun
 	if r.Header.Get(AdminHeader) != "" {
 		return false
 	}
+	// The body is read before any delay: net/http notices a client that
+	// hung up (and cancels r.Context()) only once the body has been read,
+	// so a request with an unread body would sit out its latency or hang
+	// unnoticed and then act on behalf of a caller that gave up long ago.
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return true
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	c.mu.Lock()
 	s := c.settings
 	allowed := c.limiter.Allow()
