@@ -55,11 +55,24 @@ func browser(t *testing.T) context.Context {
 		chromedp.NoSandbox,
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
-	t.Cleanup(cancel)
-	return ctx
+	// The browser starts here rather than in the test's first action, and
+	// is started again when it exits before it listens: it was seen to,
+	// once, on a machine busy building, and that is not what a test checks.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+		if _, err = chromedp.Run(ctx, chromedp.Navigate("about:blank")); err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		cancel()
+		cancelAlloc()
+		t.Logf("Chromium did not start (attempt %d of 3): %v", attempt, err)
+	}
+	t.Fatalf("Chromium did not start: %v", err)
+	return nil
 }
 
 // serveConsole serves a console for the test's cluster on loopback, reading

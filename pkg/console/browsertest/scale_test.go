@@ -21,10 +21,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 )
+
+// nodePortServices is how many of the test's Services take a NodePort: the
+// API server's default NodePort range (30000-32767) holds 2,768, and the
+// Services past it go without (allocateLoadBalancerNodePorts: false).
+const nodePortServices = 2000
 
 // TestConsoleAtScale measures the page with many Services and nodes
 // (docs/console.md records the numbers). It writes thousands of objects, so
@@ -76,7 +82,11 @@ func TestConsoleAtScale(t *testing.T) {
 	t.Cleanup(func() { _ = client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	// One Service in ten stays pending with a condition saying why.
 	parallel(t, svcs, func(i int) error {
-		s, err := client.CoreV1().Services(ns).Create(context.Background(), lbService(ns, fmt.Sprintf("svc-%d", i), 80), metav1.CreateOptions{})
+		svc := lbService(ns, fmt.Sprintf("svc-%d", i), 80)
+		if i >= nodePortServices {
+			svc.Spec.AllocateLoadBalancerNodePorts = ptr.To(false)
+		}
+		s, err := client.CoreV1().Services(ns).Create(context.Background(), svc, metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
