@@ -9,8 +9,8 @@ K8S_MODULE := controlplane
 # Same place as pkg/dev/apiserver.AssetsDir: built once per machine.
 ASSETS_ROOT := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger
 ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(ASSETS_ROOT)/controlplane-$(K8S_VERSION))
-# -s -w: no symbol table or DWARF in the Kubernetes binaries, which are only run (a fifth less
-# linking; stack traces keep their function names and lines).
+# -s -w: no symbol table or DWARF in the Kubernetes binaries, which are only run (less to link, as
+# for the test binaries below; stack traces keep their function names and lines).
 K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 NODES ?= 3
@@ -27,7 +27,7 @@ dev: controlplane build
 ## compatibility, the provider examples (an unchanged cloud-provider-aws among them),
 ## the Helm chart (rendered, and applied to a real API server), and as root the real cluster
 ## and upstream's fast load balancer e2e subset (e2e-fast).
-# The test binaries are linked without DWARF (-w): a fifth less linking, and a failure's stack
+# The test binaries are linked without DWARF (-w): a race test binary links in 6.7 s, not 8.5, and a failure's stack
 # trace is the same. Fuzzing beyond the seed corpora (which every go test runs) is `make fuzz`:
 # nine minutes on a fresh machine, most of it building instrumented packages.
 # As root, what the real-cluster tests run (the Kubernetes binaries, the images, e2e.test) is built
