@@ -119,6 +119,18 @@ func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants
 			return err
 		}
 	}
+	for _, m := range ms {
+		if _, ok := res.serviceReference(m); ok {
+			progress("API server creating %d Services: measured before in this set", m)
+			continue
+		}
+		ref, err := runServiceReference(ctx, rc, m)
+		if err != nil {
+			return err
+		}
+		progress("API server creating %d Services: %.1f s", m, ref.Seconds)
+		res.ServiceReferences = append(res.ServiceReferences, ref)
+	}
 	for _, n := range ns {
 		if slices.ContainsFunc(res.References, func(r Reference) bool { return r.Nodes == n }) {
 			progress("API server write limit, %d nodes: measured before in this set", n)

@@ -32,8 +32,11 @@ type Results struct {
 	Setup   Setup  `json:"setup"`
 	// References are the API server's write limit, one per node count.
 	References []Reference `json:"references"`
-	Rows       []Row       `json:"rows"`
-	Fits       []Fit       `json:"fits"`
+	// ServiceReferences are the API server's pace creating LoadBalancer
+	// Services, one per Service count.
+	ServiceReferences []ServiceReference `json:"serviceReferences,omitempty"`
+	Rows              []Row              `json:"rows"`
+	Fits              []Fit              `json:"fits"`
 }
 
 // Setup is what every row shares.
@@ -54,6 +57,17 @@ type Reference struct {
 	Nodes   int     `json:"nodes"`
 	Seconds float64 `json:"seconds"`
 	Writes  int64   `json:"writes"`
+}
+
+// ServiceReference is the time the API server takes to create a number of
+// LoadBalancer Services, made by the benchmark with no nodes and no CCM:
+// the pace a load balancer phase cannot beat. Creating a Service costs the
+// API server more the more Services exist (its ClusterIP allocator counts
+// every allocated address after each allocation, for its metrics), so the
+// pace falls as the count grows.
+type ServiceReference struct {
+	Services int     `json:"services"`
+	Seconds  float64 `json:"seconds"`
 }
 
 // Row is one CCM on one workload.
@@ -133,6 +147,16 @@ func (res *Results) reference(n int) (Reference, bool) {
 	return Reference{}, false
 }
 
+// serviceReference is the creation time measured for m Services, if any.
+func (res *Results) serviceReference(m int) (ServiceReference, bool) {
+	for _, ref := range res.ServiceReferences {
+		if ref.Services == m {
+			return ref, true
+		}
+	}
+	return ServiceReference{}, false
+}
+
 // limitName names a cloud limit.
 func limitName(l float64) string {
 	if l <= 0 {
@@ -207,14 +231,29 @@ func (res *Results) Markdown() string {
 		fmt.Fprintf(&b, "| %s | %.1f | %s |\n", count(int64(ref.Nodes)), ref.Seconds, count(int64(math.Round(float64(ref.Writes)/ref.Seconds))))
 	}
 	b.WriteString("\n")
-	b.WriteString("| cloud limit | nodes | Services | CCM | s to all nodes initialized | x write limit | s to all load balancers provisioned | cloud calls: nodes / LBs | 429s: nodes / LBs | API writes per node | API writes per LB | idle cloud calls per refresh period | idle API writes per refresh period | idle CPU s per refresh period | churn: s to converge | churn: backend updates per LB | churn: cloud calls / 429s | restart: s to first call / every LB ensured | peak RSS (MiB) | CPU s |\n")
-	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	if len(res.ServiceReferences) > 0 {
+		b.WriteString("| Services | no CCM: seconds for the API server to create them | Services per second |\n")
+		b.WriteString("| ---: | ---: | ---: |\n")
+		for _, ref := range res.ServiceReferences {
+			fmt.Fprintf(&b, "| %s | %.1f | %s |\n", count(int64(ref.Services)), ref.Seconds, count(int64(math.Round(float64(ref.Services)/ref.Seconds))))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| cloud limit | nodes | Services | CCM | s to all nodes initialized | x write limit | s to all load balancers provisioned | x creation time | cloud calls: nodes / LBs | 429s: nodes / LBs | API writes per node | API writes per LB | idle cloud calls per refresh period | idle API writes per refresh period | idle CPU s per refresh period | churn: s to converge | churn: backend updates per LB | churn: cloud calls / 429s | restart: s to first call / every LB ensured | peak RSS (MiB) | CPU s |\n")
+	b.WriteString("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range res.Rows {
 		ratio := ""
 		if ref, ok := res.reference(r.Nodes); ok && r.NodeInit.Ran && ref.Seconds > 0 {
 			ratio = fmt.Sprintf("%.2f", r.NodeInit.Seconds/ref.Seconds)
 			if !r.NodeInit.Finished {
 				ratio = "> " + ratio
+			}
+		}
+		svcRatio := ""
+		if ref, ok := res.serviceReference(r.Services); ok && r.Provision.Ran && ref.Seconds > 0 {
+			svcRatio = fmt.Sprintf("%.2f", r.Provision.Seconds/ref.Seconds)
+			if !r.Provision.Finished {
+				svcRatio = "> " + svcRatio
 			}
 		}
 		name := ccmNames[r.CCM]
@@ -247,9 +286,9 @@ func (res *Results) Markdown() string {
 		if r.PeakRSSMiB > 0 {
 			rss, cpu = fmt.Sprintf("%.0f", r.PeakRSSMiB), fmt.Sprintf("%.1f", r.CPUSeconds)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			limitName(r.CloudLimit), count(int64(r.Nodes)), count(int64(r.Services)), name,
-			r.NodeInit.seconds(), ratio, r.Provision.seconds(),
+			r.NodeInit.seconds(), ratio, r.Provision.seconds(), svcRatio,
 			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Calls }),
 			pair(r.NodeInit, r.Provision, func(p Phase) int64 { return p.Throttled }),
 			r.NodeInit.per(r.NodeInit.Writes, r.Nodes), r.Provision.per(r.Provision.Writes, r.Services),

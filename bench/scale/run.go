@@ -277,6 +277,27 @@ func runReference(ctx context.Context, rc runConfig, n int) (Reference, error) {
 	return ref, nil
 }
 
+// runServiceReference times the API server creating m LoadBalancer
+// Services on a fresh control plane with no nodes and no CCM.
+func runServiceReference(ctx context.Context, rc runConfig, m int) (ServiceReference, error) {
+	ref := ServiceReference{Services: m}
+	env, err := startEnv(ctx)
+	if err != nil {
+		return ref, err
+	}
+	defer env.Close()
+	start := time.Now()
+	created, err := createServices(ctx, env.Client, m, rc.bound)
+	if err == nil && created < int64(m) {
+		err = fmt.Errorf("%d of %d created within %s", created, m, rc.bound)
+	}
+	if err != nil {
+		return ref, fmt.Errorf("the API server creating %d Services: %w", m, err)
+	}
+	ref.Seconds = time.Since(start).Seconds()
+	return ref, nil
+}
+
 // runRow runs one CCM on one workload on a fresh control plane: n nodes
 // registered, the CCM started (nodes phase), m LoadBalancer Services
 // created (provision phase), the quiet cluster measured (idle), then churn

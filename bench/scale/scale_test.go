@@ -65,13 +65,15 @@ func TestFits(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	res := &Results{References: []Reference{{Nodes: 1000, Seconds: 1, Writes: 2000}, {Nodes: 4000, Seconds: 4, Writes: 8000}}, Rows: rows()}
+	res := &Results{References: []Reference{{Nodes: 1000, Seconds: 1, Writes: 2000}, {Nodes: 4000, Seconds: 4, Writes: 8000}},
+		ServiceReferences: []ServiceReference{{Services: 100, Seconds: 0.5}}, Rows: rows()}
 	res.Fits = fits(res.Rows)
 	md := res.Markdown()
 	for _, want := range []string{
 		"| 1,000 | 1.0 | 2,000 |",
-		"| none | 1,000 | 100 | **Outrigger, defaults** | 2.0 | 2.00 | 1.0 | 1,000 / 100 |",
-		"| none | 4,000 | 100 | upstream, defaults | > 900 (3,412 of 4,000) | > 225.00 | not reached | 7,000 |",
+		"| 100 | 0.5 | 200 |",
+		"| none | 1,000 | 100 | **Outrigger, defaults** | 2.0 | 2.00 | 1.0 | 2.00 | 1,000 / 100 |",
+		"| none | 4,000 | 100 | upstream, defaults | > 900 (3,412 of 4,000) | > 225.00 | not reached |  | 7,000 |",
 		"| Outrigger, defaults | none | 100 | 1.00 | 1,000, 4,000 | 0.50 | 1,000, 4,000 | 1.00 | 1,000, 4,000 |",
 		"| 1,000.0 | 0.0 | 0.50 | 3.0 |",
 		"| 100 / 0 | 2.5 / 4.0 | 60 | 4.0 |",
