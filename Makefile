@@ -118,10 +118,13 @@ lint: bin/golangci-lint
 bin/golangci-lint: tools/lint/go.mod
 	cd tools/lint && go build -o ../../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools built from tools/proto).
+## proto: regenerate pkg/plugin/pluginpb from pkg/plugin/proto (tools pinned in tools/proto: buf's
+## official npm distribution, the Go generators built from its go.mod).
 PROTO_TOOLS := bin/buf bin/protoc-gen-go bin/protoc-gen-go-grpc
-$(PROTO_TOOLS): tools/proto/go.mod
-	cd tools/proto && go build -o ../../bin/buf github.com/bufbuild/buf/cmd/buf
+bin/buf: tools/proto/package-lock.json
+	cd tools/proto && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@mkdir -p bin && ln -sf ../tools/proto/node_modules/.bin/buf $@
+bin/protoc-gen-go bin/protoc-gen-go-grpc &: tools/proto/go.mod
 	cd tools/proto && go build -o ../../bin/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	cd tools/proto && go build -o ../../bin/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 proto: $(PROTO_TOOLS)

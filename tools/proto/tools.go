@@ -1,11 +1,10 @@
 //go:build tools
 
-// Package tools pins the code generators; `make proto` builds them from
-// this module.
+// Package tools pins the Go code generators; `make proto` builds them from
+// this module (buf comes from package.json beside it).
 package tools
 
 import (
-	_ "github.com/bufbuild/buf/cmd/buf"
 	_ "google.golang.org/grpc/cmd/protoc-gen-go-grpc"
 	_ "google.golang.org/protobuf/cmd/protoc-gen-go"
 )
