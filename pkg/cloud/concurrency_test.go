@@ -124,6 +124,7 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 	// tick advances 10 ms and sends the calls the family's rate allows in
 	// them; it reports how many the cloud refused and whether the family
 	// slowed down (stopping there when asked).
+	acceptedCalls := 0
 	tick := func(step int, stopOnSlowdown bool) (refused int, slowed bool) {
 		clock = clock.Add(10 * time.Millisecond)
 		bucket = min(cloudRate, bucket+cloudRate*0.01)
@@ -132,6 +133,7 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 			fam.RecordSent(clock)
 			if bucket >= 1 {
 				bucket--
+				acceptedCalls++
 				fam.Succeeded(clock)
 				continue
 			}
@@ -184,5 +186,21 @@ func TestProbeFindsTheCloudsRate(t *testing.T) {
 	}
 	if got := fam.Rate(); got < 0.7*cloudRate || got > 1.2*cloudRate {
 		t.Errorf("rate after ten seconds = %v, want close to the cloud's %d", got, cloudRate)
+	}
+	// A minute at the limit: the family keeps the cloud's whole rate and,
+	// probing just over it, has under 1% of its calls refused.
+	accepted0, refusedMinute := acceptedCalls, 0
+	for step := range 6000 {
+		n, _ := tick(1400+step, false)
+		refusedMinute += n
+	}
+	accepted := acceptedCalls - accepted0
+	if accepted < 60*cloudRate*95/100 {
+		t.Errorf("a minute at the limit: the cloud accepted %d calls, want at least 95%% of the %d it allows", accepted, 60*cloudRate)
+	}
+	share := float64(refusedMinute) / float64(accepted+refusedMinute)
+	t.Logf("a minute at the limit: %d calls accepted, %d refused (%.1f%%)", accepted, refusedMinute, 100*share)
+	if share >= 0.01 {
+		t.Errorf("a minute at the limit: the cloud refused %d of %d calls (%.1f%%), want under 1%%", refusedMinute, accepted+refusedMinute, 100*share)
 	}
 }

@@ -42,6 +42,19 @@ const probeTick = 50 * time.Millisecond
 // second within a quarter of a second.
 const probeGrowth = 2.0
 
+// refusedZone is how close to the rate the cloud last refused (either
+// side, as a fraction of it) the additive increase slows down tenfold: the
+// cloud's limit is most likely there, and every step over it costs refused
+// calls until enough are refused to decrease again. Away from it the rate
+// climbs at the full step, so a cloud whose limit went up is found as
+// quickly as before.
+const refusedZone = 0.1
+
+// decreaseMargin is how far below what the cloud accepted a decrease
+// settles: the cloud's bucket refills a little while the family climbs
+// back, and absorbs the first steps over its limit.
+const decreaseMargin = 0.03
+
 // usageWindow is how far back a family's use of its rate is measured
 // before the rate grows: about ten calls' worth, within [probeTick, 1s], so
 // that a probe's rate grows from its first calls and a slow family's use
@@ -79,6 +92,9 @@ type Limits struct {
 	// tick rather than by a step.
 	slowStart  bool
 	lastGrowth time.Time
+	// refused is the family's rate when it last decreased: the rate the
+	// cloud refused. Zero until the first decrease.
+	refused rate.Limit
 
 	mu sync.Mutex
 	// lastDecrease is when the rate was last halved: calls sent before it
@@ -159,11 +175,12 @@ func (f *Limits) Throttled(now, sent time.Time, key string, window time.Duration
 		switch {
 		case ok >= cur:
 		case f.slowStart || used >= cur/2:
-			next = ok
+			next = ok * (1 - decreaseMargin)
 		default:
-			next = max(ok, cur/2)
+			next = max(ok*(1-decreaseMargin), cur/2)
 		}
 	}
+	f.refused = cur
 	f.lastDecrease = now
 	f.decreases.Add(1)
 	next = max(next, minRate)
@@ -179,7 +196,8 @@ func (f *Limits) Throttled(now, sent time.Time, key string, window time.Duration
 // family uses at least half of it (an idle family's rate says nothing about
 // what the cloud allows): doubling every rateTick until the first
 // throttle, and then by 0.5% per tick (about 5% a second, at least
-// five calls a second), up to --cloud-qps when set.
+// five calls a second), a tenth of that within refusedZone of the rate the
+// cloud last refused, up to --cloud-qps when set.
 func (f *Limits) Succeeded(now time.Time) {
 	f.accepted.add(now)
 	f.mu.Lock()
@@ -202,7 +220,11 @@ func (f *Limits) Succeeded(now time.Time) {
 	if used := float64(f.sent.countSince(now.Add(-w))) / w.Seconds(); used < float64(cur)/2 {
 		return
 	}
-	next := cur + max(0.5, cur*0.005)
+	step := max(0.5, cur*0.005)
+	if f.refused > 0 && math.Abs(float64(cur-f.refused)) <= refusedZone*float64(f.refused) {
+		step /= 10
+	}
+	next := cur + rate.Limit(step)
 	if f.slowStart {
 		next = cur * probeGrowth
 	}
