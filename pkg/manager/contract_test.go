@@ -206,10 +206,9 @@ func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 		return nil
 	})
 	stopFirst()
-	testenv.Eventually(t, 30*time.Second, "the standby to take over and initialize", func() (bool, error) {
-		return second.initialized.Load() == 1, nil
+	// Initialize, then SetInformers: wait for both, not for the first.
+	testenv.Eventually(t, 30*time.Second, "the standby to take over, initialize its provider and give it informers", func() (bool, error) {
+		_, informed := second.nodesSeen()
+		return second.initialized.Load() == 1 && informed, nil
 	})
-	if _, ok := second.nodesSeen(); !ok {
-		t.Error("the new leader's provider got no informers")
-	}
 }
