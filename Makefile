@@ -181,9 +181,11 @@ $(ASSETS)/kubelet $(ASSETS)/kube-proxy $(ASSETS)/kube-controller-manager $(ASSET
 	@mkdir -p $(ASSETS)
 	cd $(K8S_MODULE) && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(notdir $@) && mv $@.tmp $@
 
+# With cgo, as the other binaries here: a CGO_ENABLED=0 build would compile its 1,151 packages
+# again (cgo changes the net package, and so everything built on it); ocitar packs the libraries.
 $(ASSETS)/agnhost:
 	@mkdir -p $(ASSETS)
-	cd $(K8S_MODULE) && CGO_ENABLED=0 go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build $(CLUSTER_GOFLAGS) -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/test/images/agnhost && mv $@.tmp $@
 
 ## cluster-images: the images the cluster runs, built from source into OCI tarballs (no pulls):
 ## a Go pause, agnhost and CoreDNS, packed by controlplane/images/ocitar (go-containerregistry).
@@ -310,7 +312,7 @@ $(ASSETS)/e2e-images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/m
 		apt-get -o DPkg::Lock::Timeout=600 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq $(E2E_DEBS); }
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -name outrigger.local/e2e-test-images/agnhost:$(E2E_AGNHOST_VERSION) -o $@ \
-		-file $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
+		-host-binary $<=/agnhost -host-binary /bin/dash=/bin/sh -busybox /bin/busybox -host-binary /bin/nc.openbsd=/usr/bin/nc \
 		-host-binary /usr/bin/curl=/usr/bin/curl -host-binary /usr/bin/wget=/usr/bin/wget \
 		-file ../controlplane/images/e2e/wgetrc=/etc/wgetrc -cmd pause -- /agnhost
 $(ASSETS)/e2e-images/pause.tar: $(ASSETS)/pause controlplane/images/ocitar/main.go

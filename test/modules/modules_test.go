@@ -74,6 +74,8 @@ func TestSharedPackagesHaveOneSource(t *testing.T) {
 	}{
 		{root + "/controlplane", kubernetesBuilds},
 		{root + "/bench/upstream-ccm", []string{"./..."}},
+		{root + "/charts/test", []string{"-test", "./..."}},
+		{root + "/examples/aws", []string{"-test", "./..."}},
 	} {
 		pkgs := sources(t, other.dir, other.args...)
 		shared, differ := 0, map[string]bool{}

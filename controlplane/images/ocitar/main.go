@@ -1,4 +1,4 @@
-// Command ocitar packs static binaries into a single-layer container image
+// Command ocitar packs binaries into a single-layer container image
 // and writes it as an OCI image layout tarball that `ctr images import`
 // reads, named by the io.containerd.image.name annotation. The real-cluster
 // harness (cluster/) builds every image it runs this way, from source: no
@@ -7,8 +7,11 @@
 //	ocitar -binary PATH -name REF -o FILE.tar [-- ENTRYPOINT ARGS...]
 //	ocitar -file SRC=/DEST [-file ...] [-link /DEST=TARGET ...] [-user UID:GID] -name REF -o FILE.tar -- ENTRYPOINT...
 //
-// -host-binary SRC=/DEST adds a dynamically linked program from this
-// machine's Debian packages with the shared libraries ldd lists for it, and
+// -binary and -host-binary SRC=/DEST add a program with the shared libraries
+// (and loader) ldd lists for it when it is dynamically linked: a program from
+// this machine's Debian packages, or a Go program built with cgo (agnhost is
+// built like the other Kubernetes binaries, with cgo, so that it shares their
+// compiled packages instead of needing a CGO_ENABLED=0 build of each); and
 // -busybox PATH a static busybox at /bin/busybox with a link for each of its
 // applets that no other file of the image provides: upstream's e2e suite runs
 // /bin/sh, nc, wget and curl inside the agnhost image, which a single static
@@ -22,6 +25,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"flag"
 	"fmt"
 	"io"
@@ -43,12 +47,12 @@ import (
 )
 
 func main() {
-	bin := flag.String("binary", "", "static binary to put at /<its base name>")
+	bin := flag.String("binary", "", "program to put at /<its base name>, with its libraries when dynamically linked")
 	ref := flag.String("name", "", "image name, such as outrigger.local/pause:1")
 	out := flag.String("o", "", "output tarball")
 	var files, links, hostBins pairs
 	flag.Var(&files, "file", "SRC=/DEST: a file to put at /DEST, executable (repeatable)")
-	flag.Var(&hostBins, "host-binary", "SRC=/DEST: a dynamically linked program of this machine, with the libraries ldd lists (repeatable)")
+	flag.Var(&hostBins, "host-binary", "SRC=/DEST: a program of this machine, with the libraries ldd lists when dynamically linked (repeatable)")
 	busybox := flag.String("busybox", "", "a static busybox to put at /bin/busybox, with a link per applet")
 	flag.Var(&links, "link", "/DEST=TARGET: a symbolic link (repeatable)")
 	user := flag.String("user", "", "the image's user, such as 65532:65532")
@@ -59,7 +63,7 @@ func main() {
 	})
 	flag.Parse()
 	if *bin != "" {
-		files = append(files, [2]string{*bin, "/" + filepath.Base(*bin)})
+		hostBins = append(pairs{{*bin, "/" + filepath.Base(*bin)}}, hostBins...)
 	}
 	var err error
 	if files, err = addHostBinaries(files, hostBins); err == nil && *busybox != "" {
@@ -237,14 +241,24 @@ func tarDir(dir, out string) error {
 	return os.Rename(tmp, out)
 }
 
-// addHostBinaries adds each program and the shared libraries (and loader)
-// ldd resolves for it, at their paths on this machine, once each.
+// addHostBinaries adds each program and, when it is dynamically linked, the
+// shared libraries (and loader) ldd resolves for it, at their paths on this
+// machine, once each.
 func addHostBinaries(files, bins pairs) (pairs, error) {
 	have := map[string]bool{}
 	for _, f := range files {
 		have[f[1]] = true
 	}
 	for _, b := range bins {
+		dyn, err := dynamic(b[0])
+		if err != nil {
+			return nil, err
+		}
+		if !dyn {
+			files = append(files, b)
+			have[b[1]] = true
+			continue
+		}
 		out, err := exec.Command("ldd", b[0]).Output()
 		if err != nil {
 			return nil, fmt.Errorf("ldd %s (is it a dynamically linked program?): %w", b[0], err)
@@ -263,6 +277,22 @@ func addHostBinaries(files, bins pairs) (pairs, error) {
 		}
 	}
 	return files, nil
+}
+
+// dynamic reports whether the ELF program at path names a loader
+// (PT_INTERP), which a static program has none of.
+func dynamic(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("reading the program %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // lddPaths reads the absolute library paths from ldd's output: lines

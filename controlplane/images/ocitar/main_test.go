@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -126,5 +128,39 @@ func TestLddPaths(t *testing.T) {
 				t.Errorf("lddPaths = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A static program goes in alone; a dynamic one brings its loader.
+func TestAddHostBinaries(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	static := filepath.Join(dir, "static")
+	build := exec.Command("go", "build", "-o", static, src)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a static program: %v\n%s", err, out)
+	}
+	files, err := addHostBinaries(nil, pairs{{static, "/static"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (pairs{{static, "/static"}}); !slices.Equal(files, want) {
+		t.Errorf("static program: files = %q, want %q", files, want)
+	}
+
+	files, err = addHostBinaries(nil, pairs{{"/bin/sh", "/bin/sh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loader := false
+	for _, f := range files[1:] {
+		loader = loader || strings.Contains(f[0], "ld-linux")
+	}
+	if files[0] != [2]string{"/bin/sh", "/bin/sh"} || !loader {
+		t.Errorf("dynamic program: files = %q, want /bin/sh and its loader", files)
 	}
 }
