@@ -132,6 +132,9 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 	for _, cp := range caps.GetCapabilities() {
 		c.caps[cp] = true
 	}
+	if c.caps[pluginpb.Capability_NODE_CACHE] {
+		c.nodeCache = newSentNodes(time.Now)
+	}
 	if c.caps[pluginpb.Capability_NODE_CIDRS] {
 		return clientWithCIDRs{c}, nil
 	}
@@ -200,6 +203,9 @@ type Client struct {
 	caps         map[pluginpb.Capability]bool
 	platforms    []string
 	stopWatch    context.CancelFunc
+	// nodeCache is what this process sent a NODE_CACHE plugin; nil when
+	// the plugin does not offer it.
+	nodeCache *sentNodes
 }
 
 // clientWithCIDRs adds the CloudAllocator's source when the plugin has it.
@@ -410,18 +416,7 @@ func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, s
 }
 
 func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	b, err := encodeService(svc)
-	if err != nil {
-		return nil, err
-	}
-	var resp *pluginpb.EnsureLoadBalancerResponse
-	if l.c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
-		resp, err = call(ctx, "EnsureLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerResponse, error) {
-			return sendBackends(ctx, l.c.rpc.EnsureLoadBalancerStream, clusterName, b, nodes, opts...)
-		})
-	} else {
-		resp, err = unaryBackends(ctx, "EnsureLoadBalancer", l.c.rpc.EnsureLoadBalancer, clusterName, b, nodes)
-	}
+	resp, err := withBackends(ctx, l.c, "EnsureLoadBalancer", clusterName, svc, nodes, l.c.rpc.EnsureLoadBalancerStream, l.c.rpc.EnsureLoadBalancer)
 	if err != nil {
 		return nil, err
 	}
@@ -429,25 +424,71 @@ func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string
 }
 
 func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *corev1.Service, nodes []*corev1.Node) error {
-	b, err := encodeService(svc)
-	if err != nil {
-		return err
-	}
-	if l.c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
-		_, err = call(ctx, "UpdateLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.UpdateLoadBalancerResponse, error) {
-			return sendBackends(ctx, l.c.rpc.UpdateLoadBalancerStream, clusterName, b, nodes, opts...)
-		})
-		return err
-	}
-	_, err = unaryBackends(ctx, "UpdateLoadBalancer", l.c.rpc.UpdateLoadBalancer, clusterName, b, nodes)
+	_, err := withBackends(ctx, l.c, "UpdateLoadBalancer", clusterName, svc, nodes, l.c.rpc.UpdateLoadBalancerStream, l.c.rpc.UpdateLoadBalancer)
 	return err
 }
 
+// withBackends makes an EnsureLoadBalancer or UpdateLoadBalancer call: as a
+// stream when the plugin offers LOAD_BALANCER_STREAM, else in one message;
+// with NODE_CACHE, the backends by reference and in full only the Nodes the
+// plugin may not hold, sent in full once more if it says it lacks some.
+func withBackends[Res any](ctx context.Context, c *Client, method, clusterName string, svc *corev1.Service, nodes []*corev1.Node,
+	stream func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], error),
+	unary func(context.Context, *pluginpb.EnsureLoadBalancerRequest, ...grpc.CallOption) (*Res, error)) (*Res, error) {
+	b, err := encodeService(svc)
+	if err != nil {
+		return nil, err
+	}
+	send := func(ctx context.Context, p *backendPlan, opts ...grpc.CallOption) (*Res, error) {
+		if c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
+			return sendBackends(ctx, stream, clusterName, b, p, opts...)
+		}
+		req, err := p.message(clusterName, b)
+		if err != nil {
+			return nil, err
+		}
+		return unary(ctx, req, opts...)
+	}
+	resp, err := call(ctx, method, func(ctx context.Context, opts ...grpc.CallOption) (*Res, error) {
+		if c.nodeCache == nil {
+			return send(ctx, &backendPlan{fill: nodes}, opts...)
+		}
+		for attempt := 0; ; attempt++ {
+			p, err := c.nodeCache.plan(ctx, nodes)
+			if err != nil {
+				return nil, err
+			}
+			var kept metadata.MD
+			resp, err := send(ctx, p, append(opts[:len(opts):len(opts)], grpc.Trailer(&kept))...)
+			c.nodeCache.done(p, err == nil || first(kept.Get(MetadataNodeCache)) == NodeCacheKept)
+			names, all, miss := cacheMiss(err)
+			if !miss || attempt > 0 {
+				return resp, err
+			}
+			c.nodeCache.forget(names, all)
+		}
+	})
+	if errors.Is(err, ErrMessageTooLarge) && !c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
+		return nil, fmt.Errorf("%w (%d backend nodes; the plugin does not offer LOAD_BALANCER_STREAM, which takes any number of nodes)", err, len(nodes))
+	}
+	return resp, err
+}
+
+// message is a plan in one EnsureLoadBalancerRequest.
+func (p *backendPlan) message(clusterName string, svc []byte) (*pluginpb.EnsureLoadBalancerRequest, error) {
+	fill, err := encodeNodes(p.fill)
+	if err != nil {
+		return nil, err
+	}
+	return &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, Nodes: fill, NodeRefs: p.refs, NodeCacheSession: p.session}, nil
+}
+
 // sendBackends makes one LOAD_BALANCER_STREAM call: the request in
-// messages of at most MessageBudget bytes, the nodes encoded as they are
-// sent, so that no more than one message of them is held at a time.
+// messages of at most MessageBudget bytes, the refs and then the nodes,
+// encoded as they are sent, so that no more than one message of them is
+// held at a time.
 func sendBackends[Res any](ctx context.Context, open func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], error),
-	clusterName string, svc []byte, nodes []*corev1.Node, opts ...grpc.CallOption) (*Res, error) {
+	clusterName string, svc []byte, p *backendPlan, opts ...grpc.CallOption) (*Res, error) {
 	// Returning before the stream is closed cancels it, and the plugin
 	// changes nothing (see receiveBackends).
 	ctx, cancel := context.WithCancel(ctx)
@@ -456,23 +497,41 @@ func sendBackends[Res any](ctx context.Context, open func(context.Context, ...gr
 	if err != nil {
 		return nil, err
 	}
-	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(len(nodes))}
+	count := len(p.fill)
+	if p.session != "" {
+		count = len(p.refs)
+	}
+	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(count), NodeCacheSession: p.session}
 	size, first := proto.Size(msg), true
-	for _, n := range nodes {
+	// add puts n bytes more in the message, after sending it when they
+	// would not fit (a first message goes even with nothing added).
+	add := func(n int) error {
+		if size+n > MessageBudget && (first || len(msg.Nodes)+len(msg.NodeRefs) > 0) {
+			if err := stream.Send(msg); err != nil {
+				return err
+			}
+			msg, size, first = &pluginpb.EnsureLoadBalancerRequest{}, 0, false
+		}
+		size += n
+		return nil
+	}
+	for _, r := range p.refs {
+		if err := add(refBytes(r)); err != nil {
+			return sendFailed(stream, err)
+		}
+		msg.NodeRefs = append(msg.NodeRefs, r)
+	}
+	for _, n := range p.fill {
 		b, err := encodeNode(n)
 		if err != nil {
 			return nil, err
 		}
-		if size+nodeBytes(b) > MessageBudget && (first || len(msg.Nodes) > 0) {
-			if err := stream.Send(msg); err != nil {
-				return sendFailed(stream, err)
-			}
-			msg, size, first = &pluginpb.EnsureLoadBalancerRequest{}, 0, false
+		if err := add(nodeBytes(b)); err != nil {
+			return sendFailed(stream, err)
 		}
 		msg.Nodes = append(msg.Nodes, b)
-		size += nodeBytes(b)
 	}
-	if first || len(msg.Nodes) > 0 {
+	if first || len(msg.Nodes)+len(msg.NodeRefs) > 0 {
 		if err := stream.Send(msg); err != nil {
 			return sendFailed(stream, err)
 		}
@@ -490,25 +549,6 @@ func sendFailed[Res any](stream grpc.ClientStreamingClient[pluginpb.EnsureLoadBa
 		return nil, errors.New("the plugin ended the stream before it was sent")
 	}
 	return nil, err
-}
-
-// unaryBackends is EnsureLoadBalancer or UpdateLoadBalancer in one message,
-// for a plugin without LOAD_BALANCER_STREAM; what does not fit in what the
-// plugin accepts fails with an error that says so.
-func unaryBackends[Res any](ctx context.Context, method string, rpc func(context.Context, *pluginpb.EnsureLoadBalancerRequest, ...grpc.CallOption) (*Res, error),
-	clusterName string, svc []byte, nodes []*corev1.Node) (*Res, error) {
-	encoded, err := encodeNodes(nodes)
-	if err != nil {
-		return nil, err
-	}
-	req := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, Nodes: encoded}
-	resp, err := call(ctx, method, func(ctx context.Context, opts ...grpc.CallOption) (*Res, error) {
-		return rpc(ctx, req, opts...)
-	})
-	if errors.Is(err, ErrMessageTooLarge) {
-		return nil, fmt.Errorf("%w (%d backend nodes, %d bytes; the plugin does not offer LOAD_BALANCER_STREAM, which takes any number of nodes)", err, len(nodes), proto.Size(req))
-	}
-	return resp, err
 }
 
 func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *corev1.Service) error {

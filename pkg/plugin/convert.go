@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -262,6 +263,11 @@ func tooLarge(st *status.Status, trailer metadata.MD) bool {
 // (the nodes field's tag and length, then the JSON).
 func nodeBytes(b []byte) int {
 	return protowire.SizeTag(3) + protowire.SizeBytes(len(b))
+}
+
+// refBytes is what one node ref adds to a message's size on the wire.
+func refBytes(r *pluginpb.NodeRef) int {
+	return protowire.SizeTag(5) + protowire.SizeBytes(proto.Size(r))
 }
 
 // splitBySize splits encoded nodes, in order, into runs of at most budget

@@ -13,9 +13,11 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +46,8 @@ type server struct {
 	routes    cloudprovider.Routes
 	cidrs     provider.NodeCIDRSource
 	owners    provider.LoadBalancerOwnership
+	// nodes holds the load balancers' backend Nodes (NODE_CACHE).
+	nodes *serverNodeCache
 }
 
 // NewServer returns the gRPC service for provider. Capabilities are what
@@ -53,7 +57,7 @@ func NewServer(p cloudprovider.Interface, info Info) pluginpb.CloudProviderServe
 	if info.Name == "" {
 		info.Name = p.ProviderName()
 	}
-	s := &server{info: info, provider: p}
+	s := &server{info: info, provider: p, nodes: newServerNodeCache(time.Now)}
 	// The server calls the provider directly: limits, per-object
 	// serialization and timeouts are the client's call layer's business,
 	// and a second layer here would throttle the plugin on its own and
@@ -91,6 +95,7 @@ func (s *server) GetCapabilities(context.Context, *pluginpb.GetCapabilitiesReque
 	add(s.cidrs != nil, pluginpb.Capability_NODE_CIDRS)
 	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER_STREAM)
 	add(s.owners != nil, pluginpb.Capability_LOAD_BALANCER_OWNERSHIP)
+	add(s.lb != nil, pluginpb.Capability_NODE_CACHE)
 	if p, ok := s.provider.(provider.Platforms); ok {
 		resp.Platforms = p.Platforms()
 	}
@@ -213,7 +218,7 @@ func (s *server) EnsureLoadBalancer(ctx context.Context, req *pluginpb.EnsureLoa
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := decodeNodes(req.GetNodes())
+	nodes, err := s.unaryBackends(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -230,20 +235,53 @@ func (s *server) UpdateLoadBalancer(ctx context.Context, req *pluginpb.EnsureLoa
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := decodeNodes(req.GetNodes())
+	nodes, err := s.unaryBackends(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	return &pluginpb.UpdateLoadBalancerResponse{}, toStatus(ctx, s.lb.UpdateLoadBalancer(ctx, req.GetClusterName(), svc, nodes))
 }
 
+func (s *server) unaryBackends(ctx context.Context, req *pluginpb.EnsureLoadBalancerRequest) ([]*corev1.Node, error) {
+	fill, err := decodeNodes(req.GetNodes())
+	if err != nil {
+		return nil, err
+	}
+	return s.backends(ctx, req.GetNodeCacheSession(), req.GetNodeRefs(), fill)
+}
+
+// backends is a call's backend Nodes: without a node cache session the
+// Nodes it carried; with one, its refs resolved in the session after the
+// Nodes it carried were kept there. The Nodes are shared between calls,
+// as an informer's are: a provider reads them and changes none.
+func (s *server) backends(ctx context.Context, session string, refs []*pluginpb.NodeRef, fill []*corev1.Node) ([]*corev1.Node, error) {
+	if session == "" {
+		if len(refs) > 0 {
+			return nil, status.Error(codes.InvalidArgument, "node_refs without a node_cache_session")
+		}
+		return fill, nil
+	}
+	s.nodes.store(session, fill)
+	trailer := metadata.Pairs(MetadataNodeCache, NodeCacheKept)
+	nodes, missing := s.nodes.resolve(session, refs)
+	if len(missing) > 0 {
+		trailer.Set(MetadataReason, ReasonNodeCacheMiss)
+	}
+	_ = grpc.SetTrailer(ctx, trailer)
+	if len(missing) > 0 {
+		return nil, missError(missing)
+	}
+	return nodes, nil
+}
+
 // receiveBackends reads a LOAD_BALANCER_STREAM request to its end: the
-// first message's cluster name, Service and node count, and the nodes of
-// every message, decoded as they arrive. The provider is called only with
-// a complete request: a stream the client cancelled, or one that lost
-// nodes, is an error, since acting on part of the backends would take the
-// others out of the load balancer.
-func (s *server) receiveBackends(recv func() (*pluginpb.EnsureLoadBalancerRequest, error)) (string, *corev1.Service, []*corev1.Node, error) {
+// first message's cluster name, Service, node count and node cache
+// session, and the refs and nodes of every message, the nodes decoded as
+// they arrive. The provider is called only with a complete request: a
+// stream the client cancelled, or one that lost backends, is an error,
+// since acting on part of the backends would take the others out of the
+// load balancer.
+func (s *server) receiveBackends(ctx context.Context, recv func() (*pluginpb.EnsureLoadBalancerRequest, error)) (string, *corev1.Service, []*corev1.Node, error) {
 	if s.lb == nil {
 		return "", nil, nil, unimplemented("load balancers")
 	}
@@ -258,9 +296,13 @@ func (s *server) receiveBackends(recv func() (*pluginpb.EnsureLoadBalancerReques
 	if err != nil {
 		return "", nil, nil, err
 	}
-	want := int64(first.GetNodeCount())
-	// The count comes from the wire: it sizes the slice only up to a bound.
+	want, session := int64(first.GetNodeCount()), first.GetNodeCacheSession()
+	// The count comes from the wire: it sizes the slices only up to a bound.
 	nodes := make([]*corev1.Node, 0, min(want, 1<<16))
+	var refs []*pluginpb.NodeRef
+	if session != "" {
+		refs = make([]*pluginpb.NodeRef, 0, min(want, 1<<16))
+	}
 	for m := first; ; {
 		for _, b := range m.GetNodes() {
 			n, err := decodeNode(b)
@@ -269,6 +311,7 @@ func (s *server) receiveBackends(recv func() (*pluginpb.EnsureLoadBalancerReques
 			}
 			nodes = append(nodes, n)
 		}
+		refs = append(refs, m.GetNodeRefs()...)
 		m, err = recv()
 		if errors.Is(err, io.EOF) {
 			break
@@ -277,14 +320,22 @@ func (s *server) receiveBackends(recv func() (*pluginpb.EnsureLoadBalancerReques
 			return "", nil, nil, err
 		}
 	}
-	if int64(len(nodes)) != want {
-		return "", nil, nil, status.Errorf(codes.InvalidArgument, "the stream carried %d nodes, its first message announced %d", len(nodes), want)
+	got, what := int64(len(nodes)), "nodes"
+	if session != "" {
+		got, what = int64(len(refs)), "node refs"
 	}
-	return first.GetClusterName(), svc, nodes, nil
+	if got != want {
+		return "", nil, nil, status.Errorf(codes.InvalidArgument, "the stream carried %d %s, its first message announced %d", got, what, want)
+	}
+	backends, err := s.backends(ctx, session, refs, nodes)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return first.GetClusterName(), svc, backends, nil
 }
 
 func (s *server) EnsureLoadBalancerStream(stream pluginpb.CloudProvider_EnsureLoadBalancerStreamServer) error {
-	clusterName, svc, nodes, err := s.receiveBackends(stream.Recv)
+	clusterName, svc, nodes, err := s.receiveBackends(stream.Context(), stream.Recv)
 	if err != nil {
 		return err
 	}
@@ -301,7 +352,7 @@ func (s *server) EnsureLoadBalancerStream(stream pluginpb.CloudProvider_EnsureLo
 }
 
 func (s *server) UpdateLoadBalancerStream(stream pluginpb.CloudProvider_UpdateLoadBalancerStreamServer) error {
-	clusterName, svc, nodes, err := s.receiveBackends(stream.Recv)
+	clusterName, svc, nodes, err := s.receiveBackends(stream.Context(), stream.Recv)
 	if err != nil {
 		return err
 	}

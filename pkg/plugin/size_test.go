@@ -91,6 +91,11 @@ func TestIncompleteBackendStreamChangesNothing(t *testing.T) {
 	svc, _ := encodeService(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}})
 	nodeJSON, _ := encodeNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}})
 	canceled := status.Error(codes.Canceled, "context canceled")
+	named := func(name string) []byte {
+		b, _ := encodeNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"}})
+		return b
+	}
+	ref := func(name string) *pluginpb.NodeRef { return &pluginpb.NodeRef{Name: name, ResourceVersion: "1"} }
 	for _, tt := range []struct {
 		name   string
 		stream []*pluginpb.EnsureLoadBalancerRequest
@@ -101,6 +106,13 @@ func TestIncompleteBackendStreamChangesNothing(t *testing.T) {
 		{"nodes lost", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 3, Nodes: [][]byte{nodeJSON}}, {Nodes: [][]byte{nodeJSON}}}, io.EOF, codes.InvalidArgument},
 		{"empty", nil, io.EOF, codes.InvalidArgument},
 		{"complete", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 2, Nodes: [][]byte{nodeJSON}}, {Nodes: [][]byte{nodeJSON}}}, io.EOF, codes.OK},
+		{"refs complete, carried in full", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 2, NodeCacheSession: "s", NodeRefs: []*pluginpb.NodeRef{ref("a")}},
+			{NodeRefs: []*pluginpb.NodeRef{ref("b")}, Nodes: [][]byte{named("a"), named("b")}}}, io.EOF, codes.OK},
+		{"refs lost", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 3, NodeCacheSession: "s", NodeRefs: []*pluginpb.NodeRef{ref("a"), ref("b")},
+			Nodes: [][]byte{named("a"), named("b")}}}, io.EOF, codes.InvalidArgument},
+		{"ref to a node never sent", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 2, NodeCacheSession: "s", NodeRefs: []*pluginpb.NodeRef{ref("a"), ref("b")},
+			Nodes: [][]byte{named("a")}}}, io.EOF, codes.FailedPrecondition},
+		{"refs without a session", []*pluginpb.EnsureLoadBalancerRequest{{Service: svc, NodeCount: 0, NodeRefs: []*pluginpb.NodeRef{ref("a")}}}, io.EOF, codes.InvalidArgument},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := &recorder{}
@@ -113,7 +125,7 @@ func TestIncompleteBackendStreamChangesNothing(t *testing.T) {
 				i++
 				return tt.stream[i-1], nil
 			}
-			_, _, nodes, err := s.receiveBackends(recv)
+			_, _, nodes, err := s.receiveBackends(context.Background(), recv)
 			if status.Code(err) != tt.want {
 				t.Fatalf("err %v, want code %s", err, tt.want)
 			}

@@ -17,6 +17,14 @@
 // by size; EnsureLoadBalancer and UpdateLoadBalancer go as streams when the
 // plugin offers LOAD_BALANCER_STREAM. Outrigger accepts answers up to 64 MiB.
 //
+// Node cache: a plugin that offers NODE_CACHE keeps the backend Nodes it has
+// been sent, per node_cache_session, and Outrigger sends each Node once (and
+// again when its resourceVersion changes) instead of with every load balancer
+// call: the backends are then node_refs, and nodes carries only the Nodes the
+// plugin does not hold yet. A ref the plugin cannot resolve fails the call
+// with FAILED_PRECONDITION, outrigger-reason NodeCacheMiss and a NodeCacheMiss
+// detail naming the nodes; Outrigger sends those in full and retries once.
+//
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
 //   UNIMPLEMENTED        the plugin does not offer this (cloudprovider.NotImplemented)
@@ -69,6 +77,9 @@ const (
 	Capability_LOAD_BALANCER_STREAM Capability = 6
 	// LoadBalancerOwner and ListLoadBalancerOwners.
 	Capability_LOAD_BALANCER_OWNERSHIP Capability = 7
+	// The plugin keeps the Nodes of EnsureLoadBalancer and UpdateLoadBalancer
+	// (see "Node cache" above).
+	Capability_NODE_CACHE Capability = 8
 )
 
 // Enum value maps for Capability.
@@ -82,6 +93,7 @@ var (
 		5: "NODE_CIDRS",
 		6: "LOAD_BALANCER_STREAM",
 		7: "LOAD_BALANCER_OWNERSHIP",
+		8: "NODE_CACHE",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":  0,
@@ -92,6 +104,7 @@ var (
 		"NODE_CIDRS":              5,
 		"LOAD_BALANCER_STREAM":    6,
 		"LOAD_BALANCER_OWNERSHIP": 7,
+		"NODE_CACHE":              8,
 	}
 )
 
@@ -940,13 +953,19 @@ type EnsureLoadBalancerRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	Service     []byte                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
-	// JSON of each backend core/v1 Node.
+	// JSON of each backend core/v1 Node. With NODE_CACHE: of the backends in
+	// node_refs that the plugin does not hold yet, which it keeps from now on.
 	Nodes [][]byte `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	// In the first message of a stream: how many nodes the whole stream
-	// carries (a check that none was lost).
-	NodeCount     uint32 `protobuf:"varint,4,opt,name=node_count,json=nodeCount,proto3" json:"node_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// In the first message of a stream: how many backends the whole stream
+	// carries (a check that none was lost): nodes, or with NODE_CACHE node_refs.
+	NodeCount uint32 `protobuf:"varint,4,opt,name=node_count,json=nodeCount,proto3" json:"node_count,omitempty"`
+	// With NODE_CACHE: every backend, in order, by name and resourceVersion.
+	NodeRefs []*NodeRef `protobuf:"bytes,5,rep,name=node_refs,json=nodeRefs,proto3" json:"node_refs,omitempty"`
+	// With NODE_CACHE, in the first message: the cache the refs resolve in,
+	// one per Outrigger process (a random token).
+	NodeCacheSession string `protobuf:"bytes,6,opt,name=node_cache_session,json=nodeCacheSession,proto3" json:"node_cache_session,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *EnsureLoadBalancerRequest) Reset() {
@@ -1007,6 +1026,118 @@ func (x *EnsureLoadBalancerRequest) GetNodeCount() uint32 {
 	return 0
 }
 
+func (x *EnsureLoadBalancerRequest) GetNodeRefs() []*NodeRef {
+	if x != nil {
+		return x.NodeRefs
+	}
+	return nil
+}
+
+func (x *EnsureLoadBalancerRequest) GetNodeCacheSession() string {
+	if x != nil {
+		return x.NodeCacheSession
+	}
+	return ""
+}
+
+// A Node the plugin was sent before: its metadata name and resourceVersion.
+type NodeRef struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NodeRef) Reset() {
+	*x = NodeRef{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRef) ProtoMessage() {}
+
+func (x *NodeRef) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRef.ProtoReflect.Descriptor instead.
+func (*NodeRef) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *NodeRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeRef) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// The detail of a NodeCacheMiss error: the refs the plugin could not resolve.
+type NodeCacheMiss struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCacheMiss) Reset() {
+	*x = NodeCacheMiss{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCacheMiss) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCacheMiss) ProtoMessage() {}
+
+func (x *NodeCacheMiss) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCacheMiss.ProtoReflect.Descriptor instead.
+func (*NodeCacheMiss) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *NodeCacheMiss) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
 type GetLoadBalancerNameResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1016,7 +1147,7 @@ type GetLoadBalancerNameResponse struct {
 
 func (x *GetLoadBalancerNameResponse) Reset() {
 	*x = GetLoadBalancerNameResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1159,7 @@ func (x *GetLoadBalancerNameResponse) String() string {
 func (*GetLoadBalancerNameResponse) ProtoMessage() {}
 
 func (x *GetLoadBalancerNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[17]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1172,7 @@ func (x *GetLoadBalancerNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadBalancerNameResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadBalancerNameResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{17}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetLoadBalancerNameResponse) GetName() string {
@@ -1062,7 +1193,7 @@ type GetLoadBalancerResponse struct {
 
 func (x *GetLoadBalancerResponse) Reset() {
 	*x = GetLoadBalancerResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1205,7 @@ func (x *GetLoadBalancerResponse) String() string {
 func (*GetLoadBalancerResponse) ProtoMessage() {}
 
 func (x *GetLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[18]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1218,7 @@ func (x *GetLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{18}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetLoadBalancerResponse) GetExists() bool {
@@ -1114,7 +1245,7 @@ type EnsureLoadBalancerResponse struct {
 
 func (x *EnsureLoadBalancerResponse) Reset() {
 	*x = EnsureLoadBalancerResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1257,7 @@ func (x *EnsureLoadBalancerResponse) String() string {
 func (*EnsureLoadBalancerResponse) ProtoMessage() {}
 
 func (x *EnsureLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[19]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1270,7 @@ func (x *EnsureLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*EnsureLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{19}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EnsureLoadBalancerResponse) GetStatus() []byte {
@@ -1157,7 +1288,7 @@ type UpdateLoadBalancerResponse struct {
 
 func (x *UpdateLoadBalancerResponse) Reset() {
 	*x = UpdateLoadBalancerResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1300,7 @@ func (x *UpdateLoadBalancerResponse) String() string {
 func (*UpdateLoadBalancerResponse) ProtoMessage() {}
 
 func (x *UpdateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[20]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1313,7 @@ func (x *UpdateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{20}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
 }
 
 type EnsureLoadBalancerDeletedResponse struct {
@@ -1193,7 +1324,7 @@ type EnsureLoadBalancerDeletedResponse struct {
 
 func (x *EnsureLoadBalancerDeletedResponse) Reset() {
 	*x = EnsureLoadBalancerDeletedResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1336,7 @@ func (x *EnsureLoadBalancerDeletedResponse) String() string {
 func (*EnsureLoadBalancerDeletedResponse) ProtoMessage() {}
 
 func (x *EnsureLoadBalancerDeletedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[21]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1349,7 @@ func (x *EnsureLoadBalancerDeletedResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use EnsureLoadBalancerDeletedResponse.ProtoReflect.Descriptor instead.
 func (*EnsureLoadBalancerDeletedResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{21}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
 }
 
 // LoadBalancerOwner is a load balancer's ownership record.
@@ -1234,7 +1365,7 @@ type LoadBalancerOwner struct {
 
 func (x *LoadBalancerOwner) Reset() {
 	*x = LoadBalancerOwner{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1377,7 @@ func (x *LoadBalancerOwner) String() string {
 func (*LoadBalancerOwner) ProtoMessage() {}
 
 func (x *LoadBalancerOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[22]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1390,7 @@ func (x *LoadBalancerOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerOwner.ProtoReflect.Descriptor instead.
 func (*LoadBalancerOwner) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{22}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LoadBalancerOwner) GetClusterName() string {
@@ -1295,7 +1426,7 @@ type LoadBalancerOwnerResponse struct {
 
 func (x *LoadBalancerOwnerResponse) Reset() {
 	*x = LoadBalancerOwnerResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1438,7 @@ func (x *LoadBalancerOwnerResponse) String() string {
 func (*LoadBalancerOwnerResponse) ProtoMessage() {}
 
 func (x *LoadBalancerOwnerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[23]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1451,7 @@ func (x *LoadBalancerOwnerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerOwnerResponse.ProtoReflect.Descriptor instead.
 func (*LoadBalancerOwnerResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{23}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LoadBalancerOwnerResponse) GetExists() bool {
@@ -1346,7 +1477,7 @@ type ListLoadBalancerOwnersRequest struct {
 
 func (x *ListLoadBalancerOwnersRequest) Reset() {
 	*x = ListLoadBalancerOwnersRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1489,7 @@ func (x *ListLoadBalancerOwnersRequest) String() string {
 func (*ListLoadBalancerOwnersRequest) ProtoMessage() {}
 
 func (x *ListLoadBalancerOwnersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[24]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1502,7 @@ func (x *ListLoadBalancerOwnersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancerOwnersRequest.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancerOwnersRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{24}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListLoadBalancerOwnersRequest) GetClusterName() string {
@@ -1393,7 +1524,7 @@ type OwnedLoadBalancer struct {
 
 func (x *OwnedLoadBalancer) Reset() {
 	*x = OwnedLoadBalancer{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1536,7 @@ func (x *OwnedLoadBalancer) String() string {
 func (*OwnedLoadBalancer) ProtoMessage() {}
 
 func (x *OwnedLoadBalancer) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[25]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1549,7 @@ func (x *OwnedLoadBalancer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnedLoadBalancer.ProtoReflect.Descriptor instead.
 func (*OwnedLoadBalancer) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{25}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OwnedLoadBalancer) GetName() string {
@@ -1458,7 +1589,7 @@ type ListLoadBalancerOwnersResponse struct {
 
 func (x *ListLoadBalancerOwnersResponse) Reset() {
 	*x = ListLoadBalancerOwnersResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1601,7 @@ func (x *ListLoadBalancerOwnersResponse) String() string {
 func (*ListLoadBalancerOwnersResponse) ProtoMessage() {}
 
 func (x *ListLoadBalancerOwnersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[26]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1614,7 @@ func (x *ListLoadBalancerOwnersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancerOwnersResponse.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancerOwnersResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{26}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListLoadBalancerOwnersResponse) GetLoadBalancers() []*OwnedLoadBalancer {
@@ -1506,7 +1637,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1649,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[27]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1662,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{27}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Route) GetName() string {
@@ -1578,7 +1709,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1721,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[28]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1734,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{28}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRoutesRequest) GetClusterName() string {
@@ -1622,7 +1753,7 @@ type ListRoutesResponse struct {
 
 func (x *ListRoutesResponse) Reset() {
 	*x = ListRoutesResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1765,7 @@ func (x *ListRoutesResponse) String() string {
 func (*ListRoutesResponse) ProtoMessage() {}
 
 func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[29]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1778,7 @@ func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{29}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRoutesResponse) GetRoutes() []*Route {
@@ -1668,7 +1799,7 @@ type CreateRouteRequest struct {
 
 func (x *CreateRouteRequest) Reset() {
 	*x = CreateRouteRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1811,7 @@ func (x *CreateRouteRequest) String() string {
 func (*CreateRouteRequest) ProtoMessage() {}
 
 func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[30]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1824,7 @@ func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteRequest.ProtoReflect.Descriptor instead.
 func (*CreateRouteRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{30}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateRouteRequest) GetClusterName() string {
@@ -1725,7 +1856,7 @@ type CreateRouteResponse struct {
 
 func (x *CreateRouteResponse) Reset() {
 	*x = CreateRouteResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1868,7 @@ func (x *CreateRouteResponse) String() string {
 func (*CreateRouteResponse) ProtoMessage() {}
 
 func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[31]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1881,7 @@ func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteResponse.ProtoReflect.Descriptor instead.
 func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{31}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
 }
 
 type DeleteRouteRequest struct {
@@ -1763,7 +1894,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1906,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[32]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1919,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{32}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteRouteRequest) GetClusterName() string {
@@ -1813,7 +1944,7 @@ type DeleteRouteResponse struct {
 
 func (x *DeleteRouteResponse) Reset() {
 	*x = DeleteRouteResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1956,7 @@ func (x *DeleteRouteResponse) String() string {
 func (*DeleteRouteResponse) ProtoMessage() {}
 
 func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[33]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1969,7 @@ func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{33}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{35}
 }
 
 type NodeCIDRsResponse struct {
@@ -1850,7 +1981,7 @@ type NodeCIDRsResponse struct {
 
 func (x *NodeCIDRsResponse) Reset() {
 	*x = NodeCIDRsResponse{}
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +1993,7 @@ func (x *NodeCIDRsResponse) String() string {
 func (*NodeCIDRsResponse) ProtoMessage() {}
 
 func (x *NodeCIDRsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[34]
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2006,7 @@ func (x *NodeCIDRsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCIDRsResponse.ProtoReflect.Descriptor instead.
 func (*NodeCIDRsResponse) Descriptor() ([]byte, []int) {
-	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{34}
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeCIDRsResponse) GetCidrs() []string {
@@ -1937,13 +2068,20 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bstatuses\x18\x01 \x03(\v2#.outrigger.plugin.v1.InstanceStatusR\bstatuses\"R\n" +
 	"\x13LoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
-	"\aservice\x18\x02 \x01(\fR\aservice\"\x8d\x01\n" +
+	"\aservice\x18\x02 \x01(\fR\aservice\"\xf6\x01\n" +
 	"\x19EnsureLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
 	"\x05nodes\x18\x03 \x03(\fR\x05nodes\x12\x1d\n" +
 	"\n" +
-	"node_count\x18\x04 \x01(\rR\tnodeCount\"1\n" +
+	"node_count\x18\x04 \x01(\rR\tnodeCount\x129\n" +
+	"\tnode_refs\x18\x05 \x03(\v2\x1c.outrigger.plugin.v1.NodeRefR\bnodeRefs\x12,\n" +
+	"\x12node_cache_session\x18\x06 \x01(\tR\x10nodeCacheSession\"H\n" +
+	"\aNodeRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"%\n" +
+	"\rNodeCacheMiss\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"1\n" +
 	"\x1bGetLoadBalancerNameResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
 	"\x17GetLoadBalancerResponse\x12\x16\n" +
@@ -1991,7 +2129,7 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x05route\x18\x02 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\"\x15\n" +
 	"\x13DeleteRouteResponse\")\n" +
 	"\x11NodeCIDRsResponse\x12\x14\n" +
-	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\xb2\x01\n" +
+	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\xc2\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\r\n" +
@@ -2003,7 +2141,9 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"NODE_CIDRS\x10\x05\x12\x18\n" +
 	"\x14LOAD_BALANCER_STREAM\x10\x06\x12\x1b\n" +
-	"\x17LOAD_BALANCER_OWNERSHIP\x10\a2\x94\x11\n" +
+	"\x17LOAD_BALANCER_OWNERSHIP\x10\a\x12\x0e\n" +
+	"\n" +
+	"NODE_CACHE\x10\b2\x94\x11\n" +
 	"\rCloudProvider\x12f\n" +
 	"\rGetPluginInfo\x12).outrigger.plugin.v1.GetPluginInfoRequest\x1a*.outrigger.plugin.v1.GetPluginInfoResponse\x12l\n" +
 	"\x0fGetCapabilities\x12+.outrigger.plugin.v1.GetCapabilitiesRequest\x1a,.outrigger.plugin.v1.GetCapabilitiesResponse\x12N\n" +
@@ -2040,7 +2180,7 @@ func file_outrigger_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(Capability)(0),                           // 0: outrigger.plugin.v1.Capability
 	(*GetPluginInfoRequest)(nil),              // 1: outrigger.plugin.v1.GetPluginInfoRequest
@@ -2060,85 +2200,88 @@ var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(*InstancesStatusResponse)(nil),           // 15: outrigger.plugin.v1.InstancesStatusResponse
 	(*LoadBalancerRequest)(nil),               // 16: outrigger.plugin.v1.LoadBalancerRequest
 	(*EnsureLoadBalancerRequest)(nil),         // 17: outrigger.plugin.v1.EnsureLoadBalancerRequest
-	(*GetLoadBalancerNameResponse)(nil),       // 18: outrigger.plugin.v1.GetLoadBalancerNameResponse
-	(*GetLoadBalancerResponse)(nil),           // 19: outrigger.plugin.v1.GetLoadBalancerResponse
-	(*EnsureLoadBalancerResponse)(nil),        // 20: outrigger.plugin.v1.EnsureLoadBalancerResponse
-	(*UpdateLoadBalancerResponse)(nil),        // 21: outrigger.plugin.v1.UpdateLoadBalancerResponse
-	(*EnsureLoadBalancerDeletedResponse)(nil), // 22: outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	(*LoadBalancerOwner)(nil),                 // 23: outrigger.plugin.v1.LoadBalancerOwner
-	(*LoadBalancerOwnerResponse)(nil),         // 24: outrigger.plugin.v1.LoadBalancerOwnerResponse
-	(*ListLoadBalancerOwnersRequest)(nil),     // 25: outrigger.plugin.v1.ListLoadBalancerOwnersRequest
-	(*OwnedLoadBalancer)(nil),                 // 26: outrigger.plugin.v1.OwnedLoadBalancer
-	(*ListLoadBalancerOwnersResponse)(nil),    // 27: outrigger.plugin.v1.ListLoadBalancerOwnersResponse
-	(*Route)(nil),                             // 28: outrigger.plugin.v1.Route
-	(*ListRoutesRequest)(nil),                 // 29: outrigger.plugin.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),                // 30: outrigger.plugin.v1.ListRoutesResponse
-	(*CreateRouteRequest)(nil),                // 31: outrigger.plugin.v1.CreateRouteRequest
-	(*CreateRouteResponse)(nil),               // 32: outrigger.plugin.v1.CreateRouteResponse
-	(*DeleteRouteRequest)(nil),                // 33: outrigger.plugin.v1.DeleteRouteRequest
-	(*DeleteRouteResponse)(nil),               // 34: outrigger.plugin.v1.DeleteRouteResponse
-	(*NodeCIDRsResponse)(nil),                 // 35: outrigger.plugin.v1.NodeCIDRsResponse
-	nil,                                       // 36: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*NodeRef)(nil),                           // 18: outrigger.plugin.v1.NodeRef
+	(*NodeCacheMiss)(nil),                     // 19: outrigger.plugin.v1.NodeCacheMiss
+	(*GetLoadBalancerNameResponse)(nil),       // 20: outrigger.plugin.v1.GetLoadBalancerNameResponse
+	(*GetLoadBalancerResponse)(nil),           // 21: outrigger.plugin.v1.GetLoadBalancerResponse
+	(*EnsureLoadBalancerResponse)(nil),        // 22: outrigger.plugin.v1.EnsureLoadBalancerResponse
+	(*UpdateLoadBalancerResponse)(nil),        // 23: outrigger.plugin.v1.UpdateLoadBalancerResponse
+	(*EnsureLoadBalancerDeletedResponse)(nil), // 24: outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	(*LoadBalancerOwner)(nil),                 // 25: outrigger.plugin.v1.LoadBalancerOwner
+	(*LoadBalancerOwnerResponse)(nil),         // 26: outrigger.plugin.v1.LoadBalancerOwnerResponse
+	(*ListLoadBalancerOwnersRequest)(nil),     // 27: outrigger.plugin.v1.ListLoadBalancerOwnersRequest
+	(*OwnedLoadBalancer)(nil),                 // 28: outrigger.plugin.v1.OwnedLoadBalancer
+	(*ListLoadBalancerOwnersResponse)(nil),    // 29: outrigger.plugin.v1.ListLoadBalancerOwnersResponse
+	(*Route)(nil),                             // 30: outrigger.plugin.v1.Route
+	(*ListRoutesRequest)(nil),                 // 31: outrigger.plugin.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),                // 32: outrigger.plugin.v1.ListRoutesResponse
+	(*CreateRouteRequest)(nil),                // 33: outrigger.plugin.v1.CreateRouteRequest
+	(*CreateRouteResponse)(nil),               // 34: outrigger.plugin.v1.CreateRouteResponse
+	(*DeleteRouteRequest)(nil),                // 35: outrigger.plugin.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),               // 36: outrigger.plugin.v1.DeleteRouteResponse
+	(*NodeCIDRsResponse)(nil),                 // 37: outrigger.plugin.v1.NodeCIDRsResponse
+	nil,                                       // 38: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 }
 var file_outrigger_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: outrigger.plugin.v1.GetCapabilitiesResponse.capabilities:type_name -> outrigger.plugin.v1.Capability
 	10, // 1: outrigger.plugin.v1.InstanceMetadata.node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
-	36, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	38, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 	11, // 3: outrigger.plugin.v1.InstanceMetadataResponse.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	11, // 4: outrigger.plugin.v1.InstanceStatus.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	14, // 5: outrigger.plugin.v1.InstancesStatusResponse.statuses:type_name -> outrigger.plugin.v1.InstanceStatus
-	23, // 6: outrigger.plugin.v1.LoadBalancerOwnerResponse.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
-	23, // 7: outrigger.plugin.v1.OwnedLoadBalancer.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
-	26, // 8: outrigger.plugin.v1.ListLoadBalancerOwnersResponse.load_balancers:type_name -> outrigger.plugin.v1.OwnedLoadBalancer
-	10, // 9: outrigger.plugin.v1.Route.target_node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
-	28, // 10: outrigger.plugin.v1.ListRoutesResponse.routes:type_name -> outrigger.plugin.v1.Route
-	28, // 11: outrigger.plugin.v1.CreateRouteRequest.route:type_name -> outrigger.plugin.v1.Route
-	28, // 12: outrigger.plugin.v1.DeleteRouteRequest.route:type_name -> outrigger.plugin.v1.Route
-	1,  // 13: outrigger.plugin.v1.CloudProvider.GetPluginInfo:input_type -> outrigger.plugin.v1.GetPluginInfoRequest
-	3,  // 14: outrigger.plugin.v1.CloudProvider.GetCapabilities:input_type -> outrigger.plugin.v1.GetCapabilitiesRequest
-	5,  // 15: outrigger.plugin.v1.CloudProvider.Probe:input_type -> outrigger.plugin.v1.ProbeRequest
-	7,  // 16: outrigger.plugin.v1.CloudProvider.InstanceExists:input_type -> outrigger.plugin.v1.InstanceRequest
-	7,  // 17: outrigger.plugin.v1.CloudProvider.InstanceShutdown:input_type -> outrigger.plugin.v1.InstanceRequest
-	7,  // 18: outrigger.plugin.v1.CloudProvider.InstanceMetadata:input_type -> outrigger.plugin.v1.InstanceRequest
-	13, // 19: outrigger.plugin.v1.CloudProvider.InstancesStatus:input_type -> outrigger.plugin.v1.InstancesStatusRequest
-	16, // 20: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	16, // 21: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	17, // 22: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	17, // 23: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	16, // 24: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	17, // 25: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	17, // 26: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
-	16, // 27: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:input_type -> outrigger.plugin.v1.LoadBalancerRequest
-	25, // 28: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:input_type -> outrigger.plugin.v1.ListLoadBalancerOwnersRequest
-	29, // 29: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
-	31, // 30: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
-	33, // 31: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
-	7,  // 32: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
-	2,  // 33: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
-	4,  // 34: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
-	6,  // 35: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
-	8,  // 36: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
-	9,  // 37: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
-	12, // 38: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
-	15, // 39: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
-	18, // 40: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
-	19, // 41: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
-	20, // 42: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	21, // 43: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	22, // 44: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	20, // 45: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	21, // 46: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	24, // 47: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:output_type -> outrigger.plugin.v1.LoadBalancerOwnerResponse
-	27, // 48: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:output_type -> outrigger.plugin.v1.ListLoadBalancerOwnersResponse
-	30, // 49: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
-	32, // 50: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
-	34, // 51: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
-	35, // 52: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
-	33, // [33:53] is the sub-list for method output_type
-	13, // [13:33] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	18, // 6: outrigger.plugin.v1.EnsureLoadBalancerRequest.node_refs:type_name -> outrigger.plugin.v1.NodeRef
+	25, // 7: outrigger.plugin.v1.LoadBalancerOwnerResponse.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
+	25, // 8: outrigger.plugin.v1.OwnedLoadBalancer.owner:type_name -> outrigger.plugin.v1.LoadBalancerOwner
+	28, // 9: outrigger.plugin.v1.ListLoadBalancerOwnersResponse.load_balancers:type_name -> outrigger.plugin.v1.OwnedLoadBalancer
+	10, // 10: outrigger.plugin.v1.Route.target_node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
+	30, // 11: outrigger.plugin.v1.ListRoutesResponse.routes:type_name -> outrigger.plugin.v1.Route
+	30, // 12: outrigger.plugin.v1.CreateRouteRequest.route:type_name -> outrigger.plugin.v1.Route
+	30, // 13: outrigger.plugin.v1.DeleteRouteRequest.route:type_name -> outrigger.plugin.v1.Route
+	1,  // 14: outrigger.plugin.v1.CloudProvider.GetPluginInfo:input_type -> outrigger.plugin.v1.GetPluginInfoRequest
+	3,  // 15: outrigger.plugin.v1.CloudProvider.GetCapabilities:input_type -> outrigger.plugin.v1.GetCapabilitiesRequest
+	5,  // 16: outrigger.plugin.v1.CloudProvider.Probe:input_type -> outrigger.plugin.v1.ProbeRequest
+	7,  // 17: outrigger.plugin.v1.CloudProvider.InstanceExists:input_type -> outrigger.plugin.v1.InstanceRequest
+	7,  // 18: outrigger.plugin.v1.CloudProvider.InstanceShutdown:input_type -> outrigger.plugin.v1.InstanceRequest
+	7,  // 19: outrigger.plugin.v1.CloudProvider.InstanceMetadata:input_type -> outrigger.plugin.v1.InstanceRequest
+	13, // 20: outrigger.plugin.v1.CloudProvider.InstancesStatus:input_type -> outrigger.plugin.v1.InstancesStatusRequest
+	16, // 21: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	16, // 22: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	17, // 23: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	17, // 24: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	16, // 25: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	17, // 26: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	17, // 27: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:input_type -> outrigger.plugin.v1.EnsureLoadBalancerRequest
+	16, // 28: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:input_type -> outrigger.plugin.v1.LoadBalancerRequest
+	27, // 29: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:input_type -> outrigger.plugin.v1.ListLoadBalancerOwnersRequest
+	31, // 30: outrigger.plugin.v1.CloudProvider.ListRoutes:input_type -> outrigger.plugin.v1.ListRoutesRequest
+	33, // 31: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
+	35, // 32: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
+	7,  // 33: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
+	2,  // 34: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
+	4,  // 35: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
+	6,  // 36: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
+	8,  // 37: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
+	9,  // 38: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
+	12, // 39: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
+	15, // 40: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
+	20, // 41: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
+	21, // 42: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
+	22, // 43: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	23, // 44: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	24, // 45: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	22, // 46: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	23, // 47: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	26, // 48: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:output_type -> outrigger.plugin.v1.LoadBalancerOwnerResponse
+	29, // 49: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:output_type -> outrigger.plugin.v1.ListLoadBalancerOwnersResponse
+	32, // 50: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
+	34, // 51: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
+	36, // 52: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
+	37, // 53: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
+	34, // [34:54] is the sub-list for method output_type
+	14, // [14:34] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_outrigger_plugin_v1_plugin_proto_init() }
@@ -2152,7 +2295,7 @@ func file_outrigger_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_plugin_v1_plugin_proto_rawDesc), len(file_outrigger_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -17,6 +17,14 @@
 // by size; EnsureLoadBalancer and UpdateLoadBalancer go as streams when the
 // plugin offers LOAD_BALANCER_STREAM. Outrigger accepts answers up to 64 MiB.
 //
+// Node cache: a plugin that offers NODE_CACHE keeps the backend Nodes it has
+// been sent, per node_cache_session, and Outrigger sends each Node once (and
+// again when its resourceVersion changes) instead of with every load balancer
+// call: the backends are then node_refs, and nodes carries only the Nodes the
+// plugin does not hold yet. A ref the plugin cannot resolve fails the call
+// with FAILED_PRECONDITION, outrigger-reason NodeCacheMiss and a NodeCacheMiss
+// detail naming the nodes; Outrigger sends those in full and retries once.
+//
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
 //   UNIMPLEMENTED        the plugin does not offer this (cloudprovider.NotImplemented)

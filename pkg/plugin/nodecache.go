@@ -1,0 +1,365 @@
+package plugin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+)
+
+// NODE_CACHE: a load balancer call names its backends (name and
+// resourceVersion) and carries in full only the Nodes the plugin does not
+// hold yet. Without it every call carries every backend: at 50,000 kubelet
+// Nodes that is 136 MB of JSON to encode, send and decode per call, and
+// 10,000 load balancers never converge through the boundary.
+
+// ReasonNodeCacheMiss is the outrigger-reason of a call whose node_refs
+// the plugin could not resolve (FAILED_PRECONDITION with a NodeCacheMiss
+// detail); the client sends those Nodes in full and retries once.
+const ReasonNodeCacheMiss = "NodeCacheMiss"
+
+// MetadataNodeCache is the trailer a NODE_CACHE plugin sets, to
+// NodeCacheKept, once it keeps the Nodes a call carried in full: whatever
+// the call's outcome then (a provider error, a throttle), they need not be
+// sent again.
+const (
+	MetadataNodeCache = "outrigger-node-cache"
+	NodeCacheKept     = "kept"
+)
+
+const (
+	// nodeCacheSessions bounds the sessions a plugin keeps: one per
+	// Outrigger process that talks to it (a leader, and for a while the one
+	// it replaced); the least recently used goes first.
+	nodeCacheSessions = 8
+	// serverNodeTTL drops the Nodes no call has named for that long (nodes
+	// that left the cluster); clientNodeTTL, shorter, makes the client send
+	// such a Node in full again before the plugin could have dropped it.
+	serverNodeTTL = time.Hour
+	clientNodeTTL = 30 * time.Minute
+	// sweepEvery is how often either side looks for what expired.
+	sweepEvery = time.Minute
+	// missNamesMax bounds the names a NodeCacheMiss detail carries; past
+	// it the detail names none, which tells the client to forget them all
+	// (a plugin that restarted knows none).
+	missNamesMax = 1000
+	// waitWorthy is how many Nodes another call must be sending for a call
+	// with nothing of its own to send to wait for it rather than send them
+	// again: when Outrigger starts, every worker needs every Node, and one
+	// call carrying them is enough.
+	waitWorthy = 64
+)
+
+// serverNodeCache is a plugin's side: per session, each Node by name, in
+// the last two versions it was sent (a call may still name the previous
+// version while another has sent the next).
+type serverNodeCache struct {
+	mu        sync.Mutex
+	sessions  map[string]*nodeSession
+	now       func() time.Time
+	lastSweep time.Time
+}
+
+type nodeSession struct {
+	nodes map[string]*cachedNode
+	used  time.Time
+}
+
+type cachedNode struct {
+	versions [2]*corev1.Node // newest first
+	used     time.Time
+}
+
+func newServerNodeCache(now func() time.Time) *serverNodeCache {
+	return &serverNodeCache{sessions: map[string]*nodeSession{}, now: now}
+}
+
+// session returns id's session, made if new; c.mu is held.
+func (c *serverNodeCache) session(id string, now time.Time) *nodeSession {
+	s := c.sessions[id]
+	if s == nil {
+		if len(c.sessions) >= nodeCacheSessions {
+			oldest := ""
+			for k, o := range c.sessions {
+				if oldest == "" || o.used.Before(c.sessions[oldest].used) {
+					oldest = k
+				}
+			}
+			delete(c.sessions, oldest)
+		}
+		s = &nodeSession{nodes: map[string]*cachedNode{}}
+		c.sessions[id] = s
+	}
+	s.used = now
+	return s
+}
+
+// store keeps nodes in session id.
+func (c *serverNodeCache) store(id string, nodes []*corev1.Node) {
+	if len(nodes) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	s := c.session(id, now)
+	for _, n := range nodes {
+		e := s.nodes[n.Name]
+		switch {
+		case e == nil:
+			s.nodes[n.Name] = &cachedNode{versions: [2]*corev1.Node{n}, used: now}
+			continue
+		case e.versions[0].ResourceVersion != n.ResourceVersion:
+			e.versions[1] = e.versions[0]
+		}
+		e.versions[0], e.used = n, now
+	}
+}
+
+// resolve returns the Node of each ref, in order, or the names of those it
+// does not hold at that version.
+func (c *serverNodeCache) resolve(id string, refs []*pluginpb.NodeRef) ([]*corev1.Node, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	c.sweep(now)
+	s := c.session(id, now)
+	nodes := make([]*corev1.Node, 0, len(refs))
+	var missing []string
+	for _, r := range refs {
+		var found *corev1.Node
+		if e := s.nodes[r.GetName()]; e != nil {
+			for _, v := range e.versions {
+				if v != nil && v.ResourceVersion == r.GetResourceVersion() {
+					found, e.used = v, now
+					break
+				}
+			}
+		}
+		if found == nil {
+			missing = append(missing, r.GetName())
+			continue
+		}
+		nodes = append(nodes, found)
+	}
+	return nodes, missing
+}
+
+// sweep drops what expired, at most once per sweepEvery; c.mu is held.
+func (c *serverNodeCache) sweep(now time.Time) {
+	if now.Sub(c.lastSweep) < sweepEvery {
+		return
+	}
+	c.lastSweep = now
+	for id, s := range c.sessions {
+		if now.Sub(s.used) > serverNodeTTL {
+			delete(c.sessions, id)
+			continue
+		}
+		for name, e := range s.nodes {
+			if now.Sub(e.used) > serverNodeTTL {
+				delete(s.nodes, name)
+			}
+		}
+	}
+}
+
+// size is how many Nodes (versions included) the cache holds.
+func (c *serverNodeCache) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.sessions {
+		for _, e := range s.nodes {
+			n++
+			if e.versions[1] != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// missError is the FAILED_PRECONDITION a call gets for refs not held.
+func missError(missing []string) error {
+	detail := &pluginpb.NodeCacheMiss{}
+	if len(missing) <= missNamesMax {
+		detail.Names = missing
+	}
+	st, err := status.New(codes.FailedPrecondition,
+		fmt.Sprintf("%d backend nodes named by reference are not in this plugin's node cache (%s); send them in full", len(missing), ReasonNodeCacheMiss)).WithDetails(detail)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	return st.Err()
+}
+
+// cacheMiss reads a plugin's NodeCacheMiss: the names to send again, and
+// whether it was one (all: forget every Node sent, the detail named none).
+func cacheMiss(err error) (names []string, all, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.FailedPrecondition {
+		return nil, false, false
+	}
+	for _, d := range st.Details() {
+		if m, isMiss := d.(*pluginpb.NodeCacheMiss); isMiss {
+			return m.GetNames(), len(m.GetNames()) == 0, true
+		}
+	}
+	return nil, false, false
+}
+
+// sentNodes is Outrigger's side: which Node versions this session has
+// sent to the plugin, and which calls are sending them now.
+type sentNodes struct {
+	session   string
+	mu        sync.Mutex
+	nodes     map[string]*sentNode
+	now       func() time.Time
+	lastSweep time.Time
+}
+
+type sentNode struct {
+	rv   string
+	by   *sending
+	used time.Time
+}
+
+// sending is one call that carries Nodes in full: they count as held by
+// the plugin once it answered (ok).
+type sending struct {
+	done chan struct{}
+	ok   bool
+}
+
+func (s *sending) finished() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func newSentNodes(now func() time.Time) *sentNodes {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return &sentNodes{session: hex.EncodeToString(b), nodes: map[string]*sentNode{}, now: now}
+}
+
+// backendPlan is one call's backends: every one by reference, and in full
+// those the plugin may not hold.
+type backendPlan struct {
+	session string
+	refs    []*pluginpb.NodeRef
+	fill    []*corev1.Node
+	call    *sending
+}
+
+// plan says what a call with these backends sends. A call that has Nodes
+// of its own to send also sends those another call is sending (it never
+// waits, so no two calls wait on each other; the other call still vouches
+// for them); one with none waits for the others when they send enough to
+// be worth it.
+func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPlan, error) {
+	p := &backendPlan{session: c.session, refs: make([]*pluginpb.NodeRef, len(nodes)), call: &sending{done: make(chan struct{})}}
+	for i, n := range nodes {
+		p.refs[i] = &pluginpb.NodeRef{Name: n.Name, ResourceVersion: n.ResourceVersion}
+	}
+	c.mu.Lock()
+	now := c.now()
+	c.sweep(now)
+	var pending []*corev1.Node
+	others := map[*sending]bool{}
+	for _, n := range nodes {
+		e := c.nodes[n.Name]
+		switch {
+		case e == nil || e.rv != n.ResourceVersion || (e.by.finished() && !e.by.ok):
+			c.nodes[n.Name] = &sentNode{rv: n.ResourceVersion, by: p.call, used: now}
+			p.fill = append(p.fill, n)
+		case !e.by.finished():
+			pending = append(pending, n)
+			others[e.by] = true
+		default:
+			e.used = now
+		}
+	}
+	if len(p.fill) > 0 || len(pending) < waitWorthy {
+		// Sent by this call too, but still the other's to vouch for.
+		p.fill = append(p.fill, pending...)
+		c.mu.Unlock()
+		return p, nil
+	}
+	c.mu.Unlock()
+	for o := range others {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range pending {
+		e := c.nodes[n.Name]
+		switch {
+		case e != nil && e.rv == n.ResourceVersion && e.by.finished() && e.by.ok:
+			continue
+		case e == nil || e.rv != n.ResourceVersion || e.by.finished():
+			c.nodes[n.Name] = &sentNode{rv: n.ResourceVersion, by: p.call, used: now}
+		}
+		p.fill = append(p.fill, n)
+	}
+	return p, nil
+}
+
+// done ends a planned call: the Nodes it carried count as held by the
+// plugin when it answered, and are sent again by the next call when not.
+func (c *sentNodes) done(p *backendPlan, answered bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.call.ok = answered
+	close(p.call.done)
+	if answered {
+		return
+	}
+	for _, n := range p.fill {
+		if e := c.nodes[n.Name]; e != nil && e.by == p.call {
+			delete(c.nodes, n.Name)
+		}
+	}
+}
+
+// forget makes the next calls send these Nodes (all: every Node) in full.
+func (c *sentNodes) forget(names []string, all bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if all {
+		clear(c.nodes)
+		return
+	}
+	for _, n := range names {
+		delete(c.nodes, n)
+	}
+}
+
+// sweep drops what no call named for clientNodeTTL; c.mu is held.
+func (c *sentNodes) sweep(now time.Time) {
+	if now.Sub(c.lastSweep) < sweepEvery {
+		return
+	}
+	c.lastSweep = now
+	for name, e := range c.nodes {
+		if e.by.finished() && now.Sub(e.used) > clientNodeTTL {
+			delete(c.nodes, name)
+		}
+	}
+}
