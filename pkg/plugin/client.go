@@ -430,8 +430,9 @@ func (l loadBalancer) UpdateLoadBalancer(ctx context.Context, clusterName string
 
 // withBackends makes an EnsureLoadBalancer or UpdateLoadBalancer call: as a
 // stream when the plugin offers LOAD_BALANCER_STREAM, else in one message;
-// with NODE_CACHE, the backends by reference and in full only the Nodes the
-// plugin may not hold, sent in full once more if it says it lacks some.
+// with NODE_CACHE, the backends by their set's digest when the plugin holds
+// the set, else by reference and in full only the Nodes the plugin may not
+// hold, sent again if it says it lacks some.
 func withBackends[Res any](ctx context.Context, c *Client, method, clusterName string, svc *corev1.Service, nodes []*corev1.Node,
 	stream func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], error),
 	unary func(context.Context, *pluginpb.EnsureLoadBalancerRequest, ...grpc.CallOption) (*Res, error)) (*Res, error) {
@@ -461,11 +462,15 @@ func withBackends[Res any](ctx context.Context, c *Client, method, clusterName s
 			var kept metadata.MD
 			resp, err := send(ctx, p, append(opts[:len(opts):len(opts)], grpc.Trailer(&kept))...)
 			c.nodeCache.done(p, err == nil || first(kept.Get(MetadataNodeCache)) == NodeCacheKept)
-			names, all, miss := cacheMiss(err)
-			if !miss || attempt > 0 {
+			if err == nil && !p.bySet {
+				c.nodeCache.resolved(p)
+			}
+			// A plugin that restarted misses the set, then the Nodes.
+			miss := cacheMiss(err)
+			if miss == nil || attempt >= 2 {
 				return resp, err
 			}
-			c.nodeCache.forget(names, all)
+			c.nodeCache.forget(p, miss)
 		}
 	})
 	if errors.Is(err, ErrMessageTooLarge) && !c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
@@ -480,7 +485,11 @@ func (p *backendPlan) message(clusterName string, svc []byte) (*pluginpb.EnsureL
 	if err != nil {
 		return nil, err
 	}
-	return &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, Nodes: fill, NodeRefs: p.refs, NodeCacheSession: p.session}, nil
+	req := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, Nodes: fill, NodeRefs: p.refs, NodeCacheSession: p.session}
+	if p.session != "" {
+		req.NodeSet, req.NodeCount = p.digest, uint32(p.count)
+	}
+	return req, nil
 }
 
 // sendBackends makes one LOAD_BALANCER_STREAM call: the request in
@@ -497,11 +506,10 @@ func sendBackends[Res any](ctx context.Context, open func(context.Context, ...gr
 	if err != nil {
 		return nil, err
 	}
-	count := len(p.fill)
+	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(len(p.fill)), NodeCacheSession: p.session}
 	if p.session != "" {
-		count = len(p.refs)
+		msg.NodeSet, msg.NodeCount = p.digest, uint32(p.count)
 	}
-	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(count), NodeCacheSession: p.session}
 	size, first := proto.Size(msg), true
 	// add puts n bytes more in the message, after sending it when they
 	// would not fit (a first message goes even with nothing added).

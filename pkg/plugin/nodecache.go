@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"sync"
@@ -51,6 +52,10 @@ const (
 	// it the detail names none, which tells the client to forget them all
 	// (a plugin that restarted knows none).
 	missNamesMax = 1000
+	// nodeSetsKept bounds the backend sets a session keeps by digest (most
+	// load balancers share one: every ready node), and on the client the
+	// digests it knows the plugin holds.
+	nodeSetsKept = 16
 	// waitWorthy is how many Nodes another call must be sending for a call
 	// with nothing of its own to send to wait for it rather than send them
 	// again: when Outrigger starts, every worker needs every Node, and one
@@ -70,6 +75,13 @@ type serverNodeCache struct {
 
 type nodeSession struct {
 	nodes map[string]*cachedNode
+	sets  map[string]*nodeSet
+	used  time.Time
+}
+
+// nodeSet is a call's resolved backends, kept under their digest.
+type nodeSet struct {
+	nodes []*corev1.Node
 	used  time.Time
 }
 
@@ -95,7 +107,7 @@ func (c *serverNodeCache) session(id string, now time.Time) *nodeSession {
 			}
 			delete(c.sessions, oldest)
 		}
-		s = &nodeSession{nodes: map[string]*cachedNode{}}
+		s = &nodeSession{nodes: map[string]*cachedNode{}, sets: map[string]*nodeSet{}}
 		c.sessions[id] = s
 	}
 	s.used = now
@@ -153,6 +165,54 @@ func (c *serverNodeCache) resolve(id string, refs []*pluginpb.NodeRef) ([]*corev
 	return nodes, missing
 }
 
+// keepSet keeps resolved backends under their digest.
+func (c *serverNodeCache) keepSet(id, digest string, nodes []*corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	s := c.session(id, now)
+	if _, ok := s.sets[digest]; !ok && len(s.sets) >= nodeSetsKept {
+		oldest := ""
+		for k, o := range s.sets {
+			if oldest == "" || o.used.Before(s.sets[oldest].used) {
+				oldest = k
+			}
+		}
+		delete(s.sets, oldest)
+	}
+	s.sets[digest] = &nodeSet{nodes: nodes, used: now}
+}
+
+// set returns the backends kept under digest, if any.
+func (c *serverNodeCache) set(id, digest string) ([]*corev1.Node, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	c.sweep(now)
+	set := c.session(id, now).sets[digest]
+	if set == nil {
+		return nil, false
+	}
+	set.used = now
+	return set.nodes, true
+}
+
+// digest is the node_set of refs (see the protocol).
+func digest(refs []*pluginpb.NodeRef) string {
+	h := sha256.New()
+	for _, r := range refs {
+		writeRef(h, r.GetName(), r.GetResourceVersion())
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writeRef(h interface{ Write([]byte) (int, error) }, name, rv string) {
+	_, _ = h.Write([]byte(name))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(rv))
+	_, _ = h.Write([]byte{0})
+}
+
 // sweep drops what expired, at most once per sweepEvery; c.mu is held.
 func (c *serverNodeCache) sweep(now time.Time) {
 	if now.Sub(c.lastSweep) < sweepEvery {
@@ -167,6 +227,11 @@ func (c *serverNodeCache) sweep(now time.Time) {
 		for name, e := range s.nodes {
 			if now.Sub(e.used) > serverNodeTTL {
 				delete(s.nodes, name)
+			}
+		}
+		for d, set := range s.sets {
+			if now.Sub(set.used) > serverNodeTTL {
+				delete(s.sets, d)
 			}
 		}
 	}
@@ -194,35 +259,45 @@ func missError(missing []string) error {
 	if len(missing) <= missNamesMax {
 		detail.Names = missing
 	}
-	st, err := status.New(codes.FailedPrecondition,
-		fmt.Sprintf("%d backend nodes named by reference are not in this plugin's node cache (%s); send them in full", len(missing), ReasonNodeCacheMiss)).WithDetails(detail)
+	return missStatus(fmt.Sprintf("%d backend nodes named by reference are not in this plugin's node cache (%s); send them in full", len(missing), ReasonNodeCacheMiss), detail)
+}
+
+// setMissError is the FAILED_PRECONDITION a call gets for a node_set not held.
+func setMissError(digest string) error {
+	return missStatus(fmt.Sprintf("the backend set %s is not in this plugin's node cache (%s); send the node refs", digest, ReasonNodeCacheMiss), &pluginpb.NodeCacheMiss{NodeSet: true})
+}
+
+func missStatus(msg string, detail *pluginpb.NodeCacheMiss) error {
+	st, err := status.New(codes.FailedPrecondition, msg).WithDetails(detail)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
 	return st.Err()
 }
 
-// cacheMiss reads a plugin's NodeCacheMiss: the names to send again, and
-// whether it was one (all: forget every Node sent, the detail named none).
-func cacheMiss(err error) (names []string, all, ok bool) {
+// cacheMiss reads a plugin's NodeCacheMiss, nil when err is none.
+func cacheMiss(err error) *pluginpb.NodeCacheMiss {
 	st, isStatus := status.FromError(err)
 	if !isStatus || st.Code() != codes.FailedPrecondition {
-		return nil, false, false
+		return nil
 	}
 	for _, d := range st.Details() {
 		if m, isMiss := d.(*pluginpb.NodeCacheMiss); isMiss {
-			return m.GetNames(), len(m.GetNames()) == 0, true
+			return m
 		}
 	}
-	return nil, false, false
+	return nil
 }
 
 // sentNodes is Outrigger's side: which Node versions this session has
 // sent to the plugin, and which calls are sending them now.
 type sentNodes struct {
-	session   string
-	mu        sync.Mutex
-	nodes     map[string]*sentNode
+	session string
+	mu      sync.Mutex
+	nodes   map[string]*sentNode
+	// sets are the backend sets' digests the plugin resolved, and when
+	// each was last used.
+	sets      map[string]time.Time
 	now       func() time.Time
 	lastSweep time.Time
 }
@@ -252,15 +327,19 @@ func (s *sending) finished() bool {
 func newSentNodes(now func() time.Time) *sentNodes {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return &sentNodes{session: hex.EncodeToString(b), nodes: map[string]*sentNode{}, now: now}
+	return &sentNodes{session: hex.EncodeToString(b), nodes: map[string]*sentNode{}, sets: map[string]time.Time{}, now: now}
 }
 
 // backendPlan is one call's backends: every one by reference, and in full
-// those the plugin may not hold.
+// those the plugin may not hold; or, when the plugin holds all of them as
+// a set, the set's digest alone (bySet).
 type backendPlan struct {
 	session string
 	refs    []*pluginpb.NodeRef
 	fill    []*corev1.Node
+	digest  string
+	bySet   bool
+	count   int
 	call    *sending
 }
 
@@ -270,10 +349,20 @@ type backendPlan struct {
 // for them); one with none waits for the others when they send enough to
 // be worth it.
 func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPlan, error) {
-	p := &backendPlan{session: c.session, refs: make([]*pluginpb.NodeRef, len(nodes)), call: &sending{done: make(chan struct{})}}
-	for i, n := range nodes {
-		p.refs[i] = &pluginpb.NodeRef{Name: n.Name, ResourceVersion: n.ResourceVersion}
+	p := &backendPlan{session: c.session, count: len(nodes), call: &sending{done: make(chan struct{})}}
+	h := sha256.New()
+	for _, n := range nodes {
+		writeRef(h, n.Name, n.ResourceVersion)
 	}
+	p.digest = hex.EncodeToString(h.Sum(nil))
+	defer func() {
+		if !p.bySet {
+			p.refs = make([]*pluginpb.NodeRef, len(nodes))
+			for i, n := range nodes {
+				p.refs[i] = &pluginpb.NodeRef{Name: n.Name, ResourceVersion: n.ResourceVersion}
+			}
+		}
+	}()
 	c.mu.Lock()
 	now := c.now()
 	c.sweep(now)
@@ -291,6 +380,11 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 		default:
 			e.used = now
 		}
+	}
+	if _, known := c.sets[p.digest]; known && len(p.fill) == 0 && len(pending) == 0 {
+		c.sets[p.digest], p.bySet = now, true
+		c.mu.Unlock()
+		return p, nil
 	}
 	if len(p.fill) > 0 || len(pending) < waitWorthy {
 		// Sent by this call too, but still the other's to vouch for.
@@ -331,6 +425,7 @@ func (c *sentNodes) done(p *backendPlan, answered bool) {
 	if answered {
 		return
 	}
+	delete(c.sets, p.digest)
 	for _, n := range p.fill {
 		if e := c.nodes[n.Name]; e != nil && e.by == p.call {
 			delete(c.nodes, n.Name)
@@ -338,16 +433,37 @@ func (c *sentNodes) done(p *backendPlan, answered bool) {
 	}
 }
 
-// forget makes the next calls send these Nodes (all: every Node) in full.
-func (c *sentNodes) forget(names []string, all bool) {
+// resolved records that the plugin resolved a plan's refs as its set.
+func (c *sentNodes) resolved(p *backendPlan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if all {
-		clear(c.nodes)
-		return
+	if _, ok := c.sets[p.digest]; !ok && len(c.sets) >= nodeSetsKept {
+		oldest := ""
+		for d, used := range c.sets {
+			if oldest == "" || used.Before(c.sets[oldest]) {
+				oldest = d
+			}
+		}
+		delete(c.sets, oldest)
 	}
-	for _, n := range names {
-		delete(c.nodes, n)
+	c.sets[p.digest] = c.now()
+}
+
+// forget acts on a NodeCacheMiss: the next calls send the refs of its
+// set, or the Nodes it names (none: every Node) in full.
+func (c *sentNodes) forget(p *backendPlan, miss *pluginpb.NodeCacheMiss) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.sets, p.digest)
+	switch {
+	case miss.GetNodeSet():
+	case len(miss.GetNames()) == 0:
+		clear(c.nodes)
+		clear(c.sets)
+	default:
+		for _, n := range miss.GetNames() {
+			delete(c.nodes, n)
+		}
 	}
 }
 

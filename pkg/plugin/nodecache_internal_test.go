@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -133,16 +135,80 @@ func TestSentNodesForget(t *testing.T) {
 	nodes := cacheNodes(3, "1")
 	p, _ := c.plan(ctx, nodes)
 	c.done(p, true)
+	c.resolved(p)
 	for _, tt := range []struct {
-		names []string
-		all   bool
-		want  int
-	}{{[]string{"n1"}, false, 1}, {nil, true, 3}} {
-		c.forget(tt.names, tt.all)
-		p, _ := c.plan(ctx, nodes)
-		if len(p.fill) != tt.want {
-			t.Errorf("forget(%v, all=%v): %d to send, want %d", tt.names, tt.all, len(p.fill), tt.want)
+		miss      *pluginpb.NodeCacheMiss
+		wantBySet bool
+		want      int
+	}{
+		{&pluginpb.NodeCacheMiss{}, true, 0}, // before: the set is known
+		{&pluginpb.NodeCacheMiss{NodeSet: true}, false, 0},
+		{&pluginpb.NodeCacheMiss{Names: []string{"n1"}}, false, 1},
+		{&pluginpb.NodeCacheMiss{}, false, 3},
+	} {
+		if tt.miss.GetNodeSet() || len(tt.miss.GetNames()) > 0 || !tt.wantBySet {
+			c.forget(p, tt.miss)
+		}
+		p, _ = c.plan(ctx, nodes)
+		if p.bySet != tt.wantBySet || len(p.fill) != tt.want {
+			t.Errorf("after %v: by set %v, %d to send; want %v, %d", tt.miss, p.bySet, len(p.fill), tt.wantBySet, tt.want)
 		}
 		c.done(p, true)
+		if !p.bySet {
+			c.resolved(p)
+		}
+	}
+}
+
+// The digest both sides compute of the same backends is the same, and
+// differs with the order or a version.
+func TestNodeSetDigest(t *testing.T) {
+	c := newSentNodes(time.Now)
+	nodes := cacheNodes(3, "1")
+	p, _ := c.plan(context.Background(), nodes)
+	if got := digest(refsOf(nodes)); got != p.digest {
+		t.Errorf("the plugin's digest %s, the client's %s", got, p.digest)
+	}
+	swapped := []*corev1.Node{nodes[1], nodes[0], nodes[2]}
+	for name, other := range map[string][]*corev1.Node{"order": swapped, "version": append(nodes[:2:2], cacheNodes(3, "2")[2])} {
+		if digest(refsOf(other)) == p.digest {
+			t.Errorf("another %s, the same digest", name)
+		}
+	}
+}
+
+// A plugin resolves a set's digest to the backends it kept under it, says
+// so when it holds none, and refuses a digest that is not the refs'.
+func TestServerNodeSets(t *testing.T) {
+	ctx := context.Background()
+	s := NewServer(&recorder{}, Info{}).(*server)
+	nodes := cacheNodes(2, "1")
+	refs, d := refsOf(nodes), digest(refsOf(nodes))
+	if _, err := s.backends(ctx, "s", d, 2, refs, nodes); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.backends(ctx, "s", d, 2, nil, nil)
+	if err != nil || len(got) != 2 || got[0] != nodes[0] || got[1] != nodes[1] {
+		t.Errorf("by the set's digest: %v (%v), want the two nodes", got, err)
+	}
+	for name, tt := range map[string]struct {
+		set   string
+		count int
+		refs  []*pluginpb.NodeRef
+		want  codes.Code
+	}{
+		"a set not held":          {"0f", 2, nil, codes.FailedPrecondition},
+		"a count not the set's":   {d, 3, nil, codes.FailedPrecondition},
+		"a digest not the refs'":  {"0f", 2, refs, codes.InvalidArgument},
+		"the set, and its refs":   {d, 2, refs, codes.OK},
+		"no backends, by the set": {digest(nil), 0, nil, codes.OK},
+	} {
+		_, err := s.backends(ctx, "s", tt.set, tt.count, tt.refs, nil)
+		if status.Code(err) != tt.want {
+			t.Errorf("%s: %v, want %s", name, err, tt.want)
+		}
+		if m := cacheMiss(err); tt.want == codes.FailedPrecondition && !m.GetNodeSet() {
+			t.Errorf("%s: NodeCacheMiss %v, want node_set", name, m)
+		}
 	}
 }

@@ -247,29 +247,47 @@ func (s *server) unaryBackends(ctx context.Context, req *pluginpb.EnsureLoadBala
 	if err != nil {
 		return nil, err
 	}
-	return s.backends(ctx, req.GetNodeCacheSession(), req.GetNodeRefs(), fill)
+	return s.backends(ctx, req.GetNodeCacheSession(), req.GetNodeSet(), int(req.GetNodeCount()), req.GetNodeRefs(), fill)
 }
 
 // backends is a call's backend Nodes: without a node cache session the
 // Nodes it carried; with one, its refs resolved in the session after the
 // Nodes it carried were kept there. The Nodes are shared between calls,
 // as an informer's are: a provider reads them and changes none.
-func (s *server) backends(ctx context.Context, session string, refs []*pluginpb.NodeRef, fill []*corev1.Node) ([]*corev1.Node, error) {
+func (s *server) backends(ctx context.Context, session, set string, count int, refs []*pluginpb.NodeRef, fill []*corev1.Node) ([]*corev1.Node, error) {
 	if session == "" {
-		if len(refs) > 0 {
-			return nil, status.Error(codes.InvalidArgument, "node_refs without a node_cache_session")
+		if len(refs) > 0 || set != "" {
+			return nil, status.Error(codes.InvalidArgument, "node_refs or node_set without a node_cache_session")
 		}
 		return fill, nil
 	}
 	s.nodes.store(session, fill)
 	trailer := metadata.Pairs(MetadataNodeCache, NodeCacheKept)
-	nodes, missing := s.nodes.resolve(session, refs)
-	if len(missing) > 0 {
+	var nodes []*corev1.Node
+	var err error
+	if len(refs) == 0 && count > 0 {
+		// The backends by their set's digest alone.
+		var ok bool
+		if nodes, ok = s.nodes.set(session, set); !ok || len(nodes) != count {
+			err = setMissError(set)
+		}
+	} else {
+		var missing []string
+		if nodes, missing = s.nodes.resolve(session, refs); len(missing) > 0 {
+			err = missError(missing)
+		} else if set != "" {
+			if d := digest(refs); d != set {
+				return nil, status.Errorf(codes.InvalidArgument, "node_set %s is not the digest of the node_refs (%s)", set, d)
+			}
+			s.nodes.keepSet(session, set, nodes)
+		}
+	}
+	if err != nil {
 		trailer.Set(MetadataReason, ReasonNodeCacheMiss)
 	}
 	_ = grpc.SetTrailer(ctx, trailer)
-	if len(missing) > 0 {
-		return nil, missError(missing)
+	if err != nil {
+		return nil, err
 	}
 	return nodes, nil
 }
@@ -324,10 +342,12 @@ func (s *server) receiveBackends(ctx context.Context, recv func() (*pluginpb.Ens
 	if session != "" {
 		got, what = int64(len(refs)), "node refs"
 	}
-	if got != want {
+	// Backends named by their set alone are counted against the set.
+	bySet := session != "" && len(refs) == 0 && first.GetNodeSet() != ""
+	if got != want && !bySet {
 		return "", nil, nil, status.Errorf(codes.InvalidArgument, "the stream carried %d %s, its first message announced %d", got, what, want)
 	}
-	backends, err := s.backends(ctx, session, refs, nodes)
+	backends, err := s.backends(ctx, session, first.GetNodeSet(), int(want), refs, nodes)
 	if err != nil {
 		return "", nil, nil, err
 	}

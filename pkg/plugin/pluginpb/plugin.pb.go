@@ -24,6 +24,10 @@
 // plugin does not hold yet. A ref the plugin cannot resolve fails the call
 // with FAILED_PRECONDITION, outrigger-reason NodeCacheMiss and a NodeCacheMiss
 // detail naming the nodes; Outrigger sends those in full and retries once.
+// A call whose backends are a set the plugin resolved before names the set
+// by its digest (node_set) instead of every backend; a plugin that does not
+// hold the set answers NodeCacheMiss with node_set true, and Outrigger sends
+// the refs again.
 //
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
@@ -964,8 +968,13 @@ type EnsureLoadBalancerRequest struct {
 	// With NODE_CACHE, in the first message: the cache the refs resolve in,
 	// one per Outrigger process (a random token).
 	NodeCacheSession string `protobuf:"bytes,6,opt,name=node_cache_session,json=nodeCacheSession,proto3" json:"node_cache_session,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With NODE_CACHE, in the first message: the digest of the backends, the
+	// hex SHA-256 of each ref's name, a NUL, its resource_version and a NUL,
+	// in order. With node_refs, the plugin keeps the resolved backends under
+	// it; without, the backends are the node_count Nodes kept under it.
+	NodeSet       string `protobuf:"bytes,7,opt,name=node_set,json=nodeSet,proto3" json:"node_set,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnsureLoadBalancerRequest) Reset() {
@@ -1040,6 +1049,13 @@ func (x *EnsureLoadBalancerRequest) GetNodeCacheSession() string {
 	return ""
 }
 
+func (x *EnsureLoadBalancerRequest) GetNodeSet() string {
+	if x != nil {
+		return x.NodeSet
+	}
+	return ""
+}
+
 // A Node the plugin was sent before: its metadata name and resourceVersion.
 type NodeRef struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1095,8 +1111,10 @@ func (x *NodeRef) GetResourceVersion() string {
 
 // The detail of a NodeCacheMiss error: the refs the plugin could not resolve.
 type NodeCacheMiss struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Names []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// The node_set is not one the plugin holds: send the node_refs.
+	NodeSet       bool `protobuf:"varint,2,opt,name=node_set,json=nodeSet,proto3" json:"node_set,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1136,6 +1154,13 @@ func (x *NodeCacheMiss) GetNames() []string {
 		return x.Names
 	}
 	return nil
+}
+
+func (x *NodeCacheMiss) GetNodeSet() bool {
+	if x != nil {
+		return x.NodeSet
+	}
+	return false
 }
 
 type GetLoadBalancerNameResponse struct {
@@ -2068,7 +2093,7 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bstatuses\x18\x01 \x03(\v2#.outrigger.plugin.v1.InstanceStatusR\bstatuses\"R\n" +
 	"\x13LoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
-	"\aservice\x18\x02 \x01(\fR\aservice\"\xf6\x01\n" +
+	"\aservice\x18\x02 \x01(\fR\aservice\"\x91\x02\n" +
 	"\x19EnsureLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
@@ -2076,12 +2101,14 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\n" +
 	"node_count\x18\x04 \x01(\rR\tnodeCount\x129\n" +
 	"\tnode_refs\x18\x05 \x03(\v2\x1c.outrigger.plugin.v1.NodeRefR\bnodeRefs\x12,\n" +
-	"\x12node_cache_session\x18\x06 \x01(\tR\x10nodeCacheSession\"H\n" +
+	"\x12node_cache_session\x18\x06 \x01(\tR\x10nodeCacheSession\x12\x19\n" +
+	"\bnode_set\x18\a \x01(\tR\anodeSet\"H\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"%\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"@\n" +
 	"\rNodeCacheMiss\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"1\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x19\n" +
+	"\bnode_set\x18\x02 \x01(\bR\anodeSet\"1\n" +
 	"\x1bGetLoadBalancerNameResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
 	"\x17GetLoadBalancerResponse\x12\x16\n" +

@@ -24,6 +24,10 @@
 // plugin does not hold yet. A ref the plugin cannot resolve fails the call
 // with FAILED_PRECONDITION, outrigger-reason NodeCacheMiss and a NodeCacheMiss
 // detail naming the nodes; Outrigger sends those in full and retries once.
+// A call whose backends are a set the plugin resolved before names the set
+// by its digest (node_set) instead of every backend; a plugin that does not
+// hold the set answers NodeCacheMiss with node_set true, and Outrigger sends
+// the refs again.
 //
 // Errors are gRPC status codes plus two optional trailing metadata keys:
 //   NOT_FOUND            the instance does not exist (cloudprovider.InstanceNotFound)
