@@ -224,14 +224,21 @@ func (c *serverNodeCache) sweep(now time.Time) {
 			delete(c.sessions, id)
 			continue
 		}
-		for name, e := range s.nodes {
-			if now.Sub(e.used) > serverNodeTTL {
-				delete(s.nodes, name)
-			}
-		}
+		// A Node of a set in use is in use: calls named by the set name
+		// none of its Nodes one by one.
+		inSets := map[string]bool{}
 		for d, set := range s.sets {
 			if now.Sub(set.used) > serverNodeTTL {
 				delete(s.sets, d)
+				continue
+			}
+			for _, n := range set.nodes {
+				inSets[n.Name] = true
+			}
+		}
+		for name, e := range s.nodes {
+			if now.Sub(e.used) > serverNodeTTL && !inSets[name] {
+				delete(s.nodes, name)
 			}
 		}
 	}

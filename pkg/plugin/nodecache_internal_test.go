@@ -64,6 +64,21 @@ func TestServerNodeCacheIsBounded(t *testing.T) {
 	if got := c.size(); got != 5 {
 		t.Errorf("after 150 minutes the cache holds %d nodes, want the 5 still named", got)
 	}
+
+	// Named only by their set for hours, the set's Nodes stay: a call
+	// whose set changed names them one by one again.
+	c = newServerNodeCache(clk.now)
+	c.store("s", nodes)
+	c.keepSet("s", "d", nodes)
+	for range 3 {
+		clk.t = clk.t.Add(50 * time.Minute)
+		if _, ok := c.set("s", "d"); !ok {
+			t.Fatal("a set used within the TTL is gone")
+		}
+	}
+	if _, missing := c.resolve("s", refsOf(nodes)); len(missing) > 0 {
+		t.Errorf("after 150 minutes of calls by their set, %d of its nodes are gone", len(missing))
+	}
 }
 
 // A call may name the version before the one another call just sent.
