@@ -710,14 +710,15 @@ func TestSeveralProvidersOneOutrigger(t *testing.T) {
 	if sim, local := callsOf("sim")-simBefore, callsOf("local")-localBefore; sim == 0 || local == 0 {
 		t.Errorf("cloud calls by provider: sim %v, local %v; want both counted under their own name", sim, local)
 	}
+	// Events are written after the status, asynchronously: wait for them.
 	for name, want := range map[string]string{"web": "service-controller/sim", "edge": "service-controller/local/" + localClass, "inner": "service-controller/local/" + innerClass} {
-		list, err := c.client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.ContainsFunc(list.Items, func(e corev1.Event) bool { return e.Source.Component == want }) {
-			t.Errorf("Service %s has no Event from %s", name, want)
-		}
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("an Event on Service %s from %s", name, want), func() (bool, error) {
+			list, err := c.client.CoreV1().Events(c.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+			if err != nil {
+				return false, err
+			}
+			return slices.ContainsFunc(list.Items, func(e corev1.Event) bool { return e.Source.Component == want }), nil
+		})
 	}
 }
 
