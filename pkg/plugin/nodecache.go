@@ -99,13 +99,7 @@ func (c *serverNodeCache) session(id string, now time.Time) *nodeSession {
 	s := c.sessions[id]
 	if s == nil {
 		if len(c.sessions) >= nodeCacheSessions {
-			oldest := ""
-			for k, o := range c.sessions {
-				if oldest == "" || o.used.Before(c.sessions[oldest].used) {
-					oldest = k
-				}
-			}
-			delete(c.sessions, oldest)
+			delete(c.sessions, leastRecent(c.sessions, func(o *nodeSession) time.Time { return o.used }))
 		}
 		s = &nodeSession{nodes: map[string]*cachedNode{}, sets: map[string]*nodeSet{}}
 		c.sessions[id] = s
@@ -172,13 +166,7 @@ func (c *serverNodeCache) keepSet(id, digest string, nodes []*corev1.Node) {
 	now := c.now()
 	s := c.session(id, now)
 	if _, ok := s.sets[digest]; !ok && len(s.sets) >= nodeSetsKept {
-		oldest := ""
-		for k, o := range s.sets {
-			if oldest == "" || o.used.Before(s.sets[oldest].used) {
-				oldest = k
-			}
-		}
-		delete(s.sets, oldest)
+		delete(s.sets, leastRecent(s.sets, func(o *nodeSet) time.Time { return o.used }))
 	}
 	s.sets[digest] = &nodeSet{nodes: nodes, used: now}
 }
@@ -445,13 +433,7 @@ func (c *sentNodes) resolved(p *backendPlan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sets[p.digest]; !ok && len(c.sets) >= nodeSetsKept {
-		oldest := ""
-		for d, used := range c.sets {
-			if oldest == "" || used.Before(c.sets[oldest]) {
-				oldest = d
-			}
-		}
-		delete(c.sets, oldest)
+		delete(c.sets, leastRecent(c.sets, func(used time.Time) time.Time { return used }))
 	}
 	c.sets[p.digest] = c.now()
 }
@@ -485,4 +467,18 @@ func (c *sentNodes) sweep(now time.Time) {
 			delete(c.nodes, name)
 		}
 	}
+}
+
+// leastRecent returns the key of m's entry used longest ago: the one a full
+// bounded map gives up. A linear scan is enough at the handful of entries the
+// bounds allow.
+func leastRecent[V any](m map[string]V, used func(V) time.Time) string {
+	oldest, first := "", true
+	var at time.Time
+	for k, v := range m {
+		if t := used(v); first || t.Before(at) {
+			oldest, at, first = k, t, false
+		}
+	}
+	return oldest
 }
