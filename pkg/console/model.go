@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -19,18 +20,64 @@ import (
 // Snapshot is everything the page shows but the call charts, which come
 // separately and more often (Calls).
 type Snapshot struct {
-	Generated     time.Time      `json:"generated"`
-	LoadBalancers []LoadBalancer `json:"loadBalancers"`
-	Pools         []Pool         `json:"pools"`
-	Nodes         []Node         `json:"nodes"`
-	Timeline      []Entry        `json:"timeline"`
-	Actions       []Action       `json:"actions,omitempty"`
+	Generated time.Time `json:"generated"`
+	// LoadBalancers are the first maxRows Services matching the view, by
+	// namespace and name; LoadBalancerCount counts them all.
+	LoadBalancers     []LoadBalancer `json:"loadBalancers"`
+	LoadBalancerCount Count          `json:"loadBalancerCount"`
+	Pools             []Pool         `json:"pools"`
+	// Nodes are the first maxRows nodes matching the view, by name;
+	// NodeCount counts them all.
+	Nodes     []Node   `json:"nodes"`
+	NodeCount Count    `json:"nodeCount"`
+	Timeline  []Entry  `json:"timeline"`
+	Actions   []Action `json:"actions,omitempty"`
 	// Warnings say what the console cannot show and why (a resource it
 	// may not list), so that an empty table is not mistaken for none.
 	Warnings []string `json:"warnings,omitempty"`
 	// Degraded names the provider method families with many calls
 	// abandoned at their deadline: the provider is hung on those objects.
 	Degraded []string `json:"degraded,omitempty"`
+}
+
+// Count sums up a table: every row, the Ready ones, and those the view's
+// filter matches (of which at most maxRows are sent).
+type Count struct {
+	Total    int `json:"total"`
+	Ready    int `json:"ready"`
+	Matching int `json:"matching"`
+}
+
+// View is what a page asks to see. The filters are applied here, not in
+// the page: at 50,000 nodes and 10,000 Services a page that received every
+// row spent seconds receiving and parsing tens of megabytes to draw 200 of
+// them.
+type View struct {
+	// Services keeps the Services whose namespace/name, addresses, state,
+	// reason or message contain it (case-insensitive).
+	Services string
+	// NotReady keeps the Services not Ready.
+	NotReady bool
+	// Nodes keeps the nodes whose name, zone, state, providerID or
+	// instance type contain it (case-insensitive).
+	Nodes string
+}
+
+// maxFilter bounds a view's filter text.
+const maxFilter = 256
+
+// ParseView reads a view from a request's query: services, notReady=1 and
+// nodes.
+func ParseView(q url.Values) (View, error) {
+	v := View{
+		Services: strings.ToLower(strings.TrimSpace(q.Get("services"))),
+		NotReady: q.Get("notReady") == "1" || q.Get("notReady") == "true",
+		Nodes:    strings.ToLower(strings.TrimSpace(q.Get("nodes"))),
+	}
+	if len(v.Services) > maxFilter || len(v.Nodes) > maxFilter {
+		return View{}, fmt.Errorf("a filter is longer than %d bytes", maxFilter)
+	}
+	return v, nil
 }
 
 // LoadBalancer is one Service of type LoadBalancer.
@@ -105,8 +152,8 @@ type Pool struct {
 	// Size is the number of slots, capped at maxPoolSize for display.
 	Size int64 `json:"size"`
 	Used int   `json:"used"`
-	// Taken are the slots in use with what holds each; Index places it in
-	// the grid (slot number within the range).
+	// Taken are the slots in use with what holds each, the first maxTaken
+	// of them; Index places it in the grid (slot number within the range).
 	Taken []PoolSlot `json:"taken"`
 }
 
@@ -160,6 +207,12 @@ type Range struct {
 }
 
 const (
+	// maxRows is how many rows of each table a snapshot carries: what a
+	// page draws. The filters reach the rest.
+	maxRows = 200
+	// maxTaken bounds a pool's list of taken slots: the page draws a grid
+	// of ranges up to 1,024 slots and lists maxRows of a larger one.
+	maxTaken = 1024
 	// maxBackendsListed bounds each Service's backend list: at 5,000
 	// nodes, listing all for 1,000 Services would be five million rows.
 	maxBackendsListed = 10
@@ -188,12 +241,16 @@ type inputs struct {
 	// owners are the providers of this Outrigger, with what each serves.
 	owners []Owner
 	calls  []Entry
+	view   View
 }
 
-// build turns the objects into what the page shows. It is pure, so the
-// unit tests check it on objects made in memory.
+// build turns the objects into what the page shows: counts over
+// everything, rows of what in.view matches, at most maxRows of each. Only
+// the rows sent pay for their details (backends, endpoints, Events); the
+// rest costs a state and a filter test each. It is pure, so the unit tests
+// check it on objects made in memory.
 func build(in inputs) Snapshot {
-	s := Snapshot{Generated: in.now}
+	s := Snapshot{Generated: in.now, LoadBalancers: []LoadBalancer{}, Nodes: []Node{}}
 	if len(in.owners) == 0 {
 		in.owners = []Owner{{}} // one provider: every node, no class
 	}
@@ -202,64 +259,131 @@ func build(in inputs) Snapshot {
 	nodes := slices.Clone(in.nodes)
 	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 	for _, n := range nodes {
-		v := nodeView(n)
-		v.Provider = nodeOwner(n, in.owners)
-		s.Nodes = append(s.Nodes, v)
-	}
-
-	// Endpoints by Service, with the nodes that have a ready one.
-	endpoints := map[string][]Endpoint{}
-	readyNodes := map[string]map[string]bool{}
-	for _, es := range in.slices {
-		svc := es.Labels[discoveryv1.LabelServiceName]
-		if svc == "" {
+		state := nodeState(n)
+		s.NodeCount.Total++
+		if state == "Ready" {
+			s.NodeCount.Ready++
+		}
+		if !nodeMatches(n, state, in.view.Nodes) {
 			continue
 		}
-		key := es.Namespace + "/" + svc
-		for _, ep := range es.Endpoints {
-			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			node := ""
-			if ep.NodeName != nil {
-				node = *ep.NodeName
-			}
-			for _, a := range ep.Addresses {
-				endpoints[key] = append(endpoints[key], Endpoint{Address: a, Node: node, Ready: ready})
-			}
-			if ready && node != "" {
-				if readyNodes[key] == nil {
-					readyNodes[key] = map[string]bool{}
-				}
-				readyNodes[key][node] = true
-			}
+		s.NodeCount.Matching++
+		if len(s.Nodes) < maxRows {
+			v := nodeView(n)
+			v.Provider = nodeOwner(n, in.owners)
+			s.Nodes = append(s.Nodes, v)
 		}
 	}
 
-	// Backend candidates are the same for every Service: computed once.
-	backends, readyBackends := backendNodes(nodes)
-
+	lbServices := make([]*corev1.Service, 0, len(in.services))
 	for _, svc := range in.services {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			lbServices = append(lbServices, svc)
 		}
+	}
+	slices.SortFunc(lbServices, func(a, b *corev1.Service) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var shown []*corev1.Service
+	for _, svc := range lbServices {
 		key := svc.Namespace + "/" + svc.Name
 		lb := lbView(svc, in.owners)
 		lb.Events = byObject["Service/"+key]
-		lb.Endpoints = endpoints[key]
-		lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyBackends, readyNodes[key])
 		if lb.State == "Pending" && lb.Reason == "" {
 			lb.Reason, lb.Message = pendingWhy(lb.Events)
 		}
-		s.LoadBalancers = append(s.LoadBalancers, lb)
+		s.LoadBalancerCount.Total++
+		if lb.State == "Ready" {
+			s.LoadBalancerCount.Ready++
+		}
+		if !lbMatches(&lb, in.view) {
+			continue
+		}
+		s.LoadBalancerCount.Matching++
+		if len(s.LoadBalancers) < maxRows {
+			s.LoadBalancers = append(s.LoadBalancers, lb)
+			shown = append(shown, svc)
+		}
 	}
-	slices.SortFunc(s.LoadBalancers, func(a, b LoadBalancer) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
-	})
+	if len(shown) > 0 {
+		// Endpoints of the Services shown, with the nodes that have a
+		// ready one.
+		want := make(map[string]int, len(shown))
+		for i, svc := range shown {
+			want[svc.Namespace+"/"+svc.Name] = i
+		}
+		readyNodes := make([]map[string]bool, len(shown))
+		for _, es := range in.slices {
+			svc := es.Labels[discoveryv1.LabelServiceName]
+			i, ok := want[es.Namespace+"/"+svc]
+			if svc == "" || !ok {
+				continue
+			}
+			lb := &s.LoadBalancers[i]
+			for _, ep := range es.Endpoints {
+				ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
+				node := ""
+				if ep.NodeName != nil {
+					node = *ep.NodeName
+				}
+				for _, a := range ep.Addresses {
+					lb.Endpoints = append(lb.Endpoints, Endpoint{Address: a, Node: node, Ready: ready})
+				}
+				if ready && node != "" {
+					if readyNodes[i] == nil {
+						readyNodes[i] = map[string]bool{}
+					}
+					readyNodes[i][node] = true
+				}
+			}
+		}
+		// Backend candidates are the same for every Service: computed once.
+		backends, readyBackends := backendNodes(nodes)
+		for i, svc := range shown {
+			lb := &s.LoadBalancers[i]
+			lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyBackends, readyNodes[i])
+		}
+	}
 
 	for _, r := range in.ranges {
 		s.Pools = append(s.Pools, poolUsage(r, in.services, nodes))
 	}
 	s.Timeline = timeline(in.events, in.calls)
 	return s
+}
+
+// lbMatches says whether the view keeps lb, as the page's filter box
+// reads: any of its fields containing the text.
+func lbMatches(lb *LoadBalancer, v View) bool {
+	if v.NotReady && lb.State == "Ready" {
+		return false
+	}
+	if v.Services == "" {
+		return true
+	}
+	if containsFold(lb.Namespace+"/"+lb.Name, v.Services) || containsFold(lb.State, v.Services) ||
+		containsFold(lb.Reason, v.Services) || containsFold(lb.Message, v.Services) {
+		return true
+	}
+	return slices.ContainsFunc(lb.VIPs, func(a string) bool { return containsFold(a, v.Services) })
+}
+
+// nodeMatches says whether the view's node filter keeps n.
+func nodeMatches(n *corev1.Node, state, q string) bool {
+	if q == "" {
+		return true
+	}
+	for _, f := range []string{n.Name, n.Labels[corev1.LabelTopologyZone], state, n.Spec.ProviderID, n.Labels[corev1.LabelInstanceTypeStable]} {
+		if containsFold(f, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether s contains q, q being lower case already.
+func containsFold(s, q string) bool {
+	return strings.Contains(strings.ToLower(s), q)
 }
 
 func nodeView(n *corev1.Node) Node {
@@ -271,28 +395,29 @@ func nodeView(n *corev1.Node) Node {
 		InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
 		PodCIDRs:     n.Spec.PodCIDRs,
 		Initialized:  !hasTaint(n, taintUninitialized),
+		Ready:        nodeReady(n),
+		State:        nodeState(n),
 	}
 	for _, a := range n.Status.Addresses {
 		v.Addresses = append(v.Addresses, string(a.Type)+" "+a.Address)
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			v.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
+	return v
+}
+
+// nodeState sums up a node's lifecycle without building its row: every
+// node is counted, 200 are shown.
+func nodeState(n *corev1.Node) string {
 	switch {
 	case !n.DeletionTimestamp.IsZero():
-		v.State = "Terminating"
-	case !v.Initialized:
-		v.State = "Uninitialized"
+		return "Terminating"
+	case hasTaint(n, taintUninitialized):
+		return "Uninitialized"
 	case hasTaint(n, taintShutdown):
-		v.State = "Shutdown"
-	case v.Ready:
-		v.State = "Ready"
-	default:
-		v.State = "NotReady"
+		return "Shutdown"
+	case nodeReady(n):
+		return "Ready"
 	}
-	return v
+	return "NotReady"
 }
 
 func hasTaint(n *corev1.Node, key string) bool {
@@ -560,6 +685,9 @@ func poolUsage(r Range, services []*corev1.Service, nodes []*corev1.Node) Pool {
 	}
 	slices.SortFunc(p.Taken, func(a, b PoolSlot) int { return cmp.Compare(a.Index, b.Index) })
 	p.Used = len(p.Taken)
+	if len(p.Taken) > maxTaken {
+		p.Taken = p.Taken[:maxTaken]
+	}
 	return p
 }
 

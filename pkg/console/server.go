@@ -104,11 +104,21 @@ type Server struct {
 	callsMu sync.Mutex
 	calls   []Entry // call-layer timeline entries, newest last
 
-	snapMu      sync.Mutex
-	snap        []byte // JSON of the last snapshot
-	snapVersion uint64
-	snapAt      time.Time
+	snapMu sync.Mutex
+	snaps  map[View]*viewSnapshot // the last snapshot of each view asked for
 }
+
+// viewSnapshot is the JSON of one view's last snapshot.
+type viewSnapshot struct {
+	data    []byte
+	version uint64    // the change count it is current to
+	at      time.Time // when it was built
+	used    time.Time // when it was last asked for
+}
+
+// maxViews bounds the views whose snapshots are kept: pages with the same
+// filters share one; a page typing a filter asks for one per keystroke.
+const maxViews = 32
 
 type listers struct {
 	services  func() []*corev1.Service
@@ -310,9 +320,9 @@ func (s *Server) start() {
 	})
 }
 
-// Snapshot builds the current snapshot; the tests and the JSON endpoint
-// use it.
-func (s *Server) Snapshot() Snapshot {
+// Snapshot builds the current snapshot of view; the tests and the JSON
+// endpoint use it.
+func (s *Server) Snapshot(view View) Snapshot {
 	s.start()
 	// A resource listed but never synced (a watch refused, say) must not
 	// hang every page: after a while, show what there is.
@@ -336,6 +346,7 @@ func (s *Server) Snapshot() Snapshot {
 		ranges:   ranges,
 		owners:   s.owners(),
 		calls:    calls,
+		view:     view,
 	})
 	snap.Warnings = s.warnings
 	if s.opts.Degraded != nil {
@@ -352,25 +363,43 @@ func (s *Server) Snapshot() Snapshot {
 	return snap
 }
 
-// snapshotJSON returns the snapshot's JSON and the change count it is
+// snapshotJSON returns view's snapshot's JSON and the change count it is
 // current to, rebuilt only when something changed since, and at most once
-// per Interval: 1,000 Services and 5,000 nodes are a few megabytes that
-// every open page shares.
-func (s *Server) snapshotJSON() ([]byte, uint64) {
+// per Interval: every open page with the same filters shares it.
+func (s *Server) snapshotJSON(view View) ([]byte, uint64) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
+	now := time.Now()
 	v := s.version.Load()
-	if s.snap != nil && (v == s.snapVersion || time.Since(s.snapAt) < s.opts.Interval) {
-		return s.snap, s.snapVersion
+	last := s.snaps[view]
+	if last != nil && (v == last.version || now.Sub(last.at) < s.opts.Interval) {
+		last.used = now
+		return last.data, last.version
 	}
-	data, err := json.Marshal(s.Snapshot())
+	data, err := json.Marshal(s.Snapshot(view))
 	if err != nil {
 		s.opts.Log.Error(err, "Encoding the console snapshot")
-		return s.snap, s.snapVersion
+		if last == nil {
+			return nil, 0
+		}
+		return last.data, last.version
+	}
+	if s.snaps == nil {
+		s.snaps = map[View]*viewSnapshot{}
+	}
+	if last == nil && len(s.snaps) >= maxViews {
+		var oldest View
+		first := true
+		for k, o := range s.snaps {
+			if first || o.used.Before(s.snaps[oldest].used) {
+				oldest, first = k, false
+			}
+		}
+		delete(s.snaps, oldest)
 	}
 	// v was read before building: a change during the build is sent
 	// again next time, never lost.
-	s.snap, s.snapVersion, s.snapAt = data, v, time.Now()
+	s.snaps[view] = &viewSnapshot{data: data, version: v, at: time.Now(), used: now}
 	return data, v
 }
 
@@ -384,9 +413,14 @@ func (s *Server) Handler() http.Handler {
 		setSecurityHeaders(w)
 		files.ServeHTTP(w, r)
 	}))
-	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		view, err := ParseView(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		data, _ := s.snapshotJSON()
+		data, _ := s.snapshotJSON(view)
 		_, _ = w.Write(data)
 	})
 	mux.HandleFunc("GET /api/calls", func(w http.ResponseWriter, _ *http.Request) {
@@ -405,12 +439,18 @@ func setSecurityHeaders(w http.ResponseWriter) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
-// stream pushes the snapshot when it changes and the call series every
-// interval, as server-sent events.
+// stream pushes the snapshot of the view the query asks for (ParseView)
+// when it changes and the call series every interval, as server-sent
+// events. A page whose filters change opens a new stream.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	view, err := ParseView(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -428,8 +468,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	defer t.Stop()
 	for {
 		if s.version.Load() != sent {
-			snap, v := s.snapshotJSON()
-			if v != sent {
+			snap, v := s.snapshotJSON(view)
+			if snap != nil && v != sent {
 				if err := send("snapshot", snap); err != nil {
 					return
 				}

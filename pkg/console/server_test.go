@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -122,6 +123,77 @@ func TestSnapshotAndStream(t *testing.T) {
 	}
 }
 
+// TestViewsOverHTTP: the page's filters reach the server as a query, a
+// stream carries its view's rows, and a malformed view is refused.
+func TestViewsOverHTTP(t *testing.T) {
+	srv, _ := newTestServer(t, Options{}, lbService("web", withVIP("127.0.100.1")), lbService("api"),
+		testNode("node-1", "127.1.0.1", true), testNode("node-2", "127.1.0.2", false))
+
+	_, body := get(t, srv.URL+"/api/snapshot?notReady=1&nodes=NODE-2")
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if len(snap.LoadBalancers) != 1 || snap.LoadBalancers[0].Name != "api" || snap.LoadBalancerCount != (Count{Total: 2, Ready: 1, Matching: 1}) {
+		t.Errorf("Services of the view: %+v, %+v", snap.LoadBalancers, snap.LoadBalancerCount)
+	}
+	if len(snap.Nodes) != 1 || snap.Nodes[0].Name != "node-2" || snap.NodeCount != (Count{Total: 2, Ready: 1, Matching: 1}) {
+		t.Errorf("nodes of the view: %+v, %+v", snap.Nodes, snap.NodeCount)
+	}
+
+	resp, err := http.Get(srv.URL + "/api/stream?services=web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stream ended: %v", err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(data, `"loadBalancerCount"`) {
+			var snap Snapshot
+			if err := json.Unmarshal([]byte(data), &snap); err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.LoadBalancers) != 1 || snap.LoadBalancers[0].Name != "web" {
+				t.Errorf("the stream of services=web carries %+v", snap.LoadBalancers)
+			}
+			break
+		}
+	}
+
+	for _, path := range []string{"/api/snapshot", "/api/stream"} {
+		resp, body := get(t, srv.URL+path+"?services="+strings.Repeat("x", maxFilter+1))
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "longer than") {
+			t.Errorf("%s with a long filter: %d %q, want 400", path, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestViewSnapshotsBounded: a page typing a filter asks for a view per
+// keystroke; the server keeps the last maxViews of them.
+func TestViewSnapshotsBounded(t *testing.T) {
+	s := New(Options{Client: fake.NewClientset(lbService("web"))})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	for i := range maxViews + 10 {
+		if data, _ := s.snapshotJSON(View{Nodes: fmt.Sprint(i)}); len(data) == 0 {
+			t.Fatal("no snapshot")
+		}
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if len(s.snaps) != maxViews {
+		t.Errorf("%d views kept, want %d", len(s.snaps), maxViews)
+	}
+	if _, ok := s.snaps[View{Nodes: fmt.Sprint(maxViews + 9)}]; !ok {
+		t.Error("the last view asked for is not kept")
+	}
+}
+
 func TestActions(t *testing.T) {
 	post := func(url, body string, header bool) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, url+"/api/actions", strings.NewReader(body))
@@ -170,7 +242,7 @@ func TestForbiddenResourcesAreNamed(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", nil)
 	})
 	s := New(Options{Client: client})
-	snap := s.Snapshot()
+	snap := s.Snapshot(View{})
 	if len(snap.Warnings) != 1 || !strings.Contains(snap.Warnings[0], "Events are not shown") {
 		t.Errorf("warnings: %v", snap.Warnings)
 	}
@@ -217,7 +289,7 @@ func TestHeartbeatsAreNoChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go func() { _ = s.Start(ctx) }()
-	if got := s.Snapshot(); len(got.Nodes) != 1 {
+	if got := s.Snapshot(View{}); len(got.Nodes) != 1 {
 		t.Fatalf("nodes %v, want node-1", got.Nodes)
 	}
 	before := s.version.Load()

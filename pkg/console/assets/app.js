@@ -1,10 +1,12 @@
 // Outrigger console: renders what api/stream pushes. No framework; the DOM
 // is built with textContent only, so nothing from the cluster is parsed as
-// HTML. Tables show at most LIMIT matching rows, which keeps the page quick
-// at thousands of nodes; the filters reach the rest.
+// HTML. The server filters: a snapshot carries the first rows matching the
+// page's filters (at most 200 of each table) and counts of the rest, so the
+// page stays quick at tens of thousands of nodes; a filter change opens a
+// new stream for the new view.
 "use strict";
 (function () {
-  const LIMIT = 200;
+  const LIMIT = 200; // rows of a pool's taken list
   const COLORS = ["#0550ae", "#a40e26", "#116329", "#7d4e00", "#6639ba", "#0a6e6e", "#8a4600", "#4a535e"];
   let snap = null, calls = null;
   const open = new Set(); // Services whose details are open
@@ -44,13 +46,6 @@
     d.replaceChildren(...(snap.degraded || []).map((t) => el("span", { class: "badge bad", text: t })));
   }
 
-  function lbMatches(lb, q, onlyBad) {
-    if (onlyBad && lb.state === "Ready") return false;
-    if (!q) return true;
-    const hay = `${lb.namespace}/${lb.name} ${(lb.vips || []).join(" ")} ${lb.state} ${lb.reason || ""} ${lb.message || ""}`.toLowerCase();
-    return hay.includes(q);
-  }
-
   function lbDetails(lb, key) {
     const d = el("details", { "data-key": key + "#d" });
     d.open = open.has(key);
@@ -85,14 +80,11 @@
   }
 
   function renderLBs() {
-    const q = $("#lb-filter").value.trim().toLowerCase();
-    const onlyBad = $("#lb-pending").checked;
-    const all = snap.loadBalancers || [];
-    const rows = all.filter((lb) => lbMatches(lb, q, onlyBad));
-    const ready = all.filter((lb) => lb.state === "Ready").length;
-    $("#lbs-count").textContent = `(${all.length}, ${ready} ready)`;
+    const rows = snap.loadBalancers || [];
+    const c = snap.loadBalancerCount || { total: 0, ready: 0, matching: 0 };
+    $("#lbs-count").textContent = `(${c.total}, ${c.ready} ready)`;
     const body = $("#lb-table tbody");
-    const trs = rows.slice(0, LIMIT).map((lb) => {
+    const trs = rows.map((lb) => {
       const key = `lb:${lb.namespace}/${lb.name}`;
       const why = el("td", { class: "why reason" });
       if (lb.reason) why.append(el("b", { text: lb.reason }), lb.message ? ": " + lb.message : "");
@@ -108,7 +100,8 @@
         why);
     });
     body.replaceChildren(...trs);
-    $("#lbs-more").textContent = rows.length > LIMIT ? `Showing ${LIMIT} of ${rows.length} matching Services; filter to see others.` : (all.length ? "" : "No Services of type LoadBalancer.");
+    $("#lbs-more").textContent = c.matching > rows.length ? `Showing ${rows.length} of ${c.matching} matching Services; filter to see others.` :
+      (c.total ? (c.matching ? "" : "No Service matches.") : "No Services of type LoadBalancer.");
   }
 
   function renderPools() {
@@ -146,14 +139,12 @@
   }
 
   function renderNodes() {
-    const q = $("#node-filter").value.trim().toLowerCase();
-    const all = snap.nodes || [];
-    const rows = all.filter((n) => !q || `${n.name} ${n.zone} ${n.state} ${n.providerID} ${n.instanceType}`.toLowerCase().includes(q));
-    const ready = all.filter((n) => n.state === "Ready").length;
-    $("#nodes-count").textContent = `(${all.length}, ${ready} ready)`;
+    const rows = snap.nodes || [];
+    const c = snap.nodeCount || { total: 0, ready: 0, matching: 0 };
+    $("#nodes-count").textContent = `(${c.total}, ${c.ready} ready)`;
     const nodeActions = (snap.actions || []).filter((a) => a.target === "node");
     document.querySelectorAll(".act-col").forEach((th) => { th.hidden = !nodeActions.length; });
-    const trs = rows.slice(0, LIMIT).map((n) => {
+    const trs = rows.map((n) => {
       const acts = el("td", { class: "act-col" });
       acts.hidden = !nodeActions.length;
       for (const a of nodeActions) {
@@ -173,7 +164,7 @@
         acts);
     });
     $("#node-table tbody").replaceChildren(...trs);
-    $("#nodes-more").textContent = rows.length > LIMIT ? `Showing ${LIMIT} of ${rows.length} matching nodes; filter to see others.` : "";
+    $("#nodes-more").textContent = c.matching > rows.length ? `Showing ${rows.length} of ${c.matching} matching nodes; filter to see others.` : "";
   }
 
   function renderActions() {
@@ -275,22 +266,38 @@
     document.body.dataset.generated = snap.generated;
   }
 
-  for (const id of ["#lb-filter", "#lb-pending"]) $(id).addEventListener("input", () => snap && keepFocus(renderLBs));
-  $("#node-filter").addEventListener("input", () => snap && keepFocus(renderNodes));
   for (const id of ["#tl-filter", "#tl-warn"]) $(id).addEventListener("input", () => snap && renderTimeline());
 
+  // view is the query of the page's filters; the server answers with the
+  // rows they match.
+  function view() {
+    const q = new URLSearchParams();
+    const svc = $("#lb-filter").value.trim();
+    const node = $("#node-filter").value.trim();
+    if (svc) q.set("services", svc);
+    if ($("#lb-pending").checked) q.set("notReady", "1");
+    if (node) q.set("nodes", node);
+    return q.toString();
+  }
+
+  let es = null, shown = null, typing = null;
   function connect() {
-    const es = new EventSource("api/stream");
+    const q = view();
+    if (es && q === shown) return;
+    if (es) es.close();
+    shown = q;
+    es = new EventSource("api/stream" + (q ? "?" + q : ""));
     const status = $("#status");
     es.addEventListener("snapshot", (e) => {
       const t0 = performance.now();
       snap = JSON.parse(e.data);
       renderAll();
+      document.body.dataset.view = q;
       document.body.dataset.renderMs = String(Math.round(performance.now() - t0));
       // The status line is a live region: it changes only when its
       // meaning does, not at every update, so screen readers are not
       // interrupted every second; the time goes beside it.
-      const line = `Live: ${(snap.loadBalancers || []).length} load balancers, ${(snap.nodes || []).length} nodes`;
+      const line = `Live: ${(snap.loadBalancerCount || {}).total || 0} load balancers, ${(snap.nodeCount || {}).total || 0} nodes`;
       if (status.textContent !== line && !status.dataset.action) status.textContent = line;
       status.className = "live";
       $("#updated").textContent = `updated ${fmtTime(snap.generated)}`;
@@ -298,5 +305,8 @@
     es.addEventListener("calls", (e) => { calls = JSON.parse(e.data); renderCalls(); });
     es.onerror = () => { delete status.dataset.action; status.textContent = "Disconnected; reconnecting…"; status.className = ""; };
   }
+  // A burst of keystrokes asks for one view, the last.
+  const refilter = () => { clearTimeout(typing); typing = setTimeout(connect, 120); };
+  for (const id of ["#lb-filter", "#lb-pending", "#node-filter"]) $(id).addEventListener("input", refilter);
   connect();
 })();

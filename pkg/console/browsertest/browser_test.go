@@ -235,6 +235,40 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("filters", func(t *testing.T) {
+		// The server filters: the rows the page draws are what it sent for
+		// the view in the filter boxes, the counts still of everything.
+		lbCount := eval[string](t, ctx, `document.querySelector("#lbs-count").textContent`)
+		// Typed as a user types: one view asked for after the keystrokes.
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#lb-filter"), ns+"/pend")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "only the pending Service", fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll("#lb-table tbody tr")]; return document.body.dataset.view.startsWith("services=") && rows.length === 1 && rows[0].dataset.lb === %q; })()`, ns+"/pending"))
+		if got := eval[string](t, ctx, `document.querySelector("#lbs-count").textContent`); got != lbCount {
+			t.Errorf("the Service count says %q under a filter, want %q as before", got, lbCount)
+		}
+		setFilter := func(id, value string) {
+			t.Helper()
+			js := fmt.Sprintf(`(() => { const i = document.querySelector(%q); i.value = %q; i.dispatchEvent(new Event("input")); })()`, id, value)
+			if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](js)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setFilter("#lb-filter", ns)
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#lb-pending"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "the namespace's Services not ready", fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll("#lb-table tbody tr")]; return document.body.dataset.view.includes("notReady=1") && rows.length === 1 && rows[0].dataset.lb === %q; })()`, ns+"/pending"))
+		setFilter("#node-filter", nodes[1])
+		waitFor(t, ctx, "one node", fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll("#node-table tbody tr")]; return document.body.dataset.view.includes("nodes=") && rows.length === 1 && rows[0].dataset.node === %q; })()`, nodes[1]))
+		setFilter("#lb-filter", "")
+		setFilter("#node-filter", "")
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#lb-pending"))); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ctx, "every row back", fmt.Sprintf(`document.body.dataset.view === "" && !!document.querySelector('tr[data-lb="%s/web"]') && !!document.querySelector('tr[data-node=%q]')`, ns, nodes[2]))
+	})
+
 	t.Run("accessibility", func(t *testing.T) {
 		// Every form control has a label, every button and chart a name.
 		unlabelled := eval[[]string](t, ctx, `[...document.querySelectorAll("input")].filter((i) => !i.labels || !i.labels.length).map((i) => i.id || i.outerHTML)`)
