@@ -36,26 +36,32 @@ dev: controlplane build
 # (PREBUILD=0: one after the other). Its log is .outrigger/prebuild.log.
 PREBUILD ?= 1
 REAL_CLUSTER_ASSETS := cluster-binaries cluster-images image e2e-binaries e2e-images
-test: controlplane verify
-	@set -e; prebuild=; \
+# At its end, also when a step failed, it prints each step's wall time (tools/steptimes.sh), the
+# steps of docs/testing.md's "How long"; TEST_STEPS keeps them, one name<TAB>seconds<TAB>result a line.
+TEST_STEPS := .outrigger/test-steps.tsv
+test:
+	@set -e; . tools/steptimes.sh; steps_begin $(TEST_STEPS); \
+	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory controlplane; \
+	step '`make verify`' $(MAKE) --no-print-directory verify; \
+	prebuild=; \
 	if [ "$$(id -u)" = 0 ] && [ "$(PREBUILD)" = 1 ]; then \
-		mkdir -p .outrigger; echo "make test: building $(REAL_CLUSTER_ASSETS) in the background (.outrigger/prebuild.log)"; \
+		echo "make test: building $(REAL_CLUSTER_ASSETS) in the background (.outrigger/prebuild.log)"; \
 		setsid nice -n 19 $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS) >.outrigger/prebuild.log 2>&1 & prebuild=$$!; \
-		trap 'kill -- -$$prebuild 2>/dev/null || kill $$prebuild 2>/dev/null || true' EXIT; \
+		steps_on_exit "kill -- -$$prebuild 2>/dev/null || kill $$prebuild 2>/dev/null || true"; \
 	fi; \
-	set -x; \
-	go test -race -count=1 -timeout 20m -ldflags=-w -tags integration ./...; \
-	(cd bench/upstream-ccm && go test -count=1 ./...); \
-	(cd examples/aws && go test -count=1 ./...); \
-	(cd charts/test && go test -count=1 ./...); \
-	(cd controlplane && go test -count=1 ./images/...); \
-	set +x; if [ "$$(id -u)" != 0 ]; then echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast): they need root for network namespaces"; exit 0; fi; \
+	step '`go test -race -tags integration ./...`' go test -race -count=1 -timeout 20m -ldflags=-w -tags integration ./...; \
+	step -C bench/upstream-ccm "the upstream CCM's flags" go test -count=1 ./...; \
+	step -C examples/aws 'the AWS example' go test -count=1 ./...; \
+	step -C charts/test 'the chart' go test -count=1 ./...; \
+	step -C controlplane 'the image tools' go test -count=1 ./images/...; \
+	if [ "$$(id -u)" != 0 ]; then echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast): they need root for network namespaces"; \
+		step_skipped '`make cluster-test`' 'skipped (needs root)'; step_skipped '`make e2e-fast`' 'skipped (needs root)'; exit 0; \
+	fi; \
 	if [ -n "$$prebuild" ]; then \
-		wait $$prebuild || { tail -50 .outrigger/prebuild.log; echo "make test: building $(REAL_CLUSTER_ASSETS) failed (.outrigger/prebuild.log)"; exit 1; }; \
+		step "waiting for the real cluster's builds" wait $$prebuild || { tail -50 .outrigger/prebuild.log; echo "make test: building $(REAL_CLUSTER_ASSETS) failed (.outrigger/prebuild.log)"; exit 1; }; \
 	fi; \
-	set -x; \
-	$(MAKE) --no-print-directory cluster-test; \
-	$(MAKE) --no-print-directory e2e-fast
+	step '`make cluster-test`' $(MAKE) --no-print-directory cluster-test; \
+	step '`make e2e-fast`' $(MAKE) --no-print-directory e2e-fast
 
 ## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
 ## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.

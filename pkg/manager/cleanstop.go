@@ -10,12 +10,25 @@ import (
 // received after the stop began, logged at error level, which would page
 // whoever alerts on error logs. That one line becomes an info line; a Lease
 // lost while running still stops the manager with its error.
+//
+// Its methods are one frame between logr.Logger and the wrapped sink, which
+// the wrapped sink is told (WithCallDepth), so that a line names its caller's
+// file and line, not the runtime's (asm_amd64.s) or this file.
 type cleanStopSink struct{ logr.LogSink }
 
 const (
 	msgAfterStop          = "error received after stop sequence was engaged"
 	errLeaderElectionLost = "leader election lost"
 )
+
+// Init does nothing: the wrapped sink was initialized by the Logger it came
+// from, for that Logger's own frame; initializing it again would count that
+// frame twice.
+func (cleanStopSink) Init(logr.RuntimeInfo) {}
+
+func (s cleanStopSink) Enabled(level int) bool { return s.LogSink.Enabled(level) }
+
+func (s cleanStopSink) Info(level int, msg string, kv ...any) { s.LogSink.Info(level, msg, kv...) }
 
 func (s cleanStopSink) Error(err error, msg string, kv ...any) {
 	if err != nil && msg == msgAfterStop && err.Error() == errLeaderElectionLost {
@@ -33,10 +46,23 @@ func (s cleanStopSink) WithName(name string) logr.LogSink {
 	return cleanStopSink{s.LogSink.WithName(name)}
 }
 
-// withCleanStop wraps log's sink in cleanStopSink.
+// WithCallDepth passes depth on (logr.Logger.WithCallDepth, helpers).
+func (s cleanStopSink) WithCallDepth(depth int) logr.LogSink {
+	return cleanStopSink{withCallDepth(s.LogSink, depth)}
+}
+
+func withCallDepth(sink logr.LogSink, depth int) logr.LogSink {
+	if d, ok := sink.(logr.CallDepthLogSink); ok {
+		return d.WithCallDepth(depth)
+	}
+	return sink
+}
+
+// withCleanStop wraps log's sink in cleanStopSink. WithSink, not logr.New:
+// the sink is already initialized.
 func withCleanStop(log logr.Logger) logr.Logger {
 	if log.GetSink() == nil {
 		return log
 	}
-	return logr.New(cleanStopSink{log.GetSink()})
+	return log.WithSink(cleanStopSink{withCallDepth(log.GetSink(), 1)})
 }
