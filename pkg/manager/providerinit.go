@@ -10,6 +10,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // providerInit does what upstream does once it leads, before any controller
@@ -22,18 +24,30 @@ type providerInit struct {
 	name     string
 	config   *rest.Config
 	opts     *Options
+	cluster  *clusterIdentity
 	done     chan struct{}
 }
 
-func newProviderInit(p cloudprovider.Interface, name string, cfg *rest.Config, opts *Options) *providerInit {
-	return &providerInit{provider: p, name: name, config: cfg, opts: opts, done: make(chan struct{})}
+func newProviderInit(p cloudprovider.Interface, name string, cfg *rest.Config, opts *Options, cluster *clusterIdentity) *providerInit {
+	return &providerInit{provider: p, name: name, config: cfg, opts: opts, cluster: cluster, done: make(chan struct{})}
 }
 
 func (p *providerInit) NeedLeaderElection() bool { return true }
 
 func (p *providerInit) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx)
+	id, err := p.cluster.resolve(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	p.provider.Initialize(clientBuilder{p.config}, ctx.Done())
+	// After Initialize, as SetInformers: a provider may set up its clients there.
+	if c, ok := p.provider.(provider.ClusterIdentity); ok && id != "" {
+		c.SetClusterID(id)
+	}
 	if user, ok := p.provider.(cloudprovider.InformerUser); ok {
 		client, err := kubernetes.NewForConfig(p.config)
 		if err != nil {

@@ -130,8 +130,9 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	if err := addConsole(mgr, port, restConfig, opts, units, degradedList(degraded)); err != nil {
 		return nil, err
 	}
+	cluster := &clusterIdentity{config: restConfig}
 	for _, u := range units {
-		u.init = newProviderInit(u.provider, u.name, restConfig, opts)
+		u.init = newProviderInit(u.provider, u.name, restConfig, opts, cluster)
 		if err := mgr.Add(u.init); err != nil {
 			return nil, err
 		}
@@ -293,6 +294,7 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 				Workers:           opts.ServiceWorkers(),
 				Platforms:         u.platforms,
 				OrphanSweepPeriod: opts.OrphanSweepPeriod,
+				ClusterID:         u.init.cluster.get,
 				Provider:          tag,
 			}); err != nil {
 				return err

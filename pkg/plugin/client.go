@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -206,6 +207,20 @@ type Client struct {
 	// nodeCache is what this process sent a NODE_CACHE plugin; nil when
 	// the plugin does not offer it.
 	nodeCache *sentNodes
+	// clusterID is the cluster's identity, sent with every call that makes,
+	// lists or deletes (provider.ClusterIdentity).
+	clusterID atomic.Pointer[string]
+}
+
+// SetClusterID implements provider.ClusterIdentity: the plugin's provider
+// is handed it with the calls that carry it.
+func (c *Client) SetClusterID(id string) { c.clusterID.Store(&id) }
+
+func (c *Client) id() string {
+	if id := c.clusterID.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // clientWithCIDRs adds the CloudAllocator's source when the plugin has it.
@@ -378,7 +393,7 @@ func (l loadBalancer) GetLoadBalancerName(ctx context.Context, clusterName strin
 	b, err := encodeService(svc)
 	if err == nil {
 		resp, err := call(ctx, "GetLoadBalancerName", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.GetLoadBalancerNameResponse, error) {
-			return l.c.rpc.GetLoadBalancerName(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+			return l.c.rpc.GetLoadBalancerName(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, ClusterId: l.c.id(), Service: b}, opts...)
 		})
 		if err == nil && resp.GetName() != "" {
 			return resp.GetName()
@@ -406,7 +421,7 @@ func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, s
 		return nil, false, err
 	}
 	resp, err := call(ctx, "GetLoadBalancer", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.GetLoadBalancerResponse, error) {
-		return l.c.rpc.GetLoadBalancer(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+		return l.c.rpc.GetLoadBalancer(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, ClusterId: l.c.id(), Service: b}, opts...)
 	})
 	if err != nil || !resp.GetExists() {
 		return nil, false, err
@@ -442,12 +457,13 @@ func withBackends[Res any](ctx context.Context, c *Client, method, clusterName s
 	}
 	send := func(ctx context.Context, p *backendPlan, opts ...grpc.CallOption) (*Res, error) {
 		if c.caps[pluginpb.Capability_LOAD_BALANCER_STREAM] {
-			return sendBackends(ctx, stream, clusterName, b, p, opts...)
+			return sendBackends(ctx, stream, clusterName, c.id(), b, p, opts...)
 		}
 		req, err := p.message(clusterName, b)
 		if err != nil {
 			return nil, err
 		}
+		req.ClusterId = c.id()
 		return unary(ctx, req, opts...)
 	}
 	resp, err := call(ctx, method, func(ctx context.Context, opts ...grpc.CallOption) (*Res, error) {
@@ -497,7 +513,7 @@ func (p *backendPlan) message(clusterName string, svc []byte) (*pluginpb.EnsureL
 // encoded as they are sent, so that no more than one message of them is
 // held at a time.
 func sendBackends[Res any](ctx context.Context, open func(context.Context, ...grpc.CallOption) (grpc.ClientStreamingClient[pluginpb.EnsureLoadBalancerRequest, Res], error),
-	clusterName string, svc []byte, p *backendPlan, opts ...grpc.CallOption) (*Res, error) {
+	clusterName, clusterID string, svc []byte, p *backendPlan, opts ...grpc.CallOption) (*Res, error) {
 	// Returning before the stream is closed cancels it, and the plugin
 	// changes nothing (see receiveBackends).
 	ctx, cancel := context.WithCancel(ctx)
@@ -506,7 +522,7 @@ func sendBackends[Res any](ctx context.Context, open func(context.Context, ...gr
 	if err != nil {
 		return nil, err
 	}
-	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, Service: svc, NodeCount: uint32(len(p.fill)), NodeCacheSession: p.session}
+	msg := &pluginpb.EnsureLoadBalancerRequest{ClusterName: clusterName, ClusterId: clusterID, Service: svc, NodeCount: uint32(len(p.fill)), NodeCacheSession: p.session}
 	if p.session != "" {
 		msg.NodeSet, msg.NodeCount = p.digest, uint32(p.count)
 	}
@@ -565,7 +581,7 @@ func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName
 		return err
 	}
 	_, err = call(ctx, "EnsureLoadBalancerDeleted", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.EnsureLoadBalancerDeletedResponse, error) {
-		return l.c.rpc.EnsureLoadBalancerDeleted(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+		return l.c.rpc.EnsureLoadBalancerDeleted(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, ClusterId: l.c.id(), Service: b}, opts...)
 	})
 	return err
 }
@@ -574,7 +590,7 @@ type routes struct{ c *Client }
 
 func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	resp, err := call(ctx, "ListRoutes", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.ListRoutesResponse, error) {
-		return r.c.rpc.ListRoutes(ctx, &pluginpb.ListRoutesRequest{ClusterName: clusterName}, opts...)
+		return r.c.rpc.ListRoutes(ctx, &pluginpb.ListRoutesRequest{ClusterName: clusterName, ClusterId: r.c.id()}, opts...)
 	})
 	if err != nil {
 		return nil, err
@@ -588,14 +604,14 @@ func (r routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpro
 
 func (r routes) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
 	_, err := call(ctx, "CreateRoute", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.CreateRouteResponse, error) {
-		return r.c.rpc.CreateRoute(ctx, &pluginpb.CreateRouteRequest{ClusterName: clusterName, NameHint: nameHint, Route: toRoute(route)}, opts...)
+		return r.c.rpc.CreateRoute(ctx, &pluginpb.CreateRouteRequest{ClusterName: clusterName, ClusterId: r.c.id(), NameHint: nameHint, Route: toRoute(route)}, opts...)
 	})
 	return err
 }
 
 func (r routes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
 	_, err := call(ctx, "DeleteRoute", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.DeleteRouteResponse, error) {
-		return r.c.rpc.DeleteRoute(ctx, &pluginpb.DeleteRouteRequest{ClusterName: clusterName, Route: toRoute(route)}, opts...)
+		return r.c.rpc.DeleteRoute(ctx, &pluginpb.DeleteRouteRequest{ClusterName: clusterName, ClusterId: r.c.id(), Route: toRoute(route)}, opts...)
 	})
 	return err
 }
@@ -610,7 +626,7 @@ func (l ownedLoadBalancer) LoadBalancerOwner(ctx context.Context, clusterName st
 		return provider.LoadBalancerOwner{}, false, err
 	}
 	resp, err := call(ctx, "LoadBalancerOwner", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.LoadBalancerOwnerResponse, error) {
-		return l.c.rpc.LoadBalancerOwner(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, Service: b}, opts...)
+		return l.c.rpc.LoadBalancerOwner(ctx, &pluginpb.LoadBalancerRequest{ClusterName: clusterName, ClusterId: l.c.id(), Service: b}, opts...)
 	})
 	if err != nil {
 		return provider.LoadBalancerOwner{}, false, err
@@ -620,7 +636,7 @@ func (l ownedLoadBalancer) LoadBalancerOwner(ctx context.Context, clusterName st
 
 func (l ownedLoadBalancer) ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]provider.OwnedLoadBalancer, error) {
 	resp, err := call(ctx, "ListLoadBalancerOwners", func(ctx context.Context, opts ...grpc.CallOption) (*pluginpb.ListLoadBalancerOwnersResponse, error) {
-		return l.c.rpc.ListLoadBalancerOwners(ctx, &pluginpb.ListLoadBalancerOwnersRequest{ClusterName: clusterName}, opts...)
+		return l.c.rpc.ListLoadBalancerOwners(ctx, &pluginpb.ListLoadBalancerOwnersRequest{ClusterName: clusterName, ClusterId: l.c.id()}, opts...)
 	})
 	if err != nil {
 		return nil, err

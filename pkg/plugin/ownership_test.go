@@ -17,7 +17,8 @@ import (
 // What a provider says of what it owns crosses the plugin boundary: the
 // providerID schemes of its nodes, and each load balancer's ownership
 // record, so that a plugin provider is as safe beside other CCMs as a
-// linked one.
+// linked one. The cluster's identity crosses it too: Outrigger hands it the
+// client, the plugin's provider records it, and the records carry it back.
 func TestOwnershipCrossesTheBoundary(t *testing.T) {
 	c := testenv.StartCloud(t)
 	if _, err := c.Create(simcloud.CreateRequest{Name: "owner-1"}); err != nil {
@@ -26,6 +27,11 @@ func TestOwnershipCrossesTheBoundary(t *testing.T) {
 	endpoint, _ := socket(t)
 	serve(t, endpoint, simProvider(t, c))
 	p := dial(t, endpoint)
+	identity, ok := p.(provider.ClusterIdentity)
+	if !ok {
+		t.Fatal("the plugin client takes no cluster identity")
+	}
+	identity.SetClusterID("uid-of-kube-system")
 
 	platforms, ok := p.(provider.Platforms)
 	if !ok || !slices.Equal(platforms.Platforms(), []string{"sim"}) {
@@ -54,11 +60,15 @@ func TestOwnershipCrossesTheBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, exists, err := owners.LoadBalancerOwner(ctx, "kubernetes", svc)
-	if err != nil || !exists || !owner.Owns("kubernetes", "uid-web", "example.com/x") {
-		t.Errorf("LoadBalancerOwner = %+v, %v, %v; want kubernetes's, the Service's UID and class", owner, exists, err)
+	if err != nil || !exists || !owner.Owns("kubernetes", "uid-web", "example.com/x") || !owner.OfCluster("uid-of-kube-system") {
+		t.Errorf("LoadBalancerOwner = %+v, %v, %v; want kubernetes's, its identity, the Service's UID and class", owner, exists, err)
+	}
+	if tags := c.LoadBalancers()[0].Tags; tags["cluster-id"] != "uid-of-kube-system" {
+		t.Errorf("the load balancer the plugin made is tagged %v, want cluster-id uid-of-kube-system", tags)
 	}
 	list, err := owners.ListLoadBalancerOwners(ctx, "kubernetes")
-	if err != nil || len(list) != 1 || list[0].ServiceUID != "uid-web" || list[0].ServiceName != "web" || list[0].ServiceNamespace != "default" {
+	if err != nil || len(list) != 1 || list[0].ServiceUID != "uid-web" || list[0].ServiceName != "web" || list[0].ServiceNamespace != "default" ||
+		list[0].ClusterID != "uid-of-kube-system" {
 		t.Errorf("ListLoadBalancerOwners = %+v, %v", list, err)
 	}
 	if other, err := owners.ListLoadBalancerOwners(ctx, "kubernetes-dev"); err != nil || len(other) != 0 {

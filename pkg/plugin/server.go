@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +49,9 @@ type server struct {
 	owners    provider.LoadBalancerOwnership
 	// nodes holds the load balancers' backend Nodes (NODE_CACHE).
 	nodes *serverNodeCache
+	// clusterID is the identity last handed the provider (identify).
+	clusterMu sync.Mutex
+	clusterID string
 }
 
 // NewServer returns the gRPC service for provider. Capabilities are what
@@ -180,11 +184,32 @@ func (s *server) InstancesStatus(ctx context.Context, req *pluginpb.InstancesSta
 	return resp, nil
 }
 
-func (s *server) service(req interface{ GetService() []byte }) (*corev1.Service, error) {
+func (s *server) service(req interface {
+	GetService() []byte
+	GetClusterId() string
+}) (*corev1.Service, error) {
 	if s.lb == nil {
 		return nil, unimplemented("load balancers")
 	}
+	s.identify(req.GetClusterId())
 	return decodeService(req.GetService())
+}
+
+// identify hands the provider the cluster's identity a request carries
+// (provider.ClusterIdentity) when it is new: the plugin learns it from the
+// Outrigger it serves, whose leader read it, before that leader's first
+// call that makes or lists anything.
+func (s *server) identify(id string) {
+	c, ok := s.provider.(provider.ClusterIdentity)
+	if !ok || id == "" {
+		return
+	}
+	s.clusterMu.Lock()
+	defer s.clusterMu.Unlock()
+	if id != s.clusterID {
+		c.SetClusterID(id)
+		s.clusterID = id
+	}
 }
 
 func (s *server) GetLoadBalancerName(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.GetLoadBalancerNameResponse, error) {
@@ -310,6 +335,7 @@ func (s *server) receiveBackends(ctx context.Context, recv func() (*pluginpb.Ens
 	if err != nil {
 		return "", nil, nil, err
 	}
+	s.identify(first.GetClusterId())
 	svc, err := decodeService(first.GetService())
 	if err != nil {
 		return "", nil, nil, err
@@ -395,6 +421,7 @@ func (s *server) ListRoutes(ctx context.Context, req *pluginpb.ListRoutesRequest
 	if s.routes == nil {
 		return nil, unimplemented("routes")
 	}
+	s.identify(req.GetClusterId())
 	rs, err := s.routes.ListRoutes(ctx, req.GetClusterName())
 	if err != nil {
 		return nil, toStatus(ctx, err)
@@ -410,6 +437,7 @@ func (s *server) CreateRoute(ctx context.Context, req *pluginpb.CreateRouteReque
 	if s.routes == nil {
 		return nil, unimplemented("routes")
 	}
+	s.identify(req.GetClusterId())
 	return &pluginpb.CreateRouteResponse{}, toStatus(ctx, s.routes.CreateRoute(ctx, req.GetClusterName(), req.GetNameHint(), fromRoute(req.GetRoute())))
 }
 
@@ -417,6 +445,7 @@ func (s *server) DeleteRoute(ctx context.Context, req *pluginpb.DeleteRouteReque
 	if s.routes == nil {
 		return nil, unimplemented("routes")
 	}
+	s.identify(req.GetClusterId())
 	return &pluginpb.DeleteRouteResponse{}, toStatus(ctx, s.routes.DeleteRoute(ctx, req.GetClusterName(), fromRoute(req.GetRoute())))
 }
 
@@ -596,6 +625,7 @@ func (s *server) ListLoadBalancerOwners(ctx context.Context, req *pluginpb.ListL
 	if s.owners == nil {
 		return nil, unimplemented("LOAD_BALANCER_OWNERSHIP")
 	}
+	s.identify(req.GetClusterId())
 	owned, err := s.owners.ListLoadBalancerOwners(ctx, req.GetClusterName())
 	if err != nil {
 		return nil, toStatus(ctx, err)
@@ -610,9 +640,9 @@ func (s *server) ListLoadBalancerOwners(ctx context.Context, req *pluginpb.ListL
 }
 
 func ownerToProto(o provider.LoadBalancerOwner) *pluginpb.LoadBalancerOwner {
-	return &pluginpb.LoadBalancerOwner{ClusterName: o.ClusterName, ServiceUid: string(o.ServiceUID), Class: o.Class}
+	return &pluginpb.LoadBalancerOwner{ClusterName: o.ClusterName, ClusterId: o.ClusterID, ServiceUid: string(o.ServiceUID), Class: o.Class}
 }
 
 func ownerFromProto(o *pluginpb.LoadBalancerOwner) provider.LoadBalancerOwner {
-	return provider.LoadBalancerOwner{ClusterName: o.GetClusterName(), ServiceUID: types.UID(o.GetServiceUid()), Class: o.GetClass()}
+	return provider.LoadBalancerOwner{ClusterName: o.GetClusterName(), ClusterID: o.GetClusterId(), ServiceUID: types.UID(o.GetServiceUid()), Class: o.GetClass()}
 }

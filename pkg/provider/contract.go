@@ -92,6 +92,10 @@ type OwnedLoadBalancer struct {
 type LoadBalancerOwner struct {
 	// ClusterName is the --cluster-name of the CCM that made it.
 	ClusterName string
+	// ClusterID is the identity of the cluster that made it (see
+	// ClusterIdentity); "" for a record written before the provider knew
+	// it, which proves nothing about the cluster.
+	ClusterID string
 	// ServiceUID is the UID of the Service it was made for.
 	ServiceUID types.UID
 	// Class is the Service's spec.loadBalancerClass when it was made: ""
@@ -100,8 +104,31 @@ type LoadBalancerOwner struct {
 }
 
 // Owns reports whether the record names the given cluster, Service and
-// class: the only proof that a load balancer is theirs.
+// class: the only proof that a load balancer is theirs. The Service's UID
+// makes it one cluster's (UIDs are unique), so this is the proof for a
+// Service that exists; for one that does not, see OfCluster.
 func (o LoadBalancerOwner) Owns(clusterName string, uid types.UID, class string) bool {
 	return o.ClusterName != "" && o.ServiceUID != "" &&
 		o.ClusterName == clusterName && o.ServiceUID == uid && o.Class == class
+}
+
+// OfCluster reports whether the record carries the cluster identity id. A
+// load balancer whose Service no longer exists is this cluster's to delete
+// only then: a cluster name alone is shared by every cluster left at the
+// default, and a record without an identity may be any cluster's.
+func (o LoadBalancerOwner) OfCluster(id string) bool {
+	return id != "" && o.ClusterID == id
+}
+
+// ClusterIdentity is an optional interface for a provider (the
+// cloudprovider.Interface value): Outrigger tells it the cluster's
+// identity before any controller runs, once the provider is initialized,
+// and the provider records it on everything it makes (beside the cluster
+// name it is passed in every call). The identity is the UID of the
+// kube-system namespace, which nobody configures and no other cluster has
+// (OpenTelemetry's k8s.cluster.uid). Outrigger deletes a load balancer
+// whose Service no longer exists, and a provider lists routes for
+// cleanup, only when the record carries this identity.
+type ClusterIdentity interface {
+	SetClusterID(id string)
 }

@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,8 +68,12 @@ const EventSource = "route_controller"
 // Event reasons and condition values, as upstream's.
 const (
 	ReasonFailedToCreateRoute = "FailedToCreateRoute"
-	ConditionReasonCreated    = "RouteCreated"
-	ConditionReasonNotCreated = "NoRouteCreated"
+	// ReasonRouteOutsideClusterCIDR is Outrigger's own: a node's pod CIDR
+	// outside --cluster-cidr gets no cloud route (it would draw traffic
+	// for a range that is not the cluster's, such as a peered network's).
+	ReasonRouteOutsideClusterCIDR = "RouteOutsideClusterCIDR"
+	ConditionReasonCreated        = "RouteCreated"
+	ConditionReasonNotCreated     = "NoRouteCreated"
 )
 
 // Options configure the controller.
@@ -100,6 +105,9 @@ type reconciler struct {
 	nodes    cachednodes.Lister
 	recorder record.EventRecorder
 	opts     Options
+	// warned is the refused pod CIDRs each node was told of, so that a
+	// node gets its Event once per change, not once per pass.
+	warned map[string]string
 }
 
 // The two work items, named after upstream's route_sync_total trigger
@@ -200,6 +208,9 @@ type plan struct {
 	actions map[string]map[string]action
 	deletes []*cloudprovider.Route
 	creates []*cloudprovider.Route
+	// refused are the pod CIDRs outside the cluster CIDRs, by node: no
+	// route is made for them.
+	refused map[string][]string
 }
 
 func (r *reconciler) plan(nodes []*corev1.Node, routes []*cloudprovider.Route) plan {
@@ -229,6 +240,15 @@ func (r *reconciler) plan(nodes []*corev1.Node, routes []*cloudprovider.Route) p
 			p.actions[n.Name] = map[string]action{}
 		}
 		for _, cidr := range n.Spec.PodCIDRs {
+			if !r.inside(cidr) {
+				if p.refused == nil {
+					p.refused = map[string][]string{}
+				}
+				p.refused[n.Name] = append(p.refused[n.Name], cidr)
+				// Not routed: the node's NetworkUnavailable says so.
+				p.actions[n.Name][cidr] = add
+				continue
+			}
 			a := routeAction(byNode[n.Name], cidr, n.Status.Addresses)
 			p.actions[n.Name][cidr] = a
 			if a != keep {
@@ -289,6 +309,22 @@ func (r *reconciler) responsible(cidr string) bool {
 	return false
 }
 
+// inside reports whether a pod CIDR lies wholly inside a cluster CIDR: the
+// only destinations a route is made for.
+func (r *reconciler) inside(cidr string) bool {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return false
+	}
+	p = p.Masked()
+	for _, c := range r.opts.ClusterCIDRs {
+		if c.Bits() <= p.Bits() && c.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Addr().AsSlice()
 	for i := p.Bits(); i < len(b)*8; i++ {
@@ -320,6 +356,24 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 	nodes := make(map[string]*corev1.Node, len(list))
 	for _, n := range list {
 		nodes[n.Name] = n
+	}
+
+	for name := range r.warned {
+		if _, ok := p.refused[name]; !ok {
+			delete(r.warned, name)
+		}
+	}
+	for name, cidrs := range p.refused {
+		said := strings.Join(cidrs, ", ")
+		if r.warned[name] == said {
+			continue
+		}
+		if r.warned == nil {
+			r.warned = map[string]string{}
+		}
+		r.warned[name] = said
+		r.recorder.Eventf(nodeRef(nodes[name]), corev1.EventTypeWarning, ReasonRouteOutsideClusterCIDR,
+			"Not creating a route for pod CIDRs %s of node %s: outside --cluster-cidr %s", said, name, r.clusterCIDRs())
 	}
 
 	var deleted, created atomic.Int64
@@ -373,6 +427,14 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		"created", created.Load(), "failedCreates", len(p.creates)-int(created.Load()),
 		"deleted", deleted.Load(), "failedDeletes", len(p.deletes)-int(deleted.Load()))
 	return created.Load()+deleted.Load() > 0, nil
+}
+
+func (r *reconciler) clusterCIDRs() string {
+	out := make([]string, len(r.opts.ClusterCIDRs))
+	for i, c := range r.opts.ClusterCIDRs {
+		out[i] = c.String()
+	}
+	return strings.Join(out, ",")
 }
 
 // nodeRef is the reference upstream's Events carry: no namespace, no

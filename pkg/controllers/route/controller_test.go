@@ -261,3 +261,53 @@ func TestRouteSyncTotal(t *testing.T) {
 		}
 	}
 }
+
+// A pod CIDR outside --cluster-cidr (a node re-registered with a peered
+// network's range, a typo in the node's spec) gets no route: it would draw
+// that range's traffic to the node. The node hears why once, and says it is
+// not routed; its pod CIDRs inside the cluster CIDR are routed as usual.
+func TestPodCIDROutsideClusterCIDRIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cidrs   []string
+		routed  []string
+		refused string
+	}{
+		{"outside", []string{"203.0.113.0/24"}, nil, "203.0.113.0/24"},
+		{"wider than the cluster CIDR", []string{"198.0.0.0/8"}, nil, "198.0.0.0/8"},
+		{"dual stack, IPv6 outside", []string{"198.18.1.0/24", "fd00:99::/64"}, []string{"198.18.1.0/24->a"}, "fd00:99::/64"},
+		{"inside", []string{"198.18.1.0/24", "fd00:18::/64"}, []string{"198.18.1.0/24->a", "fd00:18::/64->a"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tbl := &table{}
+			r, c, rec := newReconciler(t, tbl, rtNode("a", tc.cidrs))
+			for range 2 {
+				if _, err := r.pass(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := tbl.destinations(); fmt.Sprint(got) != fmt.Sprint(tc.routed) {
+				t.Errorf("routes %v, want %v", got, tc.routed)
+			}
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			cond := condition(t, c, "a")
+			if tc.refused == "" {
+				if len(events) != 0 || cond == nil || cond.Status != corev1.ConditionFalse {
+					t.Errorf("events %v, condition %+v; want none and routed", events, cond)
+				}
+				return
+			}
+			want := "Warning " + ReasonRouteOutsideClusterCIDR + " Not creating a route for pod CIDRs " + tc.refused +
+				" of node a: outside --cluster-cidr 198.18.0.0/16,fd00:18::/56"
+			if len(events) != 1 || events[0] != want {
+				t.Errorf("events over two passes %q, want once %q", events, want)
+			}
+			if cond == nil || cond.Status != corev1.ConditionTrue {
+				t.Errorf("condition %+v, want NetworkUnavailable True", cond)
+			}
+		})
+	}
+}

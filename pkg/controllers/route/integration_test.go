@@ -83,11 +83,18 @@ func waitRouted(t *testing.T, cloud *testenv.Cloud, names []string) {
 func TestRoutesFollowNodes(t *testing.T) {
 	cloud := testenv.StartCloud(t)
 	// A route of this cluster's outside the cluster CIDR (someone else's
-	// job: upstream's rule keeps it), and a stale one of ours.
-	ours := map[string]string{"cluster": "kubernetes"}
+	// job: upstream's rule keeps it), a stale one of ours, and a stale one
+	// with this cluster's name but no identity (made before identities, or
+	// by another cluster left at the same name: kept).
+	kubeSystem, err := testenv.Client.CoreV1().Namespaces().Get(context.Background(), "kube-system", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]string{"cluster": "kubernetes", "cluster-id": string(kubeSystem.UID)}
 	foreign := simcloud.Route{Name: "kubernetes-vpn", Destination: "198.19.96.0/24", Target: "gateway", Tags: ours}
 	stale := simcloud.Route{Name: "kubernetes-gone-1", Destination: "198.18.99.0/24", Target: "gone", Tags: ours}
-	for _, r := range []simcloud.Route{foreign, stale} {
+	nameOnly := simcloud.Route{Name: "kubernetes-elsewhere-1", Destination: "198.18.98.0/24", Target: "elsewhere", Tags: map[string]string{"cluster": "kubernetes"}}
+	for _, r := range []simcloud.Route{foreign, stale, nameOnly} {
 		if _, err := cloud.CreateRoute(r); err != nil {
 			t.Fatal(err)
 		}
@@ -103,6 +110,9 @@ func TestRoutesFollowNodes(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "stale route deleted", func() (bool, error) {
 		return len(routesByTarget(cloud)["gone"]) == 0, nil
 	})
+	if len(routesByTarget(cloud)["elsewhere"]) != 1 {
+		t.Error("a route carrying this cluster's name but no identity was deleted")
+	}
 
 	// A node leaving takes its routes with it; a terminated instance's
 	// routes (blackholes) go too.

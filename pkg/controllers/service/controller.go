@@ -114,6 +114,11 @@ type Options struct {
 	// longer exists are looked for (and the grace before one is deleted),
 	// with a provider that records ownership; 0 turns the sweep off.
 	OrphanSweepPeriod time.Duration
+	// ClusterID returns the cluster's identity (provider.ClusterIdentity),
+	// known once the provider is initialized, before the controller runs.
+	// The orphan sweep deletes only load balancers whose record carries
+	// it; nil or "": the sweep deletes nothing.
+	ClusterID func() string
 	// Provider names the provider when an Outrigger runs several: the
 	// controller's name and the source of its Events end in "/Provider".
 	// Empty (one provider): upstream's names.
@@ -177,7 +182,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	if owners, ok := opts.LoadBalancer.(provider.LoadBalancerOwnership); ok && opts.OrphanSweepPeriod > 0 {
 		sweep := &orphanSweep{client: mgr.GetClient(), owners: owners, lb: opts.LoadBalancer, recorder: r.recorder,
-			cluster: opts.ClusterName, class: opts.Class, period: opts.OrphanSweepPeriod, seen: map[string]time.Time{}, now: time.Now}
+			cluster: opts.ClusterName, clusterID: opts.ClusterID, class: opts.Class, period: opts.OrphanSweepPeriod, seen: map[string]time.Time{}, now: time.Now}
 		if err := mgr.Add(sweep); err != nil {
 			return fmt.Errorf("setting up %s orphan sweep: %w", Name, err)
 		}

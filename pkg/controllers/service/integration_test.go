@@ -803,7 +803,8 @@ func TestClassChangedWhileDown(t *testing.T) {
 // load balancer neither the finalizer nor memory knows of: the orphan sweep
 // finds it by the cloud's ownership record and deletes it after its grace
 // period, with an Event on the namespace. Load balancers of another
-// cluster, of another class, or without a record are never touched.
+// cluster (by name or, at the same name, by identity), of another class,
+// without a record or without an identity are never touched.
 func TestOrphanSweep(t *testing.T) {
 	c := testenv.StartCloud(t)
 	node(t, "198.18.8.12", nil)
@@ -818,6 +819,10 @@ func TestOrphanSweep(t *testing.T) {
 		"a-other-cluster": {"cluster": "another-cluster", "service-uid": "uid-x", "load-balancer-class": "", "service": ns + "/x"},
 		"a-other-class":   {"cluster": "kubernetes", "service-uid": "uid-y", "load-balancer-class": "example.com/else", "service": ns + "/y"},
 		"a-no-record":     {"service": ns + "/z"},
+		// Another cluster left at the same name: its identity differs.
+		"a-same-name": {"cluster": "kubernetes", "cluster-id": "another-cluster-uid", "service-uid": "uid-w", "load-balancer-class": "", "service": ns + "/w"},
+		// Made before records carried an identity: anyone's.
+		"a-no-identity": {"cluster": "kubernetes", "service-uid": "uid-v", "load-balancer-class": "", "service": ns + "/v"},
 	}
 	for name, tags := range foreign {
 		if _, err := c.PutLoadBalancer(name, simcloud.LoadBalancerSpec{Tags: tags}, nil); err != nil {
@@ -848,7 +853,7 @@ func TestOrphanSweep(t *testing.T) {
 	waitEvents(t, ns, service.EventOrphanDeleted)
 	for name := range foreign {
 		if _, ok := c.GetLoadBalancer(name); !ok {
-			t.Errorf("load balancer %s, not this cluster's and class's, was deleted", name)
+			t.Errorf("load balancer %s, not provably this cluster's and class's, was deleted", name)
 		}
 	}
 	deleteAndWait(t, ns, "again") // while this Outrigger runs

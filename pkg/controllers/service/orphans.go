@@ -28,16 +28,20 @@ const EventOrphanDeleted = "DeletedOrphanLoadBalancer"
 // period. Such a load balancer is left by a Service that vanished while
 // Outrigger was down (its finalizer removed by hand, or the Service
 // recreated under the same name, a new object): the finalizer and the
-// controller's memory both missed it. Load balancers without this cluster's
-// ownership record are never listed, so never touched.
+// controller's memory both missed it. A load balancer is this cluster's only
+// when its record carries this cluster's identity: clusters left at the
+// same --cluster-name (most are "kubernetes") and records made before the
+// identity are never deleted here (an ensure of a Service that exists here
+// adopts the latter).
 type orphanSweep struct {
-	client   client.Reader
-	owners   provider.LoadBalancerOwnership
-	lb       cloudprovider.LoadBalancer
-	recorder record.EventRecorder
-	cluster  string
-	class    string
-	period   time.Duration
+	client    client.Reader
+	owners    provider.LoadBalancerOwnership
+	lb        cloudprovider.LoadBalancer
+	recorder  record.EventRecorder
+	cluster   string
+	clusterID func() string
+	class     string
+	period    time.Duration
 	// seen is when each load balancer was first seen orphaned: a cache,
 	// rebuilt after a restart by waiting the grace period again.
 	seen map[string]time.Time
@@ -55,6 +59,14 @@ func (s *orphanSweep) Start(ctx context.Context) error {
 // sweep is one pass; the grace period is one sweep period.
 func (s *orphanSweep) sweep(ctx context.Context) {
 	log := klog.FromContext(ctx).WithName("orphan-sweep")
+	id := ""
+	if s.clusterID != nil {
+		id = s.clusterID()
+	}
+	if id == "" {
+		log.Info("The cluster's identity is not known: deleting nothing this period")
+		return
+	}
 	owned, err := s.owners.ListLoadBalancerOwners(ctx, s.cluster)
 	if err != nil {
 		log.Error(err, "Listing this cluster's load balancers; trying again next period")
@@ -73,7 +85,7 @@ func (s *orphanSweep) sweep(ctx context.Context) {
 	listed := make(map[string]bool, len(owned))
 	for _, o := range owned {
 		listed[o.Name] = true
-		if o.ClusterName != s.cluster || o.ServiceUID == "" || o.Class != s.class || exists[o.ServiceUID] {
+		if o.ClusterName != s.cluster || !o.OfCluster(id) || o.ServiceUID == "" || o.Class != s.class || exists[o.ServiceUID] {
 			delete(s.seen, o.Name)
 			continue
 		}

@@ -904,7 +904,11 @@ type LoadBalancerRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	// JSON of the core/v1 Service.
-	Service       []byte `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Service []byte `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	// The cluster's identity (the UID of its kube-system namespace), when
+	// Outrigger knows it: the plugin's provider records it beside the
+	// cluster name on what it makes (Go SDK: provider.ClusterIdentity).
+	ClusterId     string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +957,13 @@ func (x *LoadBalancerRequest) GetService() []byte {
 	return nil
 }
 
+func (x *LoadBalancerRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type EnsureLoadBalancerRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
@@ -972,7 +983,10 @@ type EnsureLoadBalancerRequest struct {
 	// hex SHA-256 of each ref's name, a NUL, its resource_version and a NUL,
 	// in order. With node_refs, the plugin keeps the resolved backends under
 	// it; without, the backends are the node_count Nodes kept under it.
-	NodeSet       string `protobuf:"bytes,7,opt,name=node_set,json=nodeSet,proto3" json:"node_set,omitempty"`
+	NodeSet string `protobuf:"bytes,7,opt,name=node_set,json=nodeSet,proto3" json:"node_set,omitempty"`
+	// In the first message of a stream: the cluster's identity, as in
+	// LoadBalancerRequest.
+	ClusterId     string `protobuf:"bytes,8,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1052,6 +1066,13 @@ func (x *EnsureLoadBalancerRequest) GetNodeCacheSession() string {
 func (x *EnsureLoadBalancerRequest) GetNodeSet() string {
 	if x != nil {
 		return x.NodeSet
+	}
+	return ""
+}
+
+func (x *EnsureLoadBalancerRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1383,7 +1404,11 @@ type LoadBalancerOwner struct {
 	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	ServiceUid  string                 `protobuf:"bytes,2,opt,name=service_uid,json=serviceUid,proto3" json:"service_uid,omitempty"`
 	// The Service's spec.loadBalancerClass when it was made; "" for none.
-	Class         string `protobuf:"bytes,3,opt,name=class,proto3" json:"class,omitempty"`
+	Class string `protobuf:"bytes,3,opt,name=class,proto3" json:"class,omitempty"`
+	// The identity of the cluster that made it; "" when the record carries
+	// none. Outrigger deletes a load balancer whose Service is gone only when
+	// this is its own cluster's.
+	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1435,6 +1460,13 @@ func (x *LoadBalancerOwner) GetServiceUid() string {
 func (x *LoadBalancerOwner) GetClass() string {
 	if x != nil {
 		return x.Class
+	}
+	return ""
+}
+
+func (x *LoadBalancerOwner) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1494,8 +1526,12 @@ func (x *LoadBalancerOwnerResponse) GetOwner() *LoadBalancerOwner {
 }
 
 type ListLoadBalancerOwnersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// The cluster's identity (the UID of its kube-system namespace), when
+	// Outrigger knows it: the plugin's provider records it beside the
+	// cluster name on what it makes (Go SDK: provider.ClusterIdentity).
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1533,6 +1569,13 @@ func (*ListLoadBalancerOwnersRequest) Descriptor() ([]byte, []int) {
 func (x *ListLoadBalancerOwnersRequest) GetClusterName() string {
 	if x != nil {
 		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *ListLoadBalancerOwnersRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1726,8 +1769,12 @@ func (x *Route) GetBlackhole() bool {
 }
 
 type ListRoutesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// The cluster's identity (the UID of its kube-system namespace), when
+	// Outrigger knows it: the plugin's provider records it beside the
+	// cluster name on what it makes (Go SDK: provider.ClusterIdentity).
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1765,6 +1812,13 @@ func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
 func (x *ListRoutesRequest) GetClusterName() string {
 	if x != nil {
 		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *ListRoutesRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1814,10 +1868,14 @@ func (x *ListRoutesResponse) GetRoutes() []*Route {
 }
 
 type CreateRouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
-	NameHint      string                 `protobuf:"bytes,2,opt,name=name_hint,json=nameHint,proto3" json:"name_hint,omitempty"`
-	Route         *Route                 `protobuf:"bytes,3,opt,name=route,proto3" json:"route,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	NameHint    string                 `protobuf:"bytes,2,opt,name=name_hint,json=nameHint,proto3" json:"name_hint,omitempty"`
+	Route       *Route                 `protobuf:"bytes,3,opt,name=route,proto3" json:"route,omitempty"`
+	// The cluster's identity (the UID of its kube-system namespace), when
+	// Outrigger knows it: the plugin's provider records it beside the
+	// cluster name on what it makes (Go SDK: provider.ClusterIdentity).
+	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1873,6 +1931,13 @@ func (x *CreateRouteRequest) GetRoute() *Route {
 	return nil
 }
 
+func (x *CreateRouteRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type CreateRouteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1910,9 +1975,13 @@ func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteRouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
-	Route         *Route                 `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	Route       *Route                 `protobuf:"bytes,2,opt,name=route,proto3" json:"route,omitempty"`
+	// The cluster's identity (the UID of its kube-system namespace), when
+	// Outrigger knows it: the plugin's provider records it beside the
+	// cluster name on what it makes (Go SDK: provider.ClusterIdentity).
+	ClusterId     string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1959,6 +2028,13 @@ func (x *DeleteRouteRequest) GetRoute() *Route {
 		return x.Route
 	}
 	return nil
+}
+
+func (x *DeleteRouteRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type DeleteRouteResponse struct {
@@ -2090,10 +2166,12 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\bmetadata\x18\x03 \x01(\v2%.outrigger.plugin.v1.InstanceMetadataR\bmetadata\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"Z\n" +
 	"\x17InstancesStatusResponse\x12?\n" +
-	"\bstatuses\x18\x01 \x03(\v2#.outrigger.plugin.v1.InstanceStatusR\bstatuses\"R\n" +
+	"\bstatuses\x18\x01 \x03(\v2#.outrigger.plugin.v1.InstanceStatusR\bstatuses\"q\n" +
 	"\x13LoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
-	"\aservice\x18\x02 \x01(\fR\aservice\"\x91\x02\n" +
+	"\aservice\x18\x02 \x01(\fR\aservice\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xb0\x02\n" +
 	"\x19EnsureLoadBalancerRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
@@ -2102,7 +2180,9 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"node_count\x18\x04 \x01(\rR\tnodeCount\x129\n" +
 	"\tnode_refs\x18\x05 \x03(\v2\x1c.outrigger.plugin.v1.NodeRefR\bnodeRefs\x12,\n" +
 	"\x12node_cache_session\x18\x06 \x01(\tR\x10nodeCacheSession\x12\x19\n" +
-	"\bnode_set\x18\a \x01(\tR\anodeSet\"H\n" +
+	"\bnode_set\x18\a \x01(\tR\anodeSet\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\b \x01(\tR\tclusterId\"H\n" +
 	"\aNodeRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\"@\n" +
@@ -2117,17 +2197,21 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x1aEnsureLoadBalancerResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\fR\x06status\"\x1c\n" +
 	"\x1aUpdateLoadBalancerResponse\"#\n" +
-	"!EnsureLoadBalancerDeletedResponse\"m\n" +
+	"!EnsureLoadBalancerDeletedResponse\"\x8c\x01\n" +
 	"\x11LoadBalancerOwner\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1f\n" +
 	"\vservice_uid\x18\x02 \x01(\tR\n" +
 	"serviceUid\x12\x14\n" +
-	"\x05class\x18\x03 \x01(\tR\x05class\"q\n" +
+	"\x05class\x18\x03 \x01(\tR\x05class\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"q\n" +
 	"\x19LoadBalancerOwnerResponse\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12<\n" +
-	"\x05owner\x18\x02 \x01(\v2&.outrigger.plugin.v1.LoadBalancerOwnerR\x05owner\"B\n" +
+	"\x05owner\x18\x02 \x01(\v2&.outrigger.plugin.v1.LoadBalancerOwnerR\x05owner\"a\n" +
 	"\x1dListLoadBalancerOwnersRequest\x12!\n" +
-	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\xb5\x01\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\xb5\x01\n" +
 	"\x11OwnedLoadBalancer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\x05owner\x18\x02 \x01(\v2&.outrigger.plugin.v1.LoadBalancerOwnerR\x05owner\x12+\n" +
@@ -2141,19 +2225,25 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"targetNode\x12T\n" +
 	"\x15target_node_addresses\x18\x03 \x03(\v2 .outrigger.plugin.v1.NodeAddressR\x13targetNodeAddresses\x12)\n" +
 	"\x10destination_cidr\x18\x04 \x01(\tR\x0fdestinationCidr\x12\x1c\n" +
-	"\tblackhole\x18\x05 \x01(\bR\tblackhole\"6\n" +
+	"\tblackhole\x18\x05 \x01(\bR\tblackhole\"U\n" +
 	"\x11ListRoutesRequest\x12!\n" +
-	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"H\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"H\n" +
 	"\x12ListRoutesResponse\x122\n" +
-	"\x06routes\x18\x01 \x03(\v2\x1a.outrigger.plugin.v1.RouteR\x06routes\"\x86\x01\n" +
+	"\x06routes\x18\x01 \x03(\v2\x1a.outrigger.plugin.v1.RouteR\x06routes\"\xa5\x01\n" +
 	"\x12CreateRouteRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1b\n" +
 	"\tname_hint\x18\x02 \x01(\tR\bnameHint\x120\n" +
-	"\x05route\x18\x03 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\"\x15\n" +
-	"\x13CreateRouteResponse\"i\n" +
+	"\x05route\x18\x03 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"\x15\n" +
+	"\x13CreateRouteResponse\"\x88\x01\n" +
 	"\x12DeleteRouteRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x120\n" +
-	"\x05route\x18\x02 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\"\x15\n" +
+	"\x05route\x18\x02 \x01(\v2\x1a.outrigger.plugin.v1.RouteR\x05route\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x15\n" +
 	"\x13DeleteRouteResponse\")\n" +
 	"\x11NodeCIDRsResponse\x12\x14\n" +
 	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\xc2\x01\n" +

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -35,7 +36,10 @@ var (
 // deletion, this Service's class. Two CCMs on one cloud (two clusters, or
 // two classes in one cluster) never change each other's load balancers.
 const (
-	TagCluster    = "cluster"
+	TagCluster = "cluster"
+	// TagClusterID is the cluster's identity (provider.ClusterIdentity):
+	// unlike the name, no two clusters share it.
+	TagClusterID  = "cluster-id"
 	TagServiceUID = "service-uid"
 	TagClass      = "load-balancer-class"
 	// TagService is namespace/name, for operators.
@@ -64,6 +68,7 @@ func (p *Provider) LoadBalancerOwner(ctx context.Context, clusterName string, se
 	}
 	return provider.LoadBalancerOwner{
 		ClusterName: lb.Tags[TagCluster],
+		ClusterID:   lb.Tags[TagClusterID],
 		ServiceUID:  types.UID(lb.Tags[TagServiceUID]),
 		Class:       lb.Tags[TagClass],
 	}, true, nil
@@ -76,7 +81,8 @@ func (p *Provider) GetLoadBalancerName(_ context.Context, _ string, service *cor
 }
 
 // ListLoadBalancerOwners implements provider.LoadBalancerOwnership: the
-// load balancers tagged with clusterName and a Service UID.
+// load balancers tagged with clusterName and a Service UID, with the
+// cluster identity each carries (Outrigger deletes only those of its own).
 func (p *Provider) ListLoadBalancerOwners(ctx context.Context, clusterName string) ([]provider.OwnedLoadBalancer, error) {
 	all, err := p.client.LoadBalancers(ctx)
 	if err != nil {
@@ -91,7 +97,8 @@ func (p *Provider) ListLoadBalancerOwners(ctx context.Context, clusterName strin
 		out = append(out, provider.OwnedLoadBalancer{
 			Name: lb.Name,
 			LoadBalancerOwner: provider.LoadBalancerOwner{
-				ClusterName: clusterName, ServiceUID: types.UID(lb.Tags[TagServiceUID]), Class: lb.Tags[TagClass],
+				ClusterName: clusterName, ClusterID: lb.Tags[TagClusterID],
+				ServiceUID: types.UID(lb.Tags[TagServiceUID]), Class: lb.Tags[TagClass],
 			},
 			ServiceNamespace: ns, ServiceName: name,
 		})
@@ -110,7 +117,7 @@ func (p *Provider) GetLoadBalancer(ctx context.Context, clusterName string, serv
 	if err != nil {
 		return nil, false, err
 	}
-	if lb.Tags[TagCluster] != clusterName || lb.Tags[TagServiceUID] != string(service.UID) {
+	if lb.Tags[TagCluster] != clusterName || lb.Tags[TagServiceUID] != string(service.UID) || !p.sameCluster(lb.Tags) {
 		return nil, false, nil
 	}
 	return lbStatus(lb), true, nil
@@ -122,17 +129,61 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return nil, err
 	}
-	lb, err := p.client.PutLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), spec, ownerTags(clusterName, service, true))
+	if id := p.clusterIdentity(); id != "" {
+		spec.Tags[TagClusterID] = id
+	}
+	name := p.GetLoadBalancerName(ctx, clusterName, service)
+	var lb simcloud.LoadBalancer
+	err = p.owned(ctx, name, ownerTags(clusterName, service, true), func(match map[string]string) (err error) {
+		lb, err = p.client.PutLoadBalancer(ctx, name, spec, match)
+		return err
+	})
 	if err != nil {
 		return nil, classify(err)
 	}
 	return lbStatus(lb), nil
 }
 
+// sameCluster reports whether tags carry this cluster's identity, or none
+// (a record made before the identity, or before Outrigger set it).
+func (p *Provider) sameCluster(tags map[string]string) bool {
+	id, mine := tags[TagClusterID], p.clusterIdentity()
+	return id == "" || mine == "" || id == mine
+}
+
+// owned runs change on the load balancer name, conditional on match and on
+// this cluster's identity, both checked by the cloud in the same request.
+// A load balancer made before it carried an identity (cluster name and
+// Service UID only) is this Service's all the same, as the UID proves: on
+// a mismatch, change runs once more, conditional on the load balancer
+// still carrying no identity, and an ensure then records this cluster's
+// (it is adopted). One made by another cluster is never changed.
+func (p *Provider) owned(ctx context.Context, name string, match map[string]string, change func(match map[string]string) error) error {
+	id := p.clusterIdentity()
+	if id == "" {
+		return change(match)
+	}
+	m := maps.Clone(match)
+	m[TagClusterID] = id
+	err := change(m)
+	if !simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
+		return err
+	}
+	lb, gerr := p.client.GetLoadBalancer(ctx, name)
+	if gerr != nil || lb.Tags[TagClusterID] != "" {
+		return err
+	}
+	m[TagClusterID] = ""
+	return change(m)
+}
+
 // UpdateLoadBalancer replaces the backends only: one small call per Service
 // when nodes come and go.
 func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) error {
-	return classify(p.client.SetBackends(ctx, p.GetLoadBalancerName(ctx, clusterName, service), backends(nodes), ownerTags(clusterName, service, true)))
+	name := p.GetLoadBalancerName(ctx, clusterName, service)
+	return classify(p.owned(ctx, name, ownerTags(clusterName, service, true), func(match map[string]string) error {
+		return p.client.SetBackends(ctx, name, backends(nodes), match)
+	}))
 }
 
 // EnsureLoadBalancerDeleted deletes the load balancer made for this
@@ -140,7 +191,10 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 // moved away is cleaned up under its new class). A missing one, or one
 // made for another cluster or Service, is not there for this Service.
 func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *corev1.Service) error {
-	err := p.client.DeleteLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service), ownerTags(clusterName, service, false))
+	name := p.GetLoadBalancerName(ctx, clusterName, service)
+	err := p.owned(ctx, name, ownerTags(clusterName, service, false), func(match map[string]string) error {
+		return p.client.DeleteLoadBalancer(ctx, name, match)
+	})
 	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) || simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
 		return nil
 	}

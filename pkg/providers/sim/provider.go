@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,13 +94,27 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 // Outrigger's optional provider.BatchInstances.
 type Provider struct {
 	client *simcloud.Client
+	// clusterID is the cluster's identity (provider.ClusterIdentity),
+	// tagged on every load balancer and route; "" until Outrigger sets it.
+	clusterID atomic.Pointer[string]
 }
 
 var (
 	_ cloudprovider.Interface   = (*Provider)(nil)
 	_ cloudprovider.InstancesV2 = (*Provider)(nil)
 	_ provider.BatchInstances   = (*Provider)(nil)
+	_ provider.ClusterIdentity  = (*Provider)(nil)
 )
+
+// SetClusterID implements provider.ClusterIdentity.
+func (p *Provider) SetClusterID(id string) { p.clusterID.Store(&id) }
+
+func (p *Provider) clusterIdentity() string {
+	if id := p.clusterID.Load(); id != nil {
+		return *id
+	}
+	return ""
+}
 
 // Initialize implements cloudprovider.Interface.
 func (p *Provider) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
