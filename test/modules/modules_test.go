@@ -76,6 +76,7 @@ func TestSharedPackagesHaveOneSource(t *testing.T) {
 		{root + "/bench/upstream-ccm", []string{"./..."}},
 		{root + "/charts/test", []string{"-test", "./..."}},
 		{root + "/examples/aws", []string{"-test", "./..."}},
+		{root + "/tools/release", []string{"-test", "./..."}},
 	} {
 		pkgs := sources(t, other.dir, other.args...)
 		shared, differ := 0, map[string]bool{}

@@ -193,7 +193,7 @@ func build(files, links pairs, user, ref, out string, entrypoint, cmd []string) 
 }
 
 // tarDir writes the layout directory as the tarball `ctr images import`
-// takes.
+// takes, in a fixed order with fixed owners and times.
 func tarDir(dir, out string) error {
 	tmp := out + ".tmp"
 	f, err := os.Create(tmp)
@@ -211,6 +211,10 @@ func tarDir(dir, out string) error {
 			return err
 		}
 		h.Name = filepath.ToSlash(rel)
+		// Nothing of this machine or this moment in the tarball: the same
+		// image gives the same bytes (a reproducible release).
+		h.ModTime, h.AccessTime, h.ChangeTime = time.Unix(0, 0), time.Time{}, time.Time{}
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
 		if fi.IsDir() {
 			h.Name += "/"
 		}

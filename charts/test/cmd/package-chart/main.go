@@ -2,16 +2,18 @@
 // OUTDIR/outrigger-VERSION.tgz with Helm's Go packages, as `helm package`
 // does, without a helm binary (make release runs it):
 //
-//	go run ./cmd/package-chart -o OUTDIR [-version VERSION]
+//	go run ./cmd/package-chart -o OUTDIR [-version VERSION] [-mtime SECONDS]
 //
 // With -version it fails unless the chart's version and appVersion are
-// VERSION.
+// VERSION. With -mtime every file of the archive is dated SECONDS since
+// 1970 (make release: the commit's time), so the archive is reproducible.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	charttest "github.com/outrigger-ccm/outrigger/charts/test"
 )
@@ -19,12 +21,17 @@ import (
 func main() {
 	out := flag.String("o", "", "the directory to write the packaged chart to")
 	version := flag.String("version", "", "the version the chart must have (version and appVersion)")
+	mtime := flag.Int64("mtime", -1, "date every file of the archive this many seconds since 1970 (default: now)")
 	flag.Parse()
 	if *out == "" || flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "usage: package-chart -o OUTDIR [-version VERSION]")
 		os.Exit(2)
 	}
-	path, err := charttest.Package(charttest.Dir(), *out, *version)
+	when := time.Now()
+	if *mtime >= 0 {
+		when = time.Unix(*mtime, 0)
+	}
+	path, err := charttest.PackageAt(charttest.Dir(), *out, *version, when)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "package-chart:", err)
 		os.Exit(1)
