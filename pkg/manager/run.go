@@ -106,11 +106,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			if u.tag != "" {
 				check += "-" + u.tag
 			}
-			readyz[check] = func(req *http.Request) error {
-				ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-				defer cancel()
-				return p.Ready(ctx)
-			}
+			readyz[check] = cachedCheck(time.Second, p.Ready)
 		}
 	}
 	// Degraded method families, by "provider/family" (the layers are

@@ -236,12 +236,24 @@ func (a *AuthenticationOptions) lookup(ctx context.Context, client kubernetes.In
 }
 
 func kubeconfigOr(path string, main *rest.Config) (*rest.Config, error) {
-	if path == "" {
-		return rest.CopyConfig(main), nil
+	cfg := rest.CopyConfig(main)
+	if path != "" {
+		var err error
+		if cfg, err = clientcmd.BuildConfigFromFlags("", path); err != nil {
+			return nil, fmt.Errorf("loading %s: %w", path, err)
+		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", path, err)
-	}
+	// As k8s.io/apiserver's delegated authentication and authorization:
+	// whoever reaches the port makes at most this many reviews a second
+	// of the API server, whatever they send.
+	cfg.QPS, cfg.Burst = DelegatedQPS, DelegatedBurst
 	return cfg, nil
 }
+
+// DelegatedQPS and DelegatedBurst bound the TokenReviews and
+// SubjectAccessReviews the secure port sends, each, as upstream's
+// delegated clients do.
+const (
+	DelegatedQPS   = 200
+	DelegatedBurst = 400
+)

@@ -84,7 +84,7 @@ func New(ctx context.Context, o Options, main *rest.Config) (*Server, error) {
 		handlers: map[string]http.Handler{},
 	}
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
-	ready := &healthz.Handler{Checks: o.Readyz}
+	ready := withheld(o.Readyz)
 	for p, h := range map[string]http.Handler{"/healthz": live, "/livez": live, "/readyz": ready} {
 		// The health handler reads the path below its prefix as the name
 		// of one check.
@@ -112,6 +112,33 @@ func New(ctx context.Context, o Options, main *rest.Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// withheld wraps each readiness check so that a failure's reason goes to
+// the log, not to the caller: /readyz is open to anyone who reaches the
+// port, and a reason (a plugin's error, a provider/family list) tells an
+// outsider much. The map is read at each request, so checks added after
+// New are wrapped too.
+type withheld map[string]healthz.Checker
+
+func (w withheld) ServeHTTP(resp http.ResponseWriter, req *http.Request) {
+	(&healthz.Handler{Checks: w.wrap()}).ServeHTTP(resp, req)
+}
+
+func (w withheld) wrap() map[string]healthz.Checker {
+	out := make(map[string]healthz.Checker, len(w))
+	for name, check := range w {
+		out[name] = func(req *http.Request) error {
+			if err := check(req); err != nil {
+				klog.FromContext(req.Context()).V(1).Info("Readiness check failed", "check", name, "err", err)
+				return errReasonWithheld
+			}
+			return nil
+		}
+	}
+	return out
+}
+
+var errReasonWithheld = errors.New("reason withheld (in Outrigger's log)")
 
 // AddHandler serves h on path, behind authentication and authorization
 // unless the path is always allowed. It fails once the port has started,

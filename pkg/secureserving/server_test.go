@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,7 +63,7 @@ func TestPortServesProbesAndMetrics(t *testing.T) {
 	var ready atomic.Bool
 	readyz["gate"] = func(*http.Request) error {
 		if !ready.Load() {
-			return errors.New("not yet")
+			return errors.New("not yet: plugin at 198.18.0.9 refused")
 		}
 		return nil
 	}
@@ -90,11 +91,18 @@ func TestPortServesProbesAndMetrics(t *testing.T) {
 		{"/livez", http.StatusOK, "ok"},
 		{"/readyz", http.StatusInternalServerError, "gate"},
 		{"/readyz/ping", http.StatusOK, "ok"},
+		{"/readyz/gate", http.StatusInternalServerError, "reason withheld"},
 		{"/metrics", http.StatusOK, "test_served_total 1"},
 		{"/no-such-path", http.StatusNotFound, ""},
 	} {
 		if code, body := get(t, base+tc.path); code != tc.want || !strings.Contains(body, tc.contains) {
 			t.Errorf("GET %s: %d %.200q, want %d containing %q", tc.path, code, body, tc.want, tc.contains)
+		}
+	}
+	// The reason of a failed check is for the log, not for whoever asks.
+	for _, p := range []string{"/readyz", "/readyz/gate", "/readyz?verbose"} {
+		if _, body := get(t, base+p); strings.Contains(body, "198.18.0.9") || strings.Contains(body, "not yet") {
+			t.Errorf("GET %s tells the check's reason: %.200q", p, body)
 		}
 	}
 	ready.Store(true)
@@ -124,6 +132,32 @@ func TestPortTakenIsAnError(t *testing.T) {
 	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "listening on the secure port") {
 		t.Errorf("Start on a taken port: %v", err)
 	}
+}
+
+// The clients that ask the API server about callers carry upstream's
+// client-side limits (200 a second, bursts of 400), with the main
+// kubeconfig and with one of their own.
+func TestDelegatedClientsAreLimited(t *testing.T) {
+	for _, path := range []string{"", writeKubeconfig(t)} {
+		cfg, err := kubeconfigOr(path, &rest.Config{Host: "https://127.0.0.1:1", QPS: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.QPS != DelegatedQPS || cfg.Burst != DelegatedBurst || DelegatedQPS != 200 || DelegatedBurst != 400 {
+			t.Errorf("kubeconfig %q: QPS %v, burst %d; want upstream's 200, 400", path, cfg.QPS, cfg.Burst)
+		}
+	}
+}
+
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	p := t.TempDir() + "/kubeconfig"
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {token: t}}]\n"
+	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestAlwaysAllowed(t *testing.T) {
