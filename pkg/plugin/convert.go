@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -321,14 +322,21 @@ func fromStatus(method string, err error, trailer metadata.MD) error {
 		}
 		after := time.Second
 		if ms, err := strconv.ParseInt(first(trailer.Get(MetadataRetryAfter)), 10, 64); err == nil && ms >= 0 {
-			// A trailer too large for a Duration would wrap negative.
-			after = time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
+			// A trailer too large for a Duration would wrap negative;
+			// one past MaxRetryAfter would park the object for that long.
+			after = min(time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond)))*time.Millisecond, MaxRetryAfter)
 		}
 		out = &throttledError{msg: msg, after: after}
 	case codes.DeadlineExceeded:
 		out = fmt.Errorf("%s: %w", msg, context.DeadlineExceeded)
 	default:
 		out = errors.New(msg)
+	}
+	if reason != "" && !validReason(reason) {
+		// It would become a condition's reason, which the API server
+		// refuses: the status write would fail and hide the real error.
+		out = fmt.Errorf("%w (the plugin's %s %.64q is not a valid reason: ignored)", out, MetadataReason, reason)
+		reason = ""
 	}
 	switch reason {
 	case "":
@@ -339,6 +347,19 @@ func fromStatus(method string, err error, trailer metadata.MD) error {
 	}
 	return out
 }
+
+// MaxRetryAfter bounds a plugin's retry-after-ms: the longest an object is
+// held back after its calls time out in a row, so that no answer parks an
+// object longer than the call layer itself would.
+const MaxRetryAfter = 5 * time.Minute
+
+// reasonForm is the form of a condition's reason (metav1.Condition):
+// CamelCase words, digits, ',', ':' and '_'.
+var reasonForm = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// validReason reports whether r may be a condition's reason: its form, at
+// most 1024 characters.
+func validReason(r string) bool { return len(r) <= 1024 && reasonForm.MatchString(r) }
 
 func first(vs []string) string {
 	if len(vs) == 0 {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // FuzzWireToProvider feeds what crosses the plugin boundary, from a plugin
@@ -59,8 +60,11 @@ func FuzzWireToProvider(f *testing.F) {
 			t.Fatalf("code %d %q converted to %v", code, message, err)
 		}
 		var te *throttledError
-		if errors.As(err, &te) && te.RetryAfter() < 0 {
-			t.Fatalf("negative retry-after %s from %q", te.RetryAfter(), retryAfter)
+		if errors.As(err, &te) && (te.RetryAfter() < 0 || te.RetryAfter() > MaxRetryAfter) {
+			t.Fatalf("retry-after %s from %q, outside 0 to %s", te.RetryAfter(), retryAfter, MaxRetryAfter)
+		}
+		if r := provider.Reason(err); r != "" && !validReason(r) {
+			t.Fatalf("reason %q from %q is not a condition's reason", r, reason)
 		}
 		if errors.Is(err, ErrMessageTooLarge) && errors.As(err, &te) {
 			t.Fatalf("code %d %q: a message too large reads as a throttle too: %v", code, message, err)
