@@ -665,3 +665,66 @@ func TestProviderReadsItsOwnCopyAfterTheTimeout(t *testing.T) {
 	}
 	<-done
 }
+
+// Calls hung on some objects cost the others no wait for their timeouts:
+// a call far past what its family's answers take gives its place back
+// (here the timeout is an hour, so only that can let the others through),
+// while its object keeps its slot and no call is abandoned.
+func TestStragglersGiveTheirPlaceBack(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var entered, returned atomic.Int32
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		if strings.HasPrefix(svc.Name, "hang-") {
+			entered.Add(1)
+			<-release
+			returned.Add(1)
+		}
+		return nil
+	})
+	l := New(d, Options{Timeout: time.Hour})
+	lb, _ := l.LoadBalancer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The family learns how long its answers take.
+	for i := range 5 {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("warm-%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hung := 3 * admission.InitialConcurrency
+	hungCtx, hungCancel := context.WithCancel(context.Background())
+	defer hungCancel()
+	limit := l.gate.Limits(admission.FamilyLoadBalancers).ConcurrencyLimit()
+	if hung <= limit {
+		t.Fatalf("%d hung calls do not fill the family's %d places", hung, limit)
+	}
+	for i := range hung {
+		go func() { _, _ = lb.EnsureLoadBalancer(hungCtx, "c", service(fmt.Sprintf("hang-%d", i)), nil) }()
+	}
+	// Every place of the family is taken by a hung call before the others
+	// are asked for.
+	for entered.Load() < int32(limit) {
+		if ctx.Err() != nil {
+			t.Fatalf("only %d hung calls reached the provider", entered.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 10 {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("ok-%d", i)), nil); err != nil {
+			t.Fatalf("ok-%d behind %d hung calls, with a timeout of an hour: %v", i, hung, err)
+		}
+	}
+	if n := returned.Load(); n != 0 {
+		t.Errorf("%d hung calls returned before the others went", n)
+	}
+	if got := l.Degraded()[FamilyLoadBalancers]; got != 0 {
+		t.Errorf("%d calls abandoned: the others went through timeouts, not stragglers", got)
+	}
+	// The hung objects keep their slots: another call for one is not sent.
+	short, shortCancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer shortCancel()
+	if _, err := lb.EnsureLoadBalancer(short, "c", service("hang-0"), nil); err == nil {
+		t.Error("a second call for a hung object went to the provider")
+	}
+}

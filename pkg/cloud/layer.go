@@ -214,8 +214,9 @@ type call struct {
 // ceiling), sent to the provider within the timeout, and counted in the
 // metrics. The call runs in its own goroutine so that a provider that
 // ignores its context still releases the caller at the deadline; the gate
-// hears of a call given up at its deadline at once, and of its answer
-// whenever the provider returns.
+// hears of a call running far past its family's answers (a straggler) and
+// of one given up at its deadline at once, and of its answer whenever the
+// provider returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	start := l.now()
@@ -239,8 +240,23 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		returned, gaveUp bool
 	)
 	log := klog.FromContext(ctx).V(2)
+	// A call far past what its family's answers take gives its place in
+	// the family back (its object keeps its slot): hung calls cost the
+	// others no wait for their timeouts.
+	stopStraggle := func() bool { return false }
+	if after, ok := pass.StraggleAfter(); ok {
+		stopStraggle = time.AfterFunc(after, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned && !gaveUp {
+				pass.Straggle()
+				l.m.straggled.WithLabelValues(c.method).Inc()
+			}
+		}).Stop
+	}
 	go func() {
 		defer cancel()
+		defer stopStraggle()
 		v, err := fn(callCtx)
 		mu.Lock()
 		returned = true

@@ -40,6 +40,10 @@ var (
 		Name: "outrigger_cloud_abandoned_calls",
 		Help: "Calls abandoned after the per-call timeout (or their caller's cancellation) that the provider has not returned from yet, by method. Each holds its object's slot.",
 	}, []string{"provider", "method"})
+	straggledTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_cloud_calls_straggled_total",
+		Help: "Calls that ran far past what their method family's answers take and gave their place in its concurrency back before their timeout (their object kept its slot), by provider and method.",
+	}, []string{"provider", "method"})
 	heldTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_held_total",
 		Help: "Calls kept from the cloud because their object is held: the cloud throttled it and its retry hint has not passed, or its last calls timed out; by provider and method.",
@@ -60,12 +64,13 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration,
-		inFlightRejectedTotal, abandonedCalls, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
+		inFlightRejectedTotal, abandonedCalls, straggledTotal, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
 }
 
 // layerMetrics are the collectors curried with one layer's provider name.
 type layerMetrics struct {
 	calls, errors, throttles, timeouts, rejected, held *prometheus.CounterVec
+	straggled                                          *prometheus.CounterVec
 	abandoned                                          *prometheus.GaugeVec
 	duration                                           prometheus.ObserverVec
 	concLimit, rateLimit                               *prometheus.GaugeVec
@@ -81,6 +86,7 @@ func newLayerMetrics(provider string) *layerMetrics {
 		timeouts:  timeoutsTotal.MustCurryWith(l),
 		rejected:  inFlightRejectedTotal.MustCurryWith(l),
 		held:      heldTotal.MustCurryWith(l),
+		straggled: straggledTotal.MustCurryWith(l),
 		abandoned: abandonedCalls.MustCurryWith(l),
 		duration:  callDuration.MustCurryWith(l),
 		concLimit: familyConcurrencyLimit.MustCurryWith(l),

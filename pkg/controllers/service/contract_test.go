@@ -329,3 +329,51 @@ func TestHungServicesCostOnlyThemselves(t *testing.T) {
 		return true, nil
 	})
 }
+
+// 40 Services hung in the provider, more than the load balancer family
+// runs at once, with a call timeout of an hour: the others are provisioned
+// all the same, by the hung calls giving their places back as stragglers,
+// not by any timeout (no call is abandoned).
+func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	lb := newFakeLB()
+	const hung = 40
+	for i := range hung {
+		lb.ensure[fmt.Sprintf("hang-%d", i)] = func() (*corev1.LoadBalancerStatus, error) {
+			<-release
+			return nil, errors.New("released")
+		}
+	}
+	layer := cloud.New(&lbCloud{lb: lb}, cloud.Options{Timeout: time.Hour})
+	viaLayer, _ := layer.LoadBalancer()
+	ns := testenv.Name("lb")
+	startController(t, viaLayer, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.4", nil)
+	for i := range hung {
+		create(t, lbService(ns, fmt.Sprintf("hang-%d", i), 80))
+	}
+	testenv.Eventually(t, 30*time.Second, "every hung Service's call sent", func() (bool, error) {
+		for i := range hung {
+			if lb.Calls("EnsureLoadBalancer", fmt.Sprintf("hang-%d", i)) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for i := range 10 {
+		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
+	}
+	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 40 hung ones", func() (bool, error) {
+		for i := range 10 {
+			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if got := layer.Degraded()[cloud.FamilyLoadBalancers]; got != 0 {
+		t.Errorf("%d calls abandoned at an hour's timeout", got)
+	}
+}

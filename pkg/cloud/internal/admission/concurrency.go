@@ -112,6 +112,68 @@ func (c *concurrency) done(now, sent time.Time, latency time.Duration, outcome c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inFlight--
+	c.adapt(now, sent, latency, outcome)
+}
+
+// release gives a call's place back without adapting the limit: a
+// straggler's (see straggleAfter), whose outcome adapts it later, if at all.
+func (c *concurrency) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	c.wake()
+}
+
+// stragglerAnswered adapts the limit to the answer of a straggler, whose
+// place was given back while it ran, unless a call sent after it was
+// answered first: then its slowness was its object's, not the cloud's (as
+// for a timeout). A cloud slow for every call is read from its stragglers
+// too: its latency rises, and calls straggle later.
+func (c *concurrency) stragglerAnswered(now, sent time.Time, latency time.Duration, outcome callOutcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if outcome == outcomeOK && c.lastAnswered.After(sent) {
+		return
+	}
+	c.adapt(now, sent, latency, outcome)
+}
+
+// adaptOnly adapts the limit to the outcome of a call whose place was
+// released already.
+func (c *concurrency) adaptOnly(now, sent time.Time, latency time.Duration, outcome callOutcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.adapt(now, sent, latency, outcome)
+}
+
+// Bounds of straggleAfter.
+const (
+	// minStraggle: below it a call is never a straggler, whatever the
+	// family's latency (a fast cloud's answers of a few milliseconds say
+	// little about one that takes a second).
+	minStraggle = time.Second
+	// straggleFactor: how many times the family's usual latency a call
+	// runs before it is a straggler.
+	straggleFactor = 8
+)
+
+// straggleAfter is how long a call runs before it is a straggler, far past
+// what the family's answers take (straggleFactor times their moving
+// average, at least minStraggle): it gives its place in the family's
+// concurrency back then, long before its timeout, so that calls hung on
+// some objects do not keep the others waiting in turns of a timeout. Its
+// object keeps its slot until the provider returns. ok is false when that
+// is not before timeout: a family whose answers take that long is left to
+// its timeout, as before.
+func (c *concurrency) straggleAfter(timeout time.Duration) (d time.Duration, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d = max(minStraggle, straggleFactor*c.smoothed)
+	return d, timeout <= 0 || d < timeout
+}
+
+// adapt is done's adaptation. c.mu held.
+func (c *concurrency) adapt(now, sent time.Time, latency time.Duration, outcome callOutcome) {
 	switch outcome {
 	case outcomeOK:
 		if sent.After(c.lastAnswered) {

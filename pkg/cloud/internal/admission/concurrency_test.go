@@ -174,3 +174,27 @@ func TestConcurrencyLimitHoldsCalls(t *testing.T) {
 		t.Errorf("in flight = %d, want 2", c.inFlight)
 	}
 }
+
+// A call is a straggler far past what its family's answers take, never
+// before a second, and never when that is not before its timeout (a family
+// that slow is left to its timeouts).
+func TestStraggleAfter(t *testing.T) {
+	for _, tc := range []struct {
+		smoothed, timeout time.Duration
+		want              time.Duration
+		ok                bool
+	}{
+		{0, 30 * time.Second, time.Second, true},
+		{20 * time.Millisecond, 30 * time.Second, time.Second, true},
+		{500 * time.Millisecond, 30 * time.Second, 4 * time.Second, true},
+		{5 * time.Second, 30 * time.Second, 40 * time.Second, false},
+		{20 * time.Millisecond, time.Second, time.Second, false},
+		{20 * time.Millisecond, 0, time.Second, true},
+	} {
+		c := newConcurrency(prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
+		c.smoothed = tc.smoothed
+		if got, ok := c.straggleAfter(tc.timeout); got != tc.want || ok != tc.ok {
+			t.Errorf("smoothed %v, timeout %v: %v, %v; want %v, %v", tc.smoothed, tc.timeout, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -115,6 +115,9 @@ type Pass struct {
 	c    Call
 	slot *slot
 	sent time.Time
+	// straggled: the call gave its place in the family's concurrency back
+	// while it still ran (Straggle).
+	straggled atomic.Bool
 }
 
 // Admit waits until c may go: its object is not held and its slot is
@@ -186,7 +189,33 @@ func (p *Pass) Abandon(timedOut bool) {
 			p.g.holds.timedOut(p.c.Key, p.g.opts.Timeout, now)
 		}
 	}
+	if p.straggled.Load() {
+		p.lim.conc.adaptOnly(now, p.sent, now.Sub(p.sent), outcome)
+		return
+	}
 	p.lim.conc.done(now, p.sent, now.Sub(p.sent), outcome)
+}
+
+// StraggleAfter is how long the call may run before it is a straggler: far
+// past what its family's answers take; ok is false when that is not before
+// its timeout.
+func (p *Pass) StraggleAfter() (time.Duration, bool) {
+	return p.lim.conc.straggleAfter(p.g.opts.Timeout)
+}
+
+// Straggle records that the call runs past StraggleAfter: it gives its
+// place in the family's concurrency back at once, so that calls hung on
+// some objects cost only those objects in time too (the others do not wait
+// for their timeouts), while its object keeps its slot until the provider
+// returns. Its answer, when it comes, does not adapt the family: one
+// object's slowness says nothing of the cloud's (a timeout while no later
+// call was answered still does, in Abandon). The caller calls it at most
+// once, before Abandon and while the call runs.
+func (p *Pass) Straggle() {
+	if p.straggled.CompareAndSwap(false, true) {
+		p.lim.stragglers.Add(1)
+		p.lim.conc.release()
+	}
 }
 
 // Returned records the provider's answer, after Abandon when abandoned:
@@ -195,7 +224,14 @@ func (p *Pass) Abandon(timedOut bool) {
 // only now (until the provider returns, the cloud may still be acting on
 // the object).
 func (p *Pass) Returned(log klog.Logger, err error, abandoned bool) {
-	p.g.learn(log, p.lim, p.c, p.sent, err, !abandoned)
+	place := placeHeld
+	switch {
+	case abandoned:
+		place = placeGone
+	case p.straggled.Load():
+		place = placeStraggled
+	}
+	p.g.learn(log, p.lim, p.c, p.sent, err, place)
 	p.release()
 	if abandoned {
 		p.lim.abandoned.Add(-1)
@@ -234,13 +270,26 @@ func (g *Gate) InFlight() int { return g.slots.inFlight() }
 // a little; a throttle holds the object back for its hint and, when several
 // objects were throttled, slows the family; a timeout or a slow answer
 // lowers its concurrency.
-func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err error, holdsConc bool) {
+// What a returning call still has of its family's concurrency.
+type place int
+
+const (
+	placeHeld      place = iota // its place: the answer ends it and adapts the family
+	placeStraggled              // given back while it ran: the answer may adapt the family
+	placeGone                   // abandoned at its deadline, which adapted the family
+)
+
+func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err error, pl place) {
+	holdsConc := pl == placeHeld
 	now := g.opts.Now()
 	latency := now.Sub(sent)
 	// An abandoned call gave its place in the family back at its deadline.
 	done := func(outcome callOutcome) {
-		if holdsConc {
+		switch pl {
+		case placeHeld:
 			lim.conc.done(now, sent, latency, outcome)
+		case placeStraggled:
+			lim.conc.stragglerAnswered(now, sent, latency, outcome)
 		}
 	}
 	if err == nil {

@@ -86,8 +86,11 @@ type Limits struct {
 	// whose provider has not returned yet (each holds only its object's
 	// slot, not the family's concurrency).
 	abandoned atomic.Int64
-	ceiling   rate.Limit
-	burst     int
+	// stragglers counts the family's calls that gave their place back
+	// while they ran (Pass.Straggle).
+	stragglers atomic.Uint64
+	ceiling    rate.Limit
+	burst      int
 	// slowStart: no throttle seen yet, the rate grows by a factor per
 	// tick rather than by a step.
 	slowStart  bool
@@ -357,3 +360,6 @@ func (f *Limits) waitRate(ctx context.Context, yield func() bool) error {
 		}
 	}
 }
+
+// ConcurrencyLimit is how many calls the family may have in flight now.
+func (l *Limits) ConcurrencyLimit() int { return int(l.conc.current()) }
