@@ -3,7 +3,6 @@ package plugin
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -145,7 +144,8 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 func transport(cfg Config) (credentials.TransportCredentials, string, error) {
 	if strings.HasPrefix(cfg.Endpoint, "unix://") {
 		if cfg.TLS != nil {
-			tc, err := clientTLS(cfg.TLS)
+			// gRPC's authority for a unix socket.
+			tc, err := clientTLS(cfg.TLS, "localhost")
 			return credentials.NewTLS(tc), cfg.Endpoint, err
 		}
 		return insecure.NewCredentials(), cfg.Endpoint, nil
@@ -156,30 +156,15 @@ func transport(cfg Config) (credentials.TransportCredentials, string, error) {
 	if cfg.TLS == nil {
 		return nil, "", fmt.Errorf("refusing to reach plugin %q over TCP without TLS: a plugin creates and deletes cloud resources; use unix:///path or set tls.caFile (and certFile/keyFile for mutual TLS)", cfg.Endpoint)
 	}
-	tc, err := clientTLS(cfg.TLS)
+	host, _, err := net.SplitHostPort(cfg.Endpoint)
+	if err != nil {
+		return nil, "", fmt.Errorf("cloud-config endpoint %q: want host:port or unix:///path: %w", cfg.Endpoint, err)
+	}
+	tc, err := clientTLS(cfg.TLS, host)
 	if err != nil {
 		return nil, "", err
 	}
 	return credentials.NewTLS(tc), "dns:///" + cfg.Endpoint, nil
-}
-
-func clientTLS(t *TLSConfig) (*tls.Config, error) {
-	if t.CAFile == "" {
-		return nil, errors.New("cloud-config tls.caFile is required to verify the plugin")
-	}
-	pool, err := loadPool(t.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &tls.Config{RootCAs: pool, ServerName: t.ServerName, MinVersion: tls.VersionTLS12}
-	if t.CertFile != "" || t.KeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("loading tls.certFile and tls.keyFile: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }
 
 func loadPool(file string) (*x509.CertPool, error) {

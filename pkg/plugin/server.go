@@ -477,8 +477,8 @@ type ListenOptions struct {
 // Listen opens endpoint with the safe defaults: "unix:///path/plugin.sock"
 // for processes of this uid only (see listenUnix), or "host:port" for TCP
 // with mutual TLS (tlsConfig must require and verify client
-// certificates): a plugin may create and delete cloud resources, so nobody
-// else may call it.
+// certificates, as ServerTLS's does): a plugin may create and delete cloud
+// resources, so nobody else may call it.
 func Listen(endpoint string, tlsConfig *tls.Config) (net.Listener, error) {
 	return ListenWith(endpoint, ListenOptions{TLS: tlsConfig})
 }
@@ -500,7 +500,9 @@ func ListenWith(endpoint string, o ListenOptions) (net.Listener, error) {
 	if tlsConfig == nil {
 		return nil, fmt.Errorf("refusing to serve %q over TCP without TLS: use unix:///path or give a certificate", endpoint)
 	}
-	if tlsConfig.ClientAuth != tls.RequireAndVerifyClientCert && !o.Insecure {
+	verified := tlsConfig.ClientAuth == tls.RequireAndVerifyClientCert ||
+		(tlsConfig.ClientAuth == tls.RequireAnyClientCert && tlsConfig.VerifyConnection != nil) // ServerTLS's
+	if !verified && !o.Insecure {
 		return nil, fmt.Errorf("refusing to serve %q over TCP without client authentication: give a client CA (mutual TLS), or --insecure if nobody else can reach the port", endpoint)
 	}
 	ln, err := net.Listen("tcp", endpoint)
@@ -543,6 +545,11 @@ func Main(factory cloudprovider.Factory, info Info) {
 	certFile := fs.String("tls-cert", "", "server certificate (PEM), for TCP")
 	keyFile := fs.String("tls-key", "", "server key (PEM), for TCP")
 	clientCA := fs.String("tls-client-ca", "", "CA (PEM) client certificates must chain to (mutual TLS); required over TCP unless --insecure")
+	var clientSANs []string
+	fs.Func("tls-client-san", "a DNS name or URI (a SPIFFE ID) the client's certificate must name, with --tls-client-ca (repeatable; none: any certificate the CA signed)", func(v string) error {
+		clientSANs = append(clientSANs, v)
+		return nil
+	})
 	insecure := fs.Bool("insecure", false, "over TCP, serve without client authentication: anyone who reaches the port may call the plugin")
 	peer := fs.Int("peer-uid", -1, "on a unix socket, the uid Outrigger runs as (default: this plugin's own)")
 	_ = fs.Parse(os.Args[1:])
@@ -553,13 +560,13 @@ func Main(factory cloudprovider.Factory, info Info) {
 	if *insecure {
 		fmt.Fprintf(os.Stderr, "%s: warning: --insecure: serving without client authentication, anyone who reaches %s may create and delete cloud resources\n", os.Args[0], *endpoint)
 	}
-	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA, lo); err != nil {
+	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA, clientSANs, lo); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 		os.Exit(1)
 	}
 }
 
-func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string, lo ListenOptions) error {
+func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string, clientSANs []string, lo ListenOptions) error {
 	var cfg io.Reader
 	if config != "" {
 		f, err := os.Open(config)
@@ -575,7 +582,7 @@ func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, k
 	}
 	var tlsConfig *tls.Config
 	if certFile != "" || keyFile != "" {
-		if tlsConfig, err = serverTLS(certFile, keyFile, clientCA); err != nil {
+		if tlsConfig, err = ServerTLS(certFile, keyFile, clientCA, clientSANs); err != nil {
 			return err
 		}
 	}
@@ -588,22 +595,6 @@ func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, k
 	defer stop()
 	provider.Initialize(nil, ctx.Done())
 	return Serve(ctx, ln, provider, info)
-}
-
-func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading --tls-cert and --tls-key: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if clientCA != "" {
-		pool, err := loadPool(clientCA)
-		if err != nil {
-			return nil, err
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
 }
 
 func (s *server) LoadBalancerOwner(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.LoadBalancerOwnerResponse, error) {
