@@ -67,6 +67,10 @@ type Options struct {
 	Interval time.Duration
 	// History is how many samples the charts keep. Default 300.
 	History int
+	// IdleAfter is how long after the last page or request the console's
+	// watches (and its metrics sampling) stop, until the next request.
+	// Default 5m.
+	IdleAfter time.Duration
 	// Log receives the console's own errors.
 	Log logr.Logger
 }
@@ -84,16 +88,20 @@ type Server struct {
 	opts    Options
 	sampler *sampler
 
-	startOnce sync.Once
+	visitOnce sync.Once
 	// visited is closed at the first request: the metrics sampling waits
 	// for it, so that an unvisited console gathers nothing every second.
 	visited chan struct{}
 	// life ends when Start's context does; the informers stop with it.
-	life     context.Context
-	endLife  context.CancelFunc
-	ready    chan struct{}
-	warnings []string
-	listers  listers
+	life    context.Context
+	endLife context.CancelFunc
+
+	// mu guards w, the running watches: nil until a request needs them,
+	// and again once nobody has looked for IdleAfter.
+	mu sync.Mutex
+	w  *watches
+	// reaps counts reap's passes (tests wait on it).
+	reaps atomic.Uint64
 
 	version atomic.Uint64 // bumped by every informer event
 	changed chan struct{} // poked, without blocking, by the same
@@ -120,6 +128,19 @@ type viewSnapshot struct {
 // filters share one; a page typing a filter asks for one per keystroke.
 const maxViews = 32
 
+// watches are the informers a console runs while someone looks, and what
+// they found.
+type watches struct {
+	listers  listers
+	ready    chan struct{} // closed once they synced
+	warnings []string
+	stop     context.CancelFunc
+	// users is how many requests use them now (an open stream is one);
+	// lastUsed when the last ended.
+	users    int
+	lastUsed time.Time
+}
+
 type listers struct {
 	services  func() []*corev1.Service
 	nodes     func() []*corev1.Node
@@ -137,13 +158,16 @@ func New(opts Options) *Server {
 	if opts.History <= 0 {
 		opts.History = 300
 	}
+	if opts.IdleAfter <= 0 {
+		opts.IdleAfter = 5 * time.Minute
+	}
 	var g prometheus.Gatherer = prometheus.Gatherers{}
 	if opts.Gatherer != nil {
 		g = opts.Gatherer
 	}
 	life, end := context.WithCancel(context.Background())
 	return &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
-		ready: make(chan struct{}), visited: make(chan struct{}), changed: make(chan struct{}, 1)}
+		visited: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
 // Start samples the call metrics every Interval, from the first request
@@ -166,8 +190,49 @@ func (s *Server) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case now := <-t.C:
-			s.sample(now)
+			if s.reap(now) {
+				s.sample(now)
+			}
 		}
+	}
+}
+
+// reap stops the watches when nobody has used them for IdleAfter, and
+// reports whether they still run: a console left open in a tab that was
+// closed must not keep cluster-wide watches, nor gather the metrics every
+// second, for the rest of the process's life.
+func (s *Server) reap(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.reaps.Add(1)
+	if s.w == nil {
+		return false
+	}
+	if s.w.users == 0 && now.Sub(s.w.lastUsed) >= s.opts.IdleAfter {
+		s.w.stop()
+		s.w = nil
+		s.opts.Log.V(2).Info("Console idle: its watches stopped until the next request", "idleAfter", s.opts.IdleAfter)
+		return false
+	}
+	return true
+}
+
+// use returns the running watches, starting them if none run, and a
+// release to call when the request is done with them.
+func (s *Server) use() (*watches, func()) {
+	s.visitOnce.Do(func() { close(s.visited) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		s.w = s.startWatches()
+	}
+	w := s.w
+	w.users++
+	return w, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		w.users--
+		w.lastUsed = time.Now()
 	}
 }
 
@@ -206,128 +271,129 @@ func (s *Server) poke() {
 	}
 }
 
-// start starts the informers once, for what the client may list; what it
-// may not is named in the page's warnings instead of retried for ever.
-func (s *Server) start() {
-	s.startOnce.Do(func() {
-		close(s.visited)
-		ctx := s.life
-		c := s.opts.Client
-		strip := func(obj any) (any, error) {
-			if m, ok := obj.(metav1.Object); ok {
-				m.SetManagedFields(nil)
+// startWatches starts the informers, for what the client may list; what
+// it may not is named in the page's warnings instead of retried for ever.
+// They run until reap stops them or the console's life ends. s.mu held.
+func (s *Server) startWatches() *watches {
+	ctx, stop := context.WithCancel(s.life)
+	w := &watches{ready: make(chan struct{}), stop: stop, lastUsed: time.Now()}
+	c := s.opts.Client
+	strip := func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
+	main := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip))
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.poke() },
+		UpdateFunc: func(any, any) { s.poke() },
+		DeleteFunc: func(any) { s.poke() },
+	}
+	// A node's heartbeat (every kubelet, every few seconds) changes
+	// nothing the page shows: only a change of its row is news.
+	nodeHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { s.poke() },
+		UpdateFunc: func(o, n any) {
+			on, ok1 := o.(*corev1.Node)
+			nn, ok2 := n.(*corev1.Node)
+			if !ok1 || !ok2 || !reflect.DeepEqual(nodeView(on), nodeView(nn)) {
+				s.poke()
 			}
-			return obj, nil
-		}
-		main := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip))
-		handler := cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { s.poke() },
-			UpdateFunc: func(any, any) { s.poke() },
-			DeleteFunc: func(any) { s.poke() },
-		}
-		// A node's heartbeat (every kubelet, every few seconds) changes
-		// nothing the page shows: only a change of its row is news.
-		nodeHandler := cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { s.poke() },
-			UpdateFunc: func(o, n any) {
-				on, ok1 := o.(*corev1.Node)
-				nn, ok2 := n.(*corev1.Node)
-				if !ok1 || !ok2 || !reflect.DeepEqual(nodeView(on), nodeView(nn)) {
-					s.poke()
-				}
-			},
-			DeleteFunc: func(any) { s.poke() },
-		}
-		s.listers = listers{
-			services: func() []*corev1.Service { return nil },
-			nodes:    func() []*corev1.Node { return nil },
-			slices:   func() []*discoveryv1.EndpointSlice { return nil },
-			events:   func() []*corev1.Event { return nil },
-		}
-		probe := func(what string, list func(context.Context, metav1.ListOptions) error) bool {
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			err := list(pctx, metav1.ListOptions{Limit: 1})
-			switch {
-			case err == nil:
-				return true
-			case apierrors.IsForbidden(err):
-				s.warnings = append(s.warnings, fmt.Sprintf("%s are not shown: this console's identity may not list them (%v)", what, err))
-			default:
-				s.warnings = append(s.warnings, fmt.Sprintf("%s are not shown: %v", what, err))
-			}
-			return false
-		}
-		if probe("Services", func(ctx context.Context, o metav1.ListOptions) error {
-			_, err := c.CoreV1().Services("").List(ctx, o)
-			return err
-		}) {
-			inf := main.Core().V1().Services()
-			_, _ = inf.Informer().AddEventHandler(handler)
-			s.listers.services = func() []*corev1.Service { l, _ := inf.Lister().List(labels.Everything()); return l }
-			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
-		}
+		},
+		DeleteFunc: func(any) { s.poke() },
+	}
+	w.listers = listers{
+		services: func() []*corev1.Service { return nil },
+		nodes:    func() []*corev1.Node { return nil },
+		slices:   func() []*discoveryv1.EndpointSlice { return nil },
+		events:   func() []*corev1.Event { return nil },
+	}
+	probe := func(what string, list func(context.Context, metav1.ListOptions) error) bool {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := list(pctx, metav1.ListOptions{Limit: 1})
 		switch {
-		case s.opts.Nodes != nil:
-			s.shareNodes(ctx, nodeHandler)
-		case probe("Nodes", func(ctx context.Context, o metav1.ListOptions) error {
-			_, err := c.CoreV1().Nodes().List(ctx, o)
-			return err
-		}):
-			inf := main.Core().V1().Nodes()
-			_, _ = inf.Informer().AddEventHandler(nodeHandler)
-			s.listers.nodes = func() []*corev1.Node { l, _ := inf.Lister().List(labels.Everything()); return l }
-			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+		case err == nil:
+			return true
+		case apierrors.IsForbidden(err):
+			w.warnings = append(w.warnings, fmt.Sprintf("%s are not shown: this console's identity may not list them (%v)", what, err))
+		default:
+			w.warnings = append(w.warnings, fmt.Sprintf("%s are not shown: %v", what, err))
 		}
-		if probe("EndpointSlices", func(ctx context.Context, o metav1.ListOptions) error {
-			_, err := c.DiscoveryV1().EndpointSlices("").List(ctx, o)
-			return err
-		}) {
-			inf := main.Discovery().V1().EndpointSlices()
+		return false
+	}
+	if probe("Services", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := c.CoreV1().Services("").List(ctx, o)
+		return err
+	}) {
+		inf := main.Core().V1().Services()
+		_, _ = inf.Informer().AddEventHandler(handler)
+		w.listers.services = func() []*corev1.Service { l, _ := inf.Lister().List(labels.Everything()); return l }
+		w.listers.hasSynced = append(w.listers.hasSynced, inf.Informer().HasSynced)
+	}
+	switch {
+	case s.opts.Nodes != nil:
+		s.shareNodes(ctx, w, nodeHandler)
+	case probe("Nodes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := c.CoreV1().Nodes().List(ctx, o)
+		return err
+	}):
+		inf := main.Core().V1().Nodes()
+		_, _ = inf.Informer().AddEventHandler(nodeHandler)
+		w.listers.nodes = func() []*corev1.Node { l, _ := inf.Lister().List(labels.Everything()); return l }
+		w.listers.hasSynced = append(w.listers.hasSynced, inf.Informer().HasSynced)
+	}
+	if probe("EndpointSlices", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := c.DiscoveryV1().EndpointSlices("").List(ctx, o)
+		return err
+	}) {
+		inf := main.Discovery().V1().EndpointSlices()
+		_, _ = inf.Informer().AddEventHandler(handler)
+		w.listers.slices = func() []*discoveryv1.EndpointSlice { l, _ := inf.Lister().List(labels.Everything()); return l }
+		w.listers.hasSynced = append(w.listers.hasSynced, inf.Informer().HasSynced)
+	}
+	// Events only about Services and Nodes: the rest of a busy
+	// cluster's Events would cost memory and show nothing of ours.
+	var eventListers []func() []*corev1.Event
+	if probe("Events", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := c.CoreV1().Events("").List(ctx, o)
+		return err
+	}) {
+		for _, kind := range []string{"Service", "Node"} {
+			f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip),
+				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=" + kind }))
+			inf := f.Core().V1().Events()
 			_, _ = inf.Informer().AddEventHandler(handler)
-			s.listers.slices = func() []*discoveryv1.EndpointSlice { l, _ := inf.Lister().List(labels.Everything()); return l }
-			s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
+			eventListers = append(eventListers, func() []*corev1.Event { l, _ := inf.Lister().List(labels.Everything()); return l })
+			w.listers.hasSynced = append(w.listers.hasSynced, inf.Informer().HasSynced)
+			f.Start(ctx.Done())
 		}
-		// Events only about Services and Nodes: the rest of a busy
-		// cluster's Events would cost memory and show nothing of ours.
-		var eventListers []func() []*corev1.Event
-		if probe("Events", func(ctx context.Context, o metav1.ListOptions) error {
-			_, err := c.CoreV1().Events("").List(ctx, o)
-			return err
-		}) {
-			for _, kind := range []string{"Service", "Node"} {
-				f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip),
-					informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=" + kind }))
-				inf := f.Core().V1().Events()
-				_, _ = inf.Informer().AddEventHandler(handler)
-				eventListers = append(eventListers, func() []*corev1.Event { l, _ := inf.Lister().List(labels.Everything()); return l })
-				s.listers.hasSynced = append(s.listers.hasSynced, inf.Informer().HasSynced)
-				f.Start(ctx.Done())
+		w.listers.events = func() []*corev1.Event {
+			var out []*corev1.Event
+			for _, l := range eventListers {
+				out = append(out, l()...)
 			}
-			s.listers.events = func() []*corev1.Event {
-				var out []*corev1.Event
-				for _, l := range eventListers {
-					out = append(out, l()...)
-				}
-				return out
-			}
+			return out
 		}
-		main.Start(ctx.Done())
-		go func() {
-			cache.WaitForCacheSync(ctx.Done(), s.listers.hasSynced...)
-			close(s.ready)
-		}()
-	})
+	}
+	main.Start(ctx.Done())
+	go func() {
+		cache.WaitForCacheSync(ctx.Done(), w.listers.hasSynced...)
+		close(w.ready)
+	}()
+	return w
 }
 
 // Snapshot builds the current snapshot of view; the tests and the JSON
 // endpoint use it.
 func (s *Server) Snapshot(view View) Snapshot {
-	s.start()
+	w, release := s.use()
+	defer release()
 	// A resource listed but never synced (a watch refused, say) must not
 	// hang every page: after a while, show what there is.
 	select {
-	case <-s.ready:
+	case <-w.ready:
 	case <-time.After(syncWait):
 	}
 	ranges := s.opts.Ranges
@@ -339,21 +405,21 @@ func (s *Server) Snapshot(view View) Snapshot {
 	s.callsMu.Unlock()
 	snap := build(inputs{
 		now:      time.Now(),
-		services: s.listers.services(),
-		nodes:    s.listers.nodes(),
-		slices:   s.listers.slices(),
-		events:   s.listers.events(),
+		services: w.listers.services(),
+		nodes:    w.listers.nodes(),
+		slices:   w.listers.slices(),
+		events:   w.listers.events(),
 		ranges:   ranges,
 		owners:   s.owners(),
 		calls:    calls,
 		view:     view,
 	})
-	snap.Warnings = s.warnings
+	snap.Warnings = append([]string(nil), w.warnings...)
 	if s.opts.Degraded != nil {
 		snap.Degraded = s.opts.Degraded()
 	}
 	select {
-	case <-s.ready:
+	case <-w.ready:
 	default:
 		snap.Warnings = append(snap.Warnings, fmt.Sprintf("Still loading: the informers have not synced after %s", syncWait))
 	}
@@ -455,6 +521,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
+	// An open page keeps the watches running, however quiet the cluster.
+	_, release := s.use()
+	defer release()
 	ctx := r.Context()
 	sent := ^uint64(0) // the change count the page has; none yet
 	send := func(event string, data []byte) error {
@@ -546,15 +615,15 @@ func (s *Server) owners() []Owner {
 // shareNodes reads the nodes from the shared cache (Options.Nodes): one
 // copy of every node in the process, not two. Its handler goes when the
 // console's life ends; the cache is the manager's to stop.
-func (s *Server) shareNodes(ctx context.Context, handler cache.ResourceEventHandler) {
+func (s *Server) shareNodes(ctx context.Context, w *watches, handler cache.ResourceEventHandler) {
 	inf, err := s.opts.Nodes.GetInformer(ctx, &corev1.Node{})
 	if err != nil {
-		s.warnings = append(s.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
+		w.warnings = append(w.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
 		return
 	}
 	reg, err := inf.AddEventHandler(handler)
 	if err != nil {
-		s.warnings = append(s.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
+		w.warnings = append(w.warnings, fmt.Sprintf("Nodes are not shown: %v", err))
 		return
 	}
 	go func() {
@@ -562,12 +631,12 @@ func (s *Server) shareNodes(ctx context.Context, handler cache.ResourceEventHand
 		_ = inf.RemoveEventHandler(reg)
 	}()
 	list := cachednodes.FromCache(s.opts.Nodes)
-	s.listers.nodes = func() []*corev1.Node {
+	w.listers.nodes = func() []*corev1.Node {
 		nodes, err := list(ctx)
 		if err != nil {
 			return nil
 		}
 		return nodes
 	}
-	s.listers.hasSynced = append(s.listers.hasSynced, reg.HasSynced)
+	w.listers.hasSynced = append(w.listers.hasSynced, reg.HasSynced)
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -318,4 +320,77 @@ func TestHeartbeatsAreNoChange(t *testing.T) {
 	if got := s.version.Load() - before; got != 1 {
 		t.Errorf("three heartbeats and one providerID change counted as %d changes, want 1", got)
 	}
+}
+
+// A console nobody looks at stops its watches (and its sampling): after
+// IdleAfter without a request every watch it opened is stopped; the next
+// request starts them again and sees what changed meanwhile. An open page
+// (a stream) keeps them however long it stays.
+func TestWatchesStopWhenNobodyLooks(t *testing.T) {
+	client := fake.NewClientset(lbService("web"))
+	var mu sync.Mutex
+	var watchers []*watch.RaceFreeFakeWatcher
+	client.PrependWatchReactor("*", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake()
+		mu.Lock()
+		watchers = append(watchers, w)
+		mu.Unlock()
+		return true, w, nil
+	})
+	open := func() (all, stopped int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range watchers {
+			all++
+			if w.IsStopped() {
+				stopped++
+			}
+		}
+		return all, stopped
+	}
+	s := New(Options{Client: client, IdleAfter: 50 * time.Millisecond, Interval: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	if got := s.Snapshot(View{}).LoadBalancers; len(got) != 1 {
+		t.Fatalf("first snapshot: %d Services, want 1", len(got))
+	}
+	first, _ := open()
+	if first == 0 {
+		t.Fatal("the first request opened no watch")
+	}
+	waitFor("every watch stopped once nobody looks", func() bool { all, stopped := open(); return all == stopped })
+
+	// Changed while nobody looked: the next request sees it, through new
+	// watches.
+	if _, err := client.CoreV1().Services("default").Create(ctx, lbService("api"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Snapshot(View{}).LoadBalancers; len(got) != 2 {
+		t.Errorf("snapshot after the pause: %d Services, want 2", len(got))
+	}
+	if all, stopped := open(); all <= first || all == stopped {
+		t.Errorf("watches after the next request: %d opened, %d stopped; want new ones running", all, stopped)
+	}
+
+	// A stream open for several idle periods keeps them.
+	_, release := s.use()         // as a stream holds them
+	passes := s.reaps.Load() + 20 // 20 reaper passes: 4 idle periods
+	waitFor("20 reaper passes with a page open", func() bool { return s.reaps.Load() >= passes })
+	if all, stopped := open(); all == stopped {
+		t.Fatal("the watches stopped while a page was open")
+	}
+	release()
+	waitFor("every watch stopped after the page closed", func() bool { all, stopped := open(); return all == stopped })
 }
