@@ -9,7 +9,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
 )
@@ -28,9 +27,9 @@ func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map
 		Profiling:           opts.Profiling,
 		ContentionProfiling: opts.ContentionProfiling,
 		Readyz:              readyz,
-		// controller-runtime's registry: its own metrics, client-go's and
-		// every controller's.
-		Metrics:  metrics.Registry,
+		// controller-runtime's registry and component-base's, where
+		// providers register theirs.
+		Metrics:  servedMetrics(),
 		Handlers: map[string]http.Handler{"/configz": opts.configzHandler()},
 	}, cfg)
 	if err != nil {
