@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
@@ -155,9 +159,11 @@ func TestAWSProviderUnchanged(t *testing.T) {
 	for _, in := range instances {
 		registerNode(t, in.Name)
 	}
+	port := freeport.Get(t)
 	runOutrigger(t, "--cloud-provider=aws", "--cloud-config="+cfg, "--kubeconfig="+kubeconfig,
 		"--controllers=cloud-node-controller,cloud-node-lifecycle-controller",
-		"--leader-elect=false", "--secure-port=0", "--node-monitor-period=1s")
+		"--leader-elect=false", "--node-monitor-period=1s",
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--disable-metrics-authentication")
 
 	for _, in := range instances {
 		wantID := "aws:///" + in.Zone + "/" + in.ID
@@ -214,6 +220,14 @@ func TestAWSProviderUnchanged(t *testing.T) {
 	if n := getNode(t, instances[1].Name); hasTaint(n, cloudproviderapi.TaintNodeShutdown) {
 		t.Errorf("running instance's node tainted as shut down")
 	}
+	// AWS's own metrics (registered in component-base's legacy registry,
+	// as for the upstream CCM) are on Outrigger's /metrics.
+	metrics := scrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+	for _, name := range []string{"cloudprovider_aws_api_request_duration_seconds_count{", "outrigger_cloud_calls_total{"} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
 	calls := cloud.Calls()
 	t.Logf("EC2 calls the AWS provider made: %v", calls.ByOp)
 	for _, op := range []string{"EC2:DescribeInstances", "EC2:DescribeAvailabilityZones"} {
@@ -221,6 +235,24 @@ func TestAWSProviderUnchanged(t *testing.T) {
 			t.Errorf("no %s call reached the sim cloud", op)
 		}
 	}
+}
+
+// scrape reads /metrics of Outrigger's secure port (its self-signed
+// certificate is not verified: the test reads what it serves, nothing
+// secret).
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 // runOutrigger runs Outrigger in this process with the flags and main.go's
