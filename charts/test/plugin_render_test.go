@@ -166,6 +166,26 @@ cloudConfig:
 	if d.Spec.Template.Annotations["checksum/cloud-config"] == "" {
 		t.Errorf("no checksum/cloud-config annotation: the plugin reads it once, at start")
 	}
+
+	// Only Outrigger holds a token of its ServiceAccount: the plugin's
+	// process could otherwise act as the CCM in the cluster.
+	const tokenDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken %v, want false (the plugin gets no token)", spec.AutomountServiceAccountToken)
+	}
+	tm, ok := mountAt(o, tokenDir)
+	tv, vok := volumeNamed(spec, tm.Name)
+	if !ok || !vok || !tm.ReadOnly || tv.Projected == nil || len(tv.Projected.Sources) != 3 || tv.Projected.Sources[0].ServiceAccountToken == nil {
+		t.Errorf("outrigger's token: mount %+v, volume %+v; want the projected ServiceAccount token, CA and namespace", tm, tv)
+	}
+	if m, ok := mountAt(p, tokenDir); ok {
+		t.Errorf("the plugin mounts a token: %+v", m)
+	}
+	for _, m := range p.VolumeMounts {
+		if m.Name == tm.Name {
+			t.Errorf("the plugin mounts the token volume at %s", m.MountPath)
+		}
+	}
 }
 
 // decodeStrict reads YAML into v refusing unknown fields, as the grpc
@@ -261,15 +281,20 @@ func TestRenderPluginRejects(t *testing.T) {
 	}
 }
 
-// TestRenderDefaults checks the defaults docs/install.md explains: the
-// node's network, the secure port bound to the pod's IP only (where the
-// probes reach it), no profiling, requests without limits.
+// TestRenderDefaults checks the defaults docs/install.md explains: the pod
+// network and Pod Security "restricted", the secure port bound to the pod's
+// IP only (where the probes reach it), no profiling, requests and a memory
+// limit.
 func TestRenderDefaults(t *testing.T) {
 	objs := renderObjects(t, "", "cloudProvider=sim")
 	spec := deployment(t, objs).Spec.Template.Spec
 	c := container(t, deployment(t, objs))
-	if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSDefault {
-		t.Errorf("hostNetwork %v dnsPolicy %s, want true and Default", spec.HostNetwork, spec.DNSPolicy)
+	if spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirst {
+		t.Errorf("hostNetwork %v dnsPolicy %s, want false and ClusterFirst (Pod Security restricted)", spec.HostNetwork, spec.DNSPolicy)
+	}
+	if sc := spec.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 || sc.RunAsGroup == nil || *sc.RunAsGroup != 65532 {
+		t.Errorf("pod securityContext %+v, want non-root 65532:65532 with the RuntimeDefault seccomp profile", sc)
 	}
 	if !hasArg(c, "--bind-address=$(POD_IP)") || hasArgPrefix(c, "--secure-port") {
 		t.Errorf("args %q, want --bind-address=$(POD_IP) and the default secure port", c.Args)
@@ -290,8 +315,9 @@ func TestRenderDefaults(t *testing.T) {
 	if !hasArg(c, "--profiling=false") {
 		t.Errorf("args %q lack --profiling=false", c.Args)
 	}
-	if len(c.Resources.Limits) != 0 || c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Requests.Memory().String() != "128Mi" {
-		t.Errorf("resources %+v, want requests 100m and 128Mi, no limits", c.Resources)
+	if c.Resources.Limits.Cpu().Value() != 0 || c.Resources.Limits.Memory().String() != "1Gi" ||
+		c.Resources.Requests.Cpu().String() != "100m" || c.Resources.Requests.Memory().String() != "128Mi" {
+		t.Errorf("resources %+v, want requests 100m and 128Mi, a memory limit of 1Gi and no CPU limit", c.Resources)
 	}
 
 	for _, tt := range []struct{ value, arg string }{

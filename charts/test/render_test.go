@@ -114,8 +114,8 @@ func TestRender(t *testing.T) {
 			if c.Image != "outrigger.local/outrigger:0.2.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
 				t.Errorf("image %s (%s)", c.Image, c.ImagePullPolicy)
 			}
-			if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSDefault {
-				t.Errorf("hostNetwork %v dnsPolicy %s, want true and Default", spec.HostNetwork, spec.DNSPolicy)
+			if spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirst {
+				t.Errorf("hostNetwork %v dnsPolicy %s, want false and ClusterFirst", spec.HostNetwork, spec.DNSPolicy)
 			}
 			if spec.ServiceAccountName != "cloud-controller-manager" || spec.PriorityClassName != "system-cluster-critical" {
 				t.Errorf("serviceAccountName %q priorityClassName %q", spec.ServiceAccountName, spec.PriorityClassName)
@@ -124,6 +124,9 @@ func TestRender(t *testing.T) {
 			ref := deployment(t, deployObjects(t, "deployment.yaml"))
 			if !reflect.DeepEqual(spec.Tolerations, ref.Spec.Template.Spec.Tolerations) {
 				t.Errorf("tolerations %+v, want deploy/deployment.yaml's %+v", spec.Tolerations, ref.Spec.Template.Spec.Tolerations)
+			}
+			if !reflect.DeepEqual(spec.SecurityContext, ref.Spec.Template.Spec.SecurityContext) {
+				t.Errorf("pod securityContext %+v, want deploy/deployment.yaml's %+v", spec.SecurityContext, ref.Spec.Template.Spec.SecurityContext)
 			}
 			refC := ref.Spec.Template.Spec.Containers[0]
 			if !reflect.DeepEqual(c.SecurityContext, refC.SecurityContext) {

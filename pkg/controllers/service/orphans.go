@@ -31,8 +31,7 @@ const EventOrphanDeleted = "DeletedOrphanLoadBalancer"
 // controller's memory both missed it. A load balancer is this cluster's only
 // when its record carries this cluster's identity: clusters left at the
 // same --cluster-name (most are "kubernetes") and records made before the
-// identity are never deleted here (an ensure of a Service that exists here
-// adopts the latter).
+// identity (the upstream CCM's, say) are never deleted here.
 type orphanSweep struct {
 	client    client.Reader
 	owners    provider.LoadBalancerOwnership

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,15 +84,18 @@ func TestLoadBalancersCarryTheClusterIdentity(t *testing.T) {
 }
 
 // A load balancer made before it carried an identity (cluster name and
-// Service UID only) is adopted by the cluster whose Service it was made
-// for: it keeps its address and gets the identity.
-func TestLoadBalancerWithoutIdentityAdopted(t *testing.T) {
+// Service UID only, as the upstream CCM makes them) is served for the
+// Service whose UID it names, and left as it is: it keeps its address, and
+// an ensure of it changes nothing (a switch between CCMs recreates and
+// rewrites nothing). Deleting it for that Service works too.
+func TestLoadBalancerWithoutIdentityServed(t *testing.T) {
 	c, a, _ := twoClusters(t)
 	ctx := context.Background()
 	svc := lbService("web", "uid-1", nil)
 	name := cloudprovider.DefaultLoadBalancerName(svc)
+	legacy := map[string]string{TagCluster: "kubernetes", TagServiceUID: "uid-1", TagClass: "", TagService: "default/web"}
 	old, err := c.PutLoadBalancer(name, simcloud.LoadBalancerSpec{
-		Tags:      map[string]string{TagCluster: "kubernetes", TagServiceUID: "uid-1", TagClass: "", TagService: "default/web"},
+		Tags:      legacy,
 		Listeners: []simcloud.Listener{{Protocol: "TCP", Port: 80, NodePort: 30080}},
 	}, nil)
 	if err != nil {
@@ -104,28 +109,24 @@ func TestLoadBalancerWithoutIdentityAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb, _ := c.GetLoadBalancer(name)
-	if st.Ingress[0].IP != old.VIP || lb.Tags[TagClusterID] != "id-a" {
-		t.Errorf("after the ensure: VIP %s (was %s), tags %v; want the same VIP and cluster-id id-a", st.Ingress[0].IP, old.VIP, lb.Tags)
+	if st.Ingress[0].IP != old.VIP || !maps.Equal(lb.Tags, legacy) {
+		t.Errorf("after the ensure: VIP %s (was %s), tags %v; want the same VIP and the record as it was %v", st.Ingress[0].IP, old.VIP, lb.Tags, legacy)
 	}
-	// Deleting works on an old one as well (the Service that exists here
-	// made it).
-	other := lbService("api", "uid-2", nil)
-	if _, err := c.PutLoadBalancer(cloudprovider.DefaultLoadBalancerName(other), simcloud.LoadBalancerSpec{
-		Tags: map[string]string{TagCluster: "kubernetes", TagServiceUID: "uid-2"},
-	}, nil); err != nil {
+	if err := a.UpdateLoadBalancer(ctx, "kubernetes", svc, nil); err != nil {
+		t.Errorf("update of the Service's old load balancer: %v", err)
+	}
+	if err := a.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.EnsureLoadBalancerDeleted(ctx, "kubernetes", other); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := c.GetLoadBalancer(cloudprovider.DefaultLoadBalancerName(other)); ok {
+	if _, ok := c.GetLoadBalancer(name); ok {
 		t.Error("the Service's old load balancer was not deleted")
 	}
 }
 
 // Routes: each cluster lists and deletes only its own, although both have
-// the same name; a route made before it carried an identity is not listed
-// (so never deleted as stale) and is adopted when its node's route is made.
+// the same name. A route made before it carried an identity is listed, so
+// its node's route is kept as it is (no write), but never deleted: it may
+// be another cluster's of the same name.
 func TestRoutesOfTheClusterIdentity(t *testing.T) {
 	c, a, b := twoClusters(t)
 	ctx := context.Background()
@@ -147,33 +148,42 @@ func TestRoutesOfTheClusterIdentity(t *testing.T) {
 	if _, err := c.CreateRoute(old); err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.ListRoutes(ctx, "kubernetes")
-	if err != nil || len(got) != 1 || got[0].TargetNode != "node-a" {
-		t.Fatalf("ListRoutes of cluster a = %v, %v; want only node-a's", got, err)
+	targets := func(p *Provider) []string {
+		rs, err := p.ListRoutes(ctx, "kubernetes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, string(r.TargetNode))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := targets(a); !slices.Equal(got, []string{"node-a", "node-old"}) {
+		t.Errorf("cluster a lists routes to %v, want its own and the one without an identity", got)
+	}
+	if got := targets(b); !slices.Equal(got, []string{"node-b", "node-old"}) {
+		t.Errorf("cluster b lists routes to %v, want its own and the one without an identity", got)
 	}
 	theirs, _ := b.ListRoutes(ctx, "kubernetes")
-	if len(theirs) != 1 {
-		t.Fatalf("ListRoutes of cluster b = %v", theirs)
+	for _, r := range theirs {
+		if err := a.DeleteRoute(ctx, "kubernetes", r); err == nil && r.TargetNode != "node-a" {
+			t.Errorf("cluster a deleted the route to %s", r.TargetNode)
+		}
 	}
-	if err := a.DeleteRoute(ctx, "kubernetes", theirs[0]); err == nil {
-		t.Error("cluster a deleted cluster b's route")
-	}
-	// Adopted for node-old, which exists in cluster a.
+	// Its node's route, made before: success, and left as it is.
 	if err := a.CreateRoute(ctx, "kubernetes", "uid-node-old", &cloudprovider.Route{TargetNode: "node-old", DestinationCIDR: "198.18.3.0/24"}); err != nil {
-		t.Fatal(err)
-	}
-	// Cluster b cannot adopt what cluster a now holds.
-	if err := b.CreateRoute(ctx, "kubernetes", "uid-node-old", &cloudprovider.Route{TargetNode: "node-old", DestinationCIDR: "198.18.3.0/24"}); err == nil {
-		t.Error("cluster b took over cluster a's route")
+		t.Errorf("CreateRoute of a node whose route was made before: %v", err)
 	}
 	tags := map[string]map[string]string{}
 	for _, r := range c.Routes() {
 		tags[r.Target] = r.Tags
 	}
-	want := map[string]string{"node-a": "id-a", "node-b": "id-b", "node-old": "id-a"}
+	want := map[string]string{"node-a": "id-a", "node-b": "id-b", "node-old": ""}
 	for n, id := range want {
-		if tags[n][TagClusterID] != id || tags[n][TagCluster] != "kubernetes" {
-			t.Errorf("route to %s tagged %v, want cluster-id %s", n, tags[n], id)
+		if tags[n] == nil || tags[n][TagClusterID] != id || tags[n][TagCluster] != "kubernetes" {
+			t.Errorf("route to %s tagged %v, want cluster-id %q", n, tags[n], id)
 		}
 	}
 }

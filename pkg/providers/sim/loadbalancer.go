@@ -129,13 +129,18 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil {
 		return nil, err
 	}
-	if id := p.clusterIdentity(); id != "" {
-		spec.Tags[TagClusterID] = id
-	}
 	name := p.GetLoadBalancerName(ctx, clusterName, service)
 	var lb simcloud.LoadBalancer
 	err = p.owned(ctx, name, ownerTags(clusterName, service, true), func(match map[string]string) (err error) {
-		lb, err = p.client.PutLoadBalancer(ctx, name, spec, match)
+		// A new load balancer records this cluster's identity; one made
+		// before keeps its record as it is (the Service's UID proves it
+		// this Service's): an ensure of it stays a no-op.
+		s := spec
+		if id := match[TagClusterID]; id != "" {
+			s.Tags = maps.Clone(spec.Tags)
+			s.Tags[TagClusterID] = id
+		}
+		lb, err = p.client.PutLoadBalancer(ctx, name, s, match)
 		return err
 	})
 	if err != nil {
@@ -154,10 +159,11 @@ func (p *Provider) sameCluster(tags map[string]string) bool {
 // owned runs change on the load balancer name, conditional on match and on
 // this cluster's identity, both checked by the cloud in the same request.
 // A load balancer made before it carried an identity (cluster name and
-// Service UID only) is this Service's all the same, as the UID proves: on
-// a mismatch, change runs once more, conditional on the load balancer
-// still carrying no identity, and an ensure then records this cluster's
-// (it is adopted). One made by another cluster is never changed.
+// Service UID only, say by the upstream CCM before a switch) is this
+// Service's all the same, as the UID proves: on a mismatch, change runs
+// once more, conditional on the load balancer still carrying no identity,
+// and leaves its record as it is. One made by another cluster is never
+// changed.
 func (p *Provider) owned(ctx context.Context, name string, match map[string]string, change func(match map[string]string) error) error {
 	id := p.clusterIdentity()
 	if id == "" {

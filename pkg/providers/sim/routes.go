@@ -44,10 +44,12 @@ func (p *Provider) routeTags(clusterName string) map[string]string {
 }
 
 // ListRoutes implements cloudprovider.Routes: the cluster's routes, those
-// whose instance is gone marked Blackhole. A route made before it carried
-// a cluster identity is not listed, so never deleted as stale: it may be
-// another cluster's of the same name; CreateRoute adopts it for a node
-// that exists here. A provider never given an identity lists by name.
+// whose instance is gone marked Blackhole. With an identity, a route of
+// another identity is not listed; one made before routes carried an
+// identity (say by the upstream CCM before a switch) is, so that a node's
+// route is kept as it is, but DeleteRoute leaves it: it may be another
+// cluster's of the same name. A provider never given an identity lists by
+// name alone.
 func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	all, err := p.client.Routes(ctx)
 	if err != nil {
@@ -56,9 +58,7 @@ func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]*cloud
 	id := p.clusterIdentity()
 	var out []*cloudprovider.Route
 	for _, r := range all {
-		// Without an identity (a CCM that sets none, as the upstream CCM),
-		// the name alone, as before identities.
-		if r.Tags[TagCluster] != clusterName || (id != "" && r.Tags[TagClusterID] != id) {
+		if r.Tags[TagCluster] != clusterName || !sameIdentity(r.Tags, id) {
 			continue
 		}
 		out = append(out, &cloudprovider.Route{
@@ -71,11 +71,15 @@ func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]*cloud
 	return out, nil
 }
 
+// sameIdentity reports whether tags carry the identity id, or none.
+func sameIdentity(tags map[string]string, id string) bool {
+	got := tags[TagClusterID]
+	return got == "" || id == "" || got == id
+}
+
 // CreateRoute implements cloudprovider.Routes. A route that already exists
-// with the same destination and target is success. One of the same name
-// (the node's UID is in it), destination and target made before routes
-// carried a cluster identity is this node's: the cloud re-tags it with
-// this cluster's, conditional on it still carrying none.
+// with the same name (the node's UID is in it), destination and target,
+// of this cluster's identity or of none, is success.
 func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
 	tags := p.routeTags(clusterName)
 	r := simcloud.Route{
@@ -84,33 +88,20 @@ func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string
 		Target:      string(route.TargetNode),
 		Tags:        tags,
 	}
-	var adopt map[string]string
-	if tags[TagClusterID] != "" {
-		adopt = map[string]string{TagCluster: clusterName, TagClusterID: ""}
-	}
-	err := p.client.CreateRoute(ctx, r, adopt)
+	err := p.client.CreateRoute(ctx, r)
 	if simcloud.IsConflict(err) {
 		existing, lerr := p.client.Routes(ctx)
 		if lerr != nil {
 			return lerr
 		}
 		for _, e := range existing {
-			if e.Name == r.Name && e.Destination == r.Destination && e.Target == r.Target && tagsCarry(e.Tags, tags) {
+			if e.Name == r.Name && e.Destination == r.Destination && e.Target == r.Target &&
+				e.Tags[TagCluster] == clusterName && sameIdentity(e.Tags, tags[TagClusterID]) {
 				return nil
 			}
 		}
 	}
 	return err
-}
-
-// tagsCarry reports whether tags carry every key=value of want.
-func tagsCarry(tags, want map[string]string) bool {
-	for k, v := range want {
-		if tags[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // DeleteRoute implements cloudprovider.Routes: only a route made for

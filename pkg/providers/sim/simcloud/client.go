@@ -223,11 +223,9 @@ func (c *Client) Routes(ctx context.Context) ([]Route, error) {
 	return out, err
 }
 
-// CreateRoute adds a route. With adopt (nil: none), an existing route of
-// the same name, destination and target whose tags carry adopt is given
-// r's tags instead (Cloud.CreateRouteIf).
-func (c *Client) CreateRoute(ctx context.Context, r Route, adopt map[string]string) error {
-	return c.doIf(ctx, http.MethodPost, "/v1/routes", adopt, r, nil)
+// CreateRoute adds a route.
+func (c *Client) CreateRoute(ctx context.Context, r Route) error {
+	return c.do(ctx, http.MethodPost, "/v1/routes", r, nil)
 }
 
 // DeleteRoute removes a route by name, when its tags carry match (nil: any).

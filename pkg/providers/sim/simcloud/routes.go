@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/netip"
 	"sort"
@@ -32,12 +31,7 @@ var ErrRouteQuota = errors.New("route table quota exceeded")
 var ErrRouteExists = errors.New("route already exists")
 
 // CreateRoute adds a route.
-func (c *Cloud) CreateRoute(r Route) (Route, error) { return c.CreateRouteIf(r, nil) }
-
-// CreateRouteIf adds a route. With adopt (IfTagsHeader on the request), a
-// route of the same name, destination and target whose tags carry adopt
-// takes r's tags instead: its maker proves it is its own in the request.
-func (c *Cloud) CreateRouteIf(r Route, adopt map[string]string) (Route, error) {
+func (c *Cloud) CreateRoute(r Route) (Route, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.Name == "" || r.Target == "" {
@@ -47,11 +41,6 @@ func (c *Cloud) CreateRouteIf(r Route, adopt map[string]string) (Route, error) {
 		return Route{}, fmt.Errorf("route destination: %w", err)
 	}
 	if old, ok := c.routes[r.Name]; ok {
-		if adopt != nil && old.Destination == r.Destination && old.Target == r.Target && tagsMatch(old.Tags, adopt) {
-			old.Tags = maps.Clone(r.Tags)
-			c.routes[r.Name] = old
-			return old, nil
-		}
 		return old, fmt.Errorf("%w: %s -> %s", ErrRouteExists, old.Destination, old.Target)
 	}
 	if q := c.settings.MaxRoutes; q > 0 && len(c.routes) >= q {
@@ -102,12 +91,7 @@ func (c *Cloud) createRoute(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
 		return
 	}
-	adopt, err := ifTags(r)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, Error{Code: "BadRequest", Message: err.Error()})
-		return
-	}
-	out, err := c.CreateRouteIf(in, adopt)
+	out, err := c.CreateRoute(in)
 	switch {
 	case errors.Is(err, ErrRouteQuota):
 		writeJSON(w, http.StatusForbidden, Error{Code: "QuotaExceeded", Message: err.Error()})
