@@ -39,7 +39,9 @@ func TestPodSecurity(t *testing.T) {
 				Labels: map[string]string{"pod-security.kubernetes.io/enforce": tc.level}}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = testenv.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				_ = testenv.Client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+			})
 			// Critical priority classes are for kube-system; the pod's
 			// security is what is tested here.
 			rel, err := charttest.Render(ns, tc.values+"priorityClassName: \"\"\n")

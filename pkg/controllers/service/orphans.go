@@ -63,7 +63,7 @@ func (s *orphanSweep) sweep(ctx context.Context) {
 		id = s.clusterID()
 	}
 	if id == "" {
-		log.Info("The cluster's identity is not known: deleting nothing this period")
+		log.V(2).Info("The cluster's identity is not known: deleting nothing this period")
 		return
 	}
 	owned, err := s.owners.ListLoadBalancerOwners(ctx, s.cluster)
