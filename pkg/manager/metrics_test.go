@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -18,7 +19,7 @@ func TestProviderMetricsServed(t *testing.T) {
 	calls.WithLabelValues("DescribeInstances").Inc()
 	own := prometheus.NewCounter(prometheus.CounterOpts{Name: "test_outrigger_own_total", Help: "Test."})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(own, prometheus.NewGoCollector())
+	reg.MustRegister(own, collectors.NewGoCollector())
 	families, err := mergedGatherer{reg, legacyregistry.DefaultGatherer}.Gather()
 	if err != nil {
 		t.Fatal(err)
