@@ -223,12 +223,21 @@ func (c clientWithCIDRs) NodeCIDRs(ctx context.Context, node *corev1.Node) ([]st
 	return resp.GetCidrs(), err
 }
 
-// call makes one RPC and maps its error back.
+// call makes one RPC and maps its error back. An answer about one object
+// may be at most MaxObjectAnswerBytes; only the lists may be larger.
 func call[T any](ctx context.Context, method string, fn func(context.Context, ...grpc.CallOption) (T, error)) (T, error) {
 	var trailer metadata.MD
-	resp, err := fn(ctx, grpc.Trailer(&trailer))
+	opts := []grpc.CallOption{grpc.Trailer(&trailer)}
+	if !listAnswers[method] {
+		opts = append(opts, grpc.MaxCallRecvMsgSize(MaxObjectAnswerBytes))
+	}
+	resp, err := fn(ctx, opts...)
 	return resp, fromStatus(method, err, trailer)
 }
+
+// listAnswers are the calls whose answers grow with the cluster, bounded
+// by MaxAnswerBytes.
+var listAnswers = map[string]bool{"ListRoutes": true, "ListLoadBalancerOwners": true, "InstancesStatus": true}
 
 // Close closes the connection.
 func (c *Client) Close() error {

@@ -239,6 +239,13 @@ const MessageBudget = 3 << 20
 // times the 100,000 of 50,000 dual-stack nodes.
 const MaxAnswerBytes = 64 << 20
 
+// MaxObjectAnswerBytes is the largest answer about one object (a load
+// balancer's status, an instance's metadata) Outrigger accepts: far above
+// any real one, and small enough that hundreds of workers waiting on a
+// plugin that answers too much hold megabytes, not gigabytes. A larger
+// answer fails its call with the reason MessageTooLarge.
+const MaxObjectAnswerBytes = 1 << 20
+
 // ReasonMessageTooLarge classifies ErrMessageTooLarge.
 const ReasonMessageTooLarge = "MessageTooLarge"
 
