@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -17,23 +16,11 @@ import (
 // share a --cluster-name but not an identity (provider.ClusterIdentity).
 func twoClusters(t *testing.T) (*simcloud.Cloud, *Provider, *Provider) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c := simcloud.New("r1", "z1")
-	url, err := c.Serve(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []*Provider
-	for _, id := range []string{"id-a", "id-b"} {
-		p, err := New(strings.NewReader("endpoint: " + url + "\nrequestTimeout: 1s\nretries: 0"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.(*Provider).SetClusterID(id)
-		ps = append(ps, p.(*Provider))
-	}
-	return c, ps[0], ps[1]
+	c, a := start(t)
+	b := connect(t, a.client.BaseURL, 0)
+	a.SetClusterID("id-a")
+	b.SetClusterID("id-b")
+	return c, a, b
 }
 
 // Every load balancer records the identity of the cluster that made it,
@@ -194,11 +181,7 @@ func TestRoutesOfTheClusterIdentity(t *testing.T) {
 func TestWithoutIdentityByName(t *testing.T) {
 	c, a, _ := twoClusters(t)
 	ctx := context.Background()
-	cp, err := New(strings.NewReader("endpoint: " + a.client.BaseURL + "\nretries: 0")) // a's cloud, no identity
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain := cp.(*Provider)
+	plain := connect(t, a.client.BaseURL, 0) // a's cloud, no identity
 	if _, err := c.Create(simcloud.CreateRequest{Name: "node-a"}); err != nil {
 		t.Fatal(err)
 	}

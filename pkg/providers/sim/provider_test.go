@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -23,11 +24,17 @@ func start(t *testing.T) (*simcloud.Cloud, *Provider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(strings.NewReader("endpoint: " + url + "\nrequestTimeout: 1s\nretries: 2"))
+	return c, connect(t, url, 2)
+}
+
+// connect is a provider of the cloud at url.
+func connect(t *testing.T, url string, retries int) *Provider {
+	t.Helper()
+	p, err := New(strings.NewReader(fmt.Sprintf("endpoint: %s\nrequestTimeout: 1s\nretries: %d", url, retries)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, p.(*Provider)
+	return p.(*Provider)
 }
 
 func nodeNamed(name, providerID string) *corev1.Node {
