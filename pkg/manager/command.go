@@ -23,12 +23,31 @@ import (
 // controller manager; extra subcommands (dev, sim) are added by the caller.
 func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Command {
 	opts := NewOptions()
-	cmd := &cobra.Command{
+	cmd := NewCustomCommand(opts, CommandText{
 		Use:   "outrigger",
 		Short: "Outrigger is a Kubernetes cloud-controller-manager",
 		Long: "Outrigger runs the cloud controllers of a Kubernetes cluster (node initialization, node lifecycle,\n" +
 			"load balancers, routes, node IPAM) for the provider named by --cloud-provider. It accepts every flag of\n" +
 			"the upstream cloud-controller-manager. Registered providers: " + fmt.Sprint(reg.Names()) + ".",
+	}, cliflag.NamedFlagSets{}, func(ctx context.Context) error {
+		return Run(ctx, opts, reg)
+	})
+	cmd.AddCommand(subcommands...)
+	return cmd
+}
+
+// CommandText is what a command says of itself.
+type CommandText struct{ Use, Short, Long string }
+
+// NewCustomCommand is the command of NewCommand around another run: opts
+// are bound to its flags, extra adds flag sections after Outrigger's (no
+// name twice), and run is called once logging is set up from the flags.
+// Package app builds a provider's own command with it.
+func NewCustomCommand(opts *Options, text CommandText, extra cliflag.NamedFlagSets, run func(context.Context) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           text.Use,
+		Short:         text.Short,
+		Long:          text.Long,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -42,14 +61,15 @@ func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Co
 			if err := logsapi.ValidateAndApply(opts.Logs, featureGate); err != nil {
 				return err
 			}
-			ctx := klog.NewContext(cmd.Context(), klog.Background())
 			ctrl.SetLogger(klog.Background())
-			return Run(ctx, opts, reg)
+			return run(klog.NewContext(cmd.Context(), klog.Background()))
 		},
 	}
 	nfs := opts.AddFlags(cmd.Flags())
+	for _, name := range extra.Order {
+		cmd.Flags().AddFlagSet(extra.FlagSet(name))
+	}
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.AddCommand(subcommands...)
 	// --help prints the flags by section, as upstream's does; subcommands
 	// keep cobra's own help.
 	defaultHelp := cmd.HelpFunc()
@@ -58,14 +78,18 @@ func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Co
 			defaultHelp(c, args)
 			return
 		}
-		fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n  %s [command]\n\nCommands:\n", c.Long, c.UseLine(), c.CommandPath())
-		for _, sub := range c.Commands() {
-			if sub.IsAvailableCommand() {
-				fmt.Fprintf(c.OutOrStdout(), "  %-12s %s\n", sub.Name(), sub.Short)
+		fmt.Fprintf(c.OutOrStdout(), "%s\n\nUsage:\n  %s\n", c.Long, c.UseLine())
+		if c.HasAvailableSubCommands() {
+			fmt.Fprintf(c.OutOrStdout(), "  %s [command]\n\nCommands:\n", c.CommandPath())
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					fmt.Fprintf(c.OutOrStdout(), "  %-12s %s\n", sub.Name(), sub.Short)
+				}
 			}
 		}
 		// 0 columns: no wrapping, so the text is the same in a pipe.
 		cliflag.PrintSections(c.OutOrStdout(), nfs, 0)
+		cliflag.PrintSections(c.OutOrStdout(), extra, 0)
 	})
 	return cmd
 }

@@ -81,6 +81,9 @@ func (ids *identities) forController(target manager.Manager, controller string) 
 		return &identityManager{Manager: target, client: target.GetClient(), events: ids.events}, nil
 	}
 	sa := serviceAccounts[controller]
+	if ext := ids.opts.Extension; ext != nil && ext.ClientNames[controller] != "" {
+		sa = ext.ClientNames[controller]
+	}
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
 	if m, ok := ids.made[sa]; ok {

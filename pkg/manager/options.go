@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -116,6 +117,10 @@ type Options struct {
 	CloudBurst                   int
 	CloudCallTimeout             time.Duration
 	DisableMetricsAuthentication bool
+
+	// Extension is what a provider's own main adds (package app); nil
+	// for Outrigger's own binaries.
+	Extension *Extension
 
 	// flags is the flag set AddFlags registered on, to tell a flag the
 	// user gave from one left at its default.
@@ -319,13 +324,10 @@ func addAuthorizationFlags(fs *pflag.FlagSet, a *secureserving.AuthorizationOpti
 	fs.DurationVar(&a.DenyCacheTTL, "authorization-webhook-cache-unauthorized-ttl", a.DenyCacheTTL, "How long a denied SubjectAccessReview is cached.")
 }
 
-func aliasList() string {
-	var out []string
-	for alias := range flagAliases {
-		out = append(out, alias)
-	}
-	slices.Sort(out)
-	return strings.Join(out, ", ")
+func aliasList() string { return aliasNames(flagAliases) }
+
+func aliasNames(aliases map[string]string) string {
+	return strings.Join(slices.Sorted(maps.Keys(aliases)), ", ")
 }
 
 // changed reports whether the user gave the flag.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
@@ -25,11 +23,13 @@ type providerInit struct {
 	config   *rest.Config
 	opts     *Options
 	cluster  *clusterIdentity
-	done     chan struct{}
+	// informers are the manager's cache as a client-go factory.
+	informers *sharedInformers
+	done      chan struct{}
 }
 
-func newProviderInit(p cloudprovider.Interface, name string, cfg *rest.Config, opts *Options, cluster *clusterIdentity) *providerInit {
-	return &providerInit{provider: p, name: name, config: cfg, opts: opts, cluster: cluster, done: make(chan struct{})}
+func newProviderInit(p cloudprovider.Interface, name string, cfg *rest.Config, opts *Options, cluster *clusterIdentity, informers *sharedInformers) *providerInit {
+	return &providerInit{provider: p, name: name, config: cfg, opts: opts, cluster: cluster, informers: informers, done: make(chan struct{})}
 }
 
 func (p *providerInit) NeedLeaderElection() bool { return true }
@@ -43,25 +43,23 @@ func (p *providerInit) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	p.provider.Initialize(clientBuilder{p.config}, ctx.Done())
+	var builder cloudprovider.ControllerClientBuilder = clientBuilder{p.config}
+	if ext := p.opts.Extension; ext != nil && ext.ClientBuilder != nil {
+		builder = ext.ClientBuilder
+	}
+	p.provider.Initialize(builder, ctx.Done())
 	// After Initialize, as SetInformers: a provider may set up its clients there.
 	if c, ok := p.provider.(provider.ClusterIdentity); ok && id != "" {
 		c.SetClusterID(id)
 	}
+	// A provider that watches objects itself gets the manager's cache,
+	// which has started by now (this runs once leading).
 	if user, ok := p.provider.(cloudprovider.InformerUser); ok {
-		client, err := kubernetes.NewForConfig(p.config)
-		if err != nil {
-			return fmt.Errorf("informers for the provider: %w", err)
+		user.SetInformers(p.informers)
+		p.informers.StartWithContext(ctx)
+		if res := p.informers.WaitForCacheSyncWithContext(ctx); res.Err != nil && ctx.Err() == nil {
+			return fmt.Errorf("the provider's informers: %w", res.Err)
 		}
-		factory := informers.NewSharedInformerFactory(client, p.opts.MinResyncPeriod)
-		user.SetInformers(factory)
-		factory.Start(ctx.Done())
-		for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-			if !ok && ctx.Err() == nil {
-				return fmt.Errorf("the provider's informer for %v did not sync", typ)
-			}
-		}
-		defer factory.Shutdown()
 	}
 	log.Info("Provider initialized", "provider", p.name)
 	close(p.done)

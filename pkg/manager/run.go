@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,24 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			return nil, err
 		}
 	}
+	restConfig, err := restConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
+	if err != nil {
+		return nil, fmt.Errorf("creating the controller manager: %w", err)
+	}
+	coreClient, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("API client: %w", err)
+	}
+	informers := newSharedInformers(mgr.GetCache(), mgr.GetScheme(), coreClient)
+	if ext := opts.Extension; ext != nil && ext.Prepare != nil {
+		if err := ext.Prepare(mgr, informers); err != nil {
+			return nil, err
+		}
+	}
 	units, err := buildUnits(opts, reg)
 	if err != nil {
 		return nil, err
@@ -74,16 +93,8 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			log.Info("Warning: the provider reports no cluster ID; a cluster ID will be required in the future, tag your cluster", "provider", u.name)
 		}
 	}
-	restConfig, err := restConfig(opts)
-	if err != nil {
-		return nil, err
-	}
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
-	mgr, err := ctrl.NewManager(restConfig, managerOptions(opts))
-	if err != nil {
-		return nil, fmt.Errorf("creating the controller manager: %w", err)
-	}
 	port, err := securePort(ctx, opts, restConfig, readyz)
 	if err != nil {
 		return nil, err
@@ -128,7 +139,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	}
 	cluster := &clusterIdentity{config: restConfig}
 	for _, u := range units {
-		u.init = newProviderInit(u.provider, u.name, restConfig, opts, cluster)
+		u.init = newProviderInit(u.provider, u.name, restConfig, opts, cluster, informers)
 		if err := mgr.Add(u.init); err != nil {
 			return nil, err
 		}
@@ -169,7 +180,27 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 		return nil, err
 	}
 	migrated := &deferringManager{Manager: mgr}
+	var extra []Controller
+	for _, c := range opts.extraControllers() {
+		if slices.Contains(enabled, c.Name) {
+			extra = append(extra, c)
+			log.Info("Enabled provider controller", "controller", c.Name, "lease", "main")
+		}
+	}
+	if len(extra) > 0 {
+		// After the provider's Initialize, as upstream starts them.
+		pc := &providerControllers{controllers: extra, started: opts.Extension.Started,
+			recorder: mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
+			lease: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+				Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName}}
+		if err := (afterInit{Manager: mgr, done: units[0].init.done}).Add(pc); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range enabled {
+		if !slices.Contains(shippedControllers, name) {
+			continue
+		}
 		target := mgr
 		lease := "main"
 		if migration != nil {

@@ -3,6 +3,7 @@ package manager
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -139,34 +140,47 @@ func oneLine(errs []error) error {
 }
 
 // EnabledControllers resolves --controllers into the controllers to run,
-// by their canonical names.
+// by their canonical names: Outrigger's in start order, then the provider's
+// own (Options.Extension) in theirs. As upstream, '*' leaves out those
+// disabled by default, which run only when named.
 func (o *Options) EnabledControllers() ([]string, error) {
+	builtin := o.builtin()
+	known := slices.Clone(builtin)
+	off := map[string]bool{}
+	for _, c := range o.extraControllers() {
+		known = append(known, c.Name)
+		off[c.Name] = c.DisabledByDefault
+	}
+	aliases := maps.Clone(flagAliases)
+	if o.Extension != nil {
+		maps.Copy(aliases, o.Extension.Aliases)
+	}
 	all := false
 	enabled := map[string]bool{}
 	disabled := map[string]bool{}
 	for _, c := range o.Controllers {
 		c = strings.TrimSpace(c)
-		name, off := strings.CutPrefix(c, "-")
-		if canonical, ok := flagAliases[name]; ok {
+		name, minus := strings.CutPrefix(c, "-")
+		if canonical, ok := aliases[name]; ok {
 			name = canonical
 		}
 		switch {
 		case c == "*":
 			all = true
 			continue
-		case slices.Contains(shippedControllers, name):
+		case slices.Contains(known, name):
 		default:
-			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s; aliases: %s)", c, strings.Join(shippedControllers, ", "), aliasList())
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s; aliases: %s)", c, strings.Join(known, ", "), aliasNames(aliases))
 		}
-		if off {
+		if minus {
 			disabled[name] = true
 		} else {
 			enabled[name] = true
 		}
 	}
 	var out []string
-	for _, name := range shippedControllers {
-		if !disabled[name] && (all || enabled[name]) {
+	for _, name := range known {
+		if !disabled[name] && (enabled[name] || all && !off[name]) {
 			out = append(out, name)
 		}
 	}

@@ -51,6 +51,10 @@ func (v versionFlag) print(w io.Writer) {
 		fmt.Fprintln(w, "Outrigger (no build information)")
 		return
 	}
+	// A provider's own binary (package app) names itself first.
+	if info.Main.Path != "" && info.Main.Path != outriggerModule {
+		fmt.Fprintf(w, "%s %s\n", info.Main.Path, info.Main.Version)
+	}
 	fmt.Fprintf(w, "Outrigger %s\n", outriggerVersion(info))
 	fmt.Fprintf(w, "Kubernetes component version %s\n", version.Get().GitVersion)
 	fmt.Fprintf(w, "Go %s\n", info.GoVersion)
@@ -64,6 +68,8 @@ func (v versionFlag) print(w io.Writer) {
 		}
 	}
 }
+
+const outriggerModule = "github.com/outrigger-ccm/outrigger"
 
 // outriggerVersion is Outrigger's version (pkg/version) and, when built
 // from a checkout, the commit.

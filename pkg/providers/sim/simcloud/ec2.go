@@ -33,7 +33,7 @@ const ec2OwnerID = "000000000000"
 // UnsupportedOperation, whereas names EC2 does not have fail with InvalidAction.
 var ec2Unsupported = map[string]bool{
 	"AuthorizeSecurityGroupIngress": true, "CreateRoute": true, "CreateSecurityGroup": true,
-	"CreateTags": true, "DeleteRoute": true, "DeleteSecurityGroup": true, "DeleteTags": true,
+	"DeleteRoute": true, "DeleteSecurityGroup": true,
 	"DescribeNetworkInterfaces": true, "DescribeRouteTables": true, "DescribeSecurityGroups": true,
 	"DescribeSubnets": true, "DescribeVpcs": true, "ModifyInstanceAttribute": true,
 	"RevokeSecurityGroupIngress": true, "DescribeInstanceStatus": true, "RunInstances": true,
@@ -80,6 +80,8 @@ func (c *Cloud) ec2Handler(w http.ResponseWriter, r *http.Request) {
 		"DescribeAvailabilityZones": c.ec2DescribeAvailabilityZones,
 		"DescribeRegions":           c.ec2DescribeRegions,
 		"DescribeInstanceTopology":  c.ec2DescribeInstanceTopology,
+		"CreateTags":                c.ec2CreateTags,
+		"DeleteTags":                c.ec2DeleteTags,
 	}
 	h, ok := handlers[action]
 	op := "EC2:" + action
@@ -800,4 +802,87 @@ func shortHash(s string) string {
 	h := fnv.New128a()
 	_, _ = h.Write([]byte(s))
 	return hex.EncodeToString(h.Sum(nil))[:17]
+}
+
+// ec2TagsResponse answers CreateTags and DeleteTags.
+type ec2TagsResponse struct {
+	XMLName xml.Name
+	ec2Response
+	Return bool `xml:"return"`
+}
+
+// ec2Tags reads Tag.N.Key and Tag.N.Value; a key without a value has "".
+func ec2Tags(r *http.Request) (keys, values []string, err error) {
+	for i := 1; ; i++ {
+		p := "Tag." + strconv.Itoa(i)
+		k, ok := r.Form[p+".Key"]
+		if !ok {
+			return keys, values, nil
+		}
+		if len(k) != 1 || k[0] == "" || len(k[0]) > 128 {
+			return nil, nil, ec2Errorf("InvalidParameterValue", "%s.Key must be given once, 1 to 128 characters", p)
+		}
+		keys = append(keys, k[0])
+		values = append(values, r.Form.Get(p+".Value"))
+	}
+}
+
+// ec2TagInstances applies change to the labels (the EC2 tags) of every
+// instance in ResourceId.N, all or none: an unknown or malformed ID fails
+// the call before any instance changes, as EC2's does.
+func (c *Cloud) ec2TagInstances(r *http.Request, change func(labels map[string]string, keys, values []string)) error {
+	ids := ec2List(r, "ResourceId")
+	if len(ids) == 0 {
+		return ec2Errorf("MissingParameter", "The request must contain the parameter resourceIdSet")
+	}
+	keys, values, err := ec2Tags(r)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []*Instance
+	for _, id := range ids {
+		if !instanceIDPattern.MatchString(id) {
+			return ec2Errorf("InvalidID", "The ID '%s' is not valid", id)
+		}
+		in, ok := c.instances[id]
+		if !ok {
+			return ec2Errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
+		}
+		found = append(found, in)
+	}
+	for _, in := range found {
+		if in.Labels == nil {
+			in.Labels = map[string]string{}
+		}
+		change(in.Labels, keys, values)
+	}
+	return nil
+}
+
+func (c *Cloud) ec2CreateTags(r *http.Request) (any, error) {
+	if err := c.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
+		for i, k := range keys {
+			labels[k] = values[i]
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return &ec2TagsResponse{XMLName: xml.Name{Local: "CreateTagsResponse"}, Return: true}, nil
+}
+
+// ec2DeleteTags deletes each Tag.N.Key, only where its value matches when
+// Tag.N.Value is given.
+func (c *Cloud) ec2DeleteTags(r *http.Request) (any, error) {
+	if err := c.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
+		for i, k := range keys {
+			if _, given := r.Form["Tag."+strconv.Itoa(i+1)+".Value"]; !given || labels[k] == values[i] {
+				delete(labels, k)
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	return &ec2TagsResponse{XMLName: xml.Name{Local: "DeleteTagsResponse"}, Return: true}, nil
 }

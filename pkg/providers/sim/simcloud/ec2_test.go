@@ -3,6 +3,7 @@ package simcloud
 import (
 	"encoding/xml"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -211,7 +212,7 @@ func TestEC2Errors(t *testing.T) {
 		code     string
 	}{
 		{"unknown action", url.Values{"Action": {"LaunchRockets"}}, false, 400, "InvalidAction"},
-		{"EC2 action the sim does not implement", url.Values{"Action": {"CreateTags"}}, false, 400, "UnsupportedOperation"},
+		{"EC2 action the sim does not implement", url.Values{"Action": {"CreateSecurityGroup"}}, false, 400, "UnsupportedOperation"},
 		{"no action", url.Values{}, false, 400, "MissingAction"},
 		{"unsigned", url.Values{"Action": {"DescribeInstances"}}, true, 401, "AuthFailure"},
 		{"instance not found", url.Values{"Action": {"DescribeInstances"}, "InstanceId.1": {"i-000000ff"}}, false, 400, "InvalidInstanceID.NotFound"},
@@ -381,5 +382,42 @@ func TestWildcardMatch(t *testing.T) {
 		if got := wildcardMatch(tc.p, tc.s); got != tc.want {
 			t.Errorf("wildcardMatch(%q, %q) = %v", tc.p, tc.s, got)
 		}
+	}
+}
+
+// TestEC2Tags: CreateTags and DeleteTags change the tags DescribeInstances
+// shows, on every instance named or on none.
+func TestEC2Tags(t *testing.T) {
+	c, srv := ec2Cloud(t)
+	tags := func(id string) map[string]string {
+		in, _ := c.Get(id)
+		return in.Labels
+	}
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		code int
+		want map[string]string // i-00000002's labels after
+	}{
+		{"create", url.Values{"Action": {"CreateTags"}, "ResourceId.1": {"i-00000002"}, "ResourceId.2": {"i-00000003"},
+			"Tag.1.Key": {"team"}, "Tag.1.Value": {"edge"}, "Tag.2.Key": {"cost"}}, 200, map[string]string{"team": "edge", "cost": ""}},
+		{"unknown instance changes none", url.Values{"Action": {"CreateTags"}, "ResourceId.1": {"i-00000002"}, "ResourceId.2": {"i-0000ffff"},
+			"Tag.1.Key": {"team"}, "Tag.1.Value": {"core"}}, 400, map[string]string{"team": "edge", "cost": ""}},
+		{"delete only where the value matches", url.Values{"Action": {"DeleteTags"}, "ResourceId.1": {"i-00000002"},
+			"Tag.1.Key": {"team"}, "Tag.1.Value": {"core"}, "Tag.2.Key": {"cost"}}, 200, map[string]string{"team": "edge"}},
+		{"no resource", url.Values{"Action": {"DeleteTags"}, "Tag.1.Key": {"team"}}, 400, map[string]string{"team": "edge"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := ec2Call(t, srv, tc.form, true)
+			if code != tc.code {
+				t.Fatalf("status %d, want %d: %s", code, tc.code, body)
+			}
+			if got := tags("i-00000002"); !maps.Equal(got, tc.want) {
+				t.Errorf("tags %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := tags("i-00000003"); got["team"] != "edge" {
+		t.Errorf("second instance's tags %v, want team=edge", got)
 	}
 }

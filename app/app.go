@@ -1,0 +1,431 @@
+// Package app runs a provider's own main.go, written against upstream's
+// k8s.io/cloud-provider/app, on Outrigger: the main changes only that import
+// path. Its exported API is what providers use of upstream's package, with
+// upstream's own types wherever provider code passes them on (a controller
+// package that imports upstream's app types, as AWS's tagging controller
+// does, compiles unchanged).
+//
+// Behind NewCloudControllerManagerCommand runs Outrigger: its flags (every
+// upstream flag and Outrigger's own, with the provider's additional flags
+// after them), its secure port, leader election and controllers. The keys
+// of DefaultInitFuncConstructors run Outrigger's controllers; every other
+// key runs the provider's InitFunc under Outrigger's leader election once
+// the provider is initialized, enabled by --controllers as upstream. The
+// cloud initializer gets upstream's *config.CompletedConfig built from the
+// flags, whose SharedInformers are Outrigger's own cache.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"reflect"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/restmapper"
+	cloudprovider "k8s.io/cloud-provider"
+	upstream "k8s.io/cloud-provider/app"
+	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
+	"k8s.io/controller-manager/pkg/clientbuilder"
+	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/klog/v2"
+	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
+)
+
+// Upstream's types, so that what a provider builds with them passes
+// through unchanged.
+type (
+	ControllerInitFuncConstructor = upstream.ControllerInitFuncConstructor
+	ControllerInitContext         = upstream.ControllerInitContext
+	InitFunc                      = upstream.InitFunc
+	InitFuncConstructor           = upstream.InitFuncConstructor
+	InitCloudFunc                 = upstream.InitCloudFunc
+)
+
+// ConfigzName is upstream's /configz section name.
+const ConfigzName = upstream.ConfigzName
+
+var (
+	// ControllersDisabledByDefault are controllers '*' leaves out: they run
+	// only when --controllers names them. A provider inserts its own.
+	ControllersDisabledByDefault = sets.NewString()
+
+	// AllWebhooks and DisabledByDefaultWebhooks are empty, as upstream's:
+	// no webhooks are served.
+	AllWebhooks               = []string{}
+	DisabledByDefaultWebhooks = []string{}
+)
+
+// DefaultInitFuncConstructors are Outrigger's controllers by upstream's
+// names, with upstream's client names (the ServiceAccounts they act as
+// with --use-service-account-credentials). A provider may change a
+// ClientName, leave a controller out, or replace one with its own
+// constructor, which then runs instead of Outrigger's.
+var DefaultInitFuncConstructors = map[string]ControllerInitFuncConstructor{
+	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
+	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
+	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: outriggerController},
+	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: outriggerController},
+	nodeipam.Name:                      {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
+}
+
+// outriggerController marks a constructor of DefaultInitFuncConstructors:
+// the controller is Outrigger's own, run by its manager, and the InitFunc
+// is never called.
+func outriggerController(ControllerInitContext, *cloudcontrollerconfig.CompletedConfig, cloudprovider.Interface) InitFunc {
+	return func(context.Context, genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		return nil, false, errors.New("this controller runs inside Outrigger's manager, not through an InitFunc")
+	}
+}
+
+func isOutriggers(c ControllerInitFuncConstructor) bool {
+	return c.Constructor != nil && reflect.ValueOf(c.Constructor).Pointer() == reflect.ValueOf(outriggerController).Pointer()
+}
+
+// ControllerNames are the names of the constructors, sorted.
+func ControllerNames(constructors map[string]ControllerInitFuncConstructor) []string {
+	return sets.StringKeySet(constructors).List()
+}
+
+// NewCloudControllerManagerCommand is upstream's, running Outrigger. s
+// holds the provider's defaults (any it changed from upstream's are
+// Outrigger's defaults too) and, once the command runs, the values of the
+// flags. additionalFlags follow Outrigger's flags in --help; one that
+// Outrigger also defines is one flag (the provider's default wins until the
+// user gives it), and one of another type stops the command with a
+// one-line error. The command runs until stopCh closes, SIGINT or SIGTERM.
+func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, cloudInitializer InitCloudFunc, controllerInitFuncConstructors map[string]ControllerInitFuncConstructor, controllerAliases map[string]string, additionalFlags cliflag.NamedFlagSets, stopCh <-chan struct{}) *cobra.Command {
+	opts := manager.NewOptions()
+	b := &binary{
+		s: s, opts: opts, cloudInitializer: cloudInitializer,
+		constructors: controllerInitFuncConstructors, aliases: controllerAliases, stop: stopCh,
+	}
+	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, AllWebhooks, DisabledByDefaultWebhooks)
+	extra, dups := b.splitFlags(additionalFlags)
+	cmd := manager.NewCustomCommand(opts, manager.CommandText{
+		Use:  "cloud-controller-manager",
+		Long: "The cloud controller manager runs the cloud specific control loops, on Outrigger.",
+	}, extra, b.run)
+	b.flags = cmd.Flags()
+	b.dups = dups
+	// The provider's own defaults, from s, where they differ from upstream's.
+	if err := b.seedDefaults(); err != nil {
+		b.conflict = err
+	}
+	b.extend()
+	// Bad flags stop the command before anything starts (logging
+	// included, which can be set up once per process).
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if b.conflict != nil {
+			return b.conflict
+		}
+		if cmd.Flags().Changed("version") {
+			return nil
+		}
+		return opts.Validate()
+	}
+	return cmd
+}
+
+// extend tells Outrigger's manager what the provider's main adds: which of
+// Outrigger's controllers it keeps and under which client names, and its
+// own controllers, started through x.
+func (b *binary) extend() {
+	b.x = &extras{}
+	ext := &manager.Extension{
+		Builtin:     []string{},
+		Aliases:     b.aliases,
+		ClientNames: map[string]string{},
+		Started:     b.x.started,
+	}
+	for _, name := range ControllerNames(b.constructors) {
+		con := b.constructors[name]
+		if isOutriggers(con) {
+			ext.Builtin = append(ext.Builtin, name)
+			ext.ClientNames[name] = con.InitContext.ClientName
+			continue
+		}
+		ext.Controllers = append(ext.Controllers, manager.Controller{
+			Name:              name,
+			DisabledByDefault: ControllersDisabledByDefault.Has(name),
+			Start:             func(ctx context.Context) (bool, error) { return b.x.start(ctx, name) },
+		})
+	}
+	b.opts.Extension = ext
+}
+
+// binary is one provider main's command.
+type binary struct {
+	s                *options.CloudControllerManagerOptions
+	opts             *manager.Options
+	cloudInitializer InitCloudFunc
+	constructors     map[string]ControllerInitFuncConstructor
+	aliases          map[string]string
+	stop             <-chan struct{}
+
+	// upstreamFlags are upstream's flags bound to s, not on the command.
+	upstreamFlags cliflag.NamedFlagSets
+	// flags are the command's: Outrigger's and the provider's additional.
+	flags *pflag.FlagSet
+	// dups are additional flags Outrigger also defines: the provider's
+	// flag, not on the command, by name.
+	dups map[string]*pflag.Flag
+	// conflict stops the command at start.
+	conflict error
+	// x starts the provider's own controllers.
+	x *extras
+}
+
+// splitFlags returns the additional flags Outrigger does not define, by
+// section, and those it does.
+func (b *binary) splitFlags(additional cliflag.NamedFlagSets) (cliflag.NamedFlagSets, map[string]*pflag.Flag) {
+	ours := pflag.NewFlagSet("", pflag.ContinueOnError)
+	manager.NewOptions().AddFlags(ours)
+	var extra cliflag.NamedFlagSets
+	dups := map[string]*pflag.Flag{}
+	for _, name := range additional.Order {
+		additional.FlagSet(name).VisitAll(func(f *pflag.Flag) {
+			if ours.Lookup(f.Name) != nil {
+				dups[f.Name] = f
+				return
+			}
+			extra.FlagSet(name).AddFlag(f)
+		})
+	}
+	return extra, dups
+}
+
+// seedDefaults makes the provider's defaults Outrigger's: the values s
+// held when the command was made, where they differ from upstream's, and
+// the additional flags Outrigger also defines.
+func (b *binary) seedDefaults() error {
+	pristine, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return err
+	}
+	def := pristine.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, AllWebhooks, DisabledByDefaultWebhooks)
+	var errs []error
+	for _, fs := range b.upstreamFlags.FlagSets {
+		fs.VisitAll(func(theirs *pflag.Flag) {
+			ours := b.flags.Lookup(theirs.Name)
+			up := lookup(def, theirs.Name)
+			if ours == nil || up == nil || theirs.DefValue == up.DefValue || theirs.Name == "controllers" {
+				return
+			}
+			if err := copyFlag(ours, theirs); err != nil {
+				errs = append(errs, fmt.Errorf("the provider's default of --%s: %w", theirs.Name, err))
+			}
+			ours.DefValue = ours.Value.String()
+		})
+	}
+	for name, theirs := range b.dups {
+		ours := b.flags.Lookup(name)
+		if ours.Value.Type() != theirs.Value.Type() {
+			errs = append(errs, fmt.Errorf("flag --%s is defined by Outrigger (%s) and by the provider (%s)", name, ours.Value.Type(), theirs.Value.Type()))
+			continue
+		}
+		if err := copyFlag(ours, theirs); err != nil {
+			errs = append(errs, fmt.Errorf("the provider's default of --%s: %w", name, err))
+		}
+		ours.DefValue = ours.Value.String()
+	}
+	return errors.Join(errs...)
+}
+
+func lookup(nfs cliflag.NamedFlagSets, name string) *pflag.Flag {
+	for _, fs := range nfs.FlagSets {
+		if f := fs.Lookup(name); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// copyFlag sets dst to src's value.
+func copyFlag(dst, src *pflag.Flag) error {
+	if dst.Value.String() == src.Value.String() {
+		return nil
+	}
+	if ds, ok := dst.Value.(pflag.SliceValue); ok {
+		if ss, ok := src.Value.(pflag.SliceValue); ok {
+			return ds.Replace(ss.GetSlice())
+		}
+	}
+	return dst.Value.Set(src.Value.String())
+}
+
+// syncFlags hands the parsed values to the provider: to its additional
+// flags Outrigger also defines, and to s (upstream's flags).
+func (b *binary) syncFlags(log klog.Logger) error {
+	for name, theirs := range b.dups {
+		if err := copyFlag(theirs, b.flags.Lookup(name)); err != nil {
+			return fmt.Errorf("flag --%s: the provider's flag does not take Outrigger's value: %w", name, err)
+		}
+	}
+	for _, fs := range b.upstreamFlags.FlagSets {
+		fs.VisitAll(func(theirs *pflag.Flag) {
+			ours := b.flags.Lookup(theirs.Name)
+			if ours == nil {
+				return
+			}
+			// Outrigger's feature gates are its own; upstream's gate
+			// keeps its defaults.
+			if err := copyFlag(theirs, ours); err != nil {
+				log.V(2).Info("Upstream's options do not take this flag's value; Outrigger's applies", "flag", "--"+theirs.Name, "err", err)
+			}
+		})
+	}
+	return nil
+}
+
+// run is the command once the flags are parsed and logging is set up.
+func (b *binary) run(ctx context.Context) error {
+	if b.conflict != nil {
+		return b.conflict
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log := klog.FromContext(ctx)
+	if err := b.syncFlags(log); err != nil {
+		return err
+	}
+	// The secure port is Outrigger's: upstream's options build no listener.
+	b.s.SecureServing.BindPort = 0
+	b.s.WebhookServing = nil
+	c := &cloudcontrollerconfig.Config{}
+	if err := b.s.ApplyTo(c, ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, options.CloudControllerManagerUserAgent); err != nil {
+		return fmt.Errorf("the provider's configuration: %w", err)
+	}
+	completed := c.Complete()
+	// Events the provider records through the config, as upstream.
+	c.EventBroadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
+	defer c.EventBroadcaster.Shutdown()
+
+	var cloud cloudprovider.Interface
+	reg := provider.NewRegistry()
+	reg.Register(b.opts.CloudProvider, func(io.Reader) (cloudprovider.Interface, error) {
+		if cloud == nil {
+			return nil, errors.New("the provider's cloud initializer returned no provider")
+		}
+		return cloud, nil
+	})
+	x := b.x
+	x.config = completed
+	ext := b.opts.Extension
+	ext.ClientBuilder = c.ClientBuilder
+	ext.Prepare = func(_ ctrlmanager.Manager, shared informers.SharedInformerFactory) error {
+		c.SharedInformers = shared
+		x.shared = shared
+		cloud = b.cloudInitializer(completed)
+		// As upstream: every constructor gets the initialized config and
+		// cloud before any controller starts.
+		x.initFuncs = map[string]InitFunc{}
+		for _, name := range ControllerNames(b.constructors) {
+			if con := b.constructors[name]; !isOutriggers(con) {
+				x.initFuncs[name] = con.Constructor(con.InitContext, completed, cloud)
+			}
+		}
+		return nil
+	}
+	return manager.Run(ctx, b.opts, reg)
+}
+
+// extras start the provider's own controllers with the controller context
+// upstream gives them.
+type extras struct {
+	config    *cloudcontrollerconfig.CompletedConfig
+	shared    informers.SharedInformerFactory
+	initFuncs map[string]InitFunc
+
+	once     sync.Once
+	ctx      genericcontrollermanager.ControllerContext
+	metadata metadatainformer.SharedInformerFactory
+	err      error
+}
+
+func (x *extras) start(ctx context.Context, name string) (bool, error) {
+	x.once.Do(func() { x.err = x.build(ctx) })
+	if x.err != nil {
+		return false, fmt.Errorf("controller context: %w", x.err)
+	}
+	_, started, err := x.initFuncs[name](ctx, x.ctx)
+	return started, err
+}
+
+// build makes the controller context as upstream's CreateControllerContext
+// does (its client builder holds the root credentials), except that the
+// typed informers are the shared cache.
+func (x *extras) build(ctx context.Context) error {
+	root := clientbuilder.SimpleControllerClientBuilder{ClientConfig: x.config.Kubeconfig}
+	mdClient, err := metadata.NewForConfig(root.ConfigOrDie("metadata-informers"))
+	if err != nil {
+		return err
+	}
+	resync := upstream.ResyncPeriod(x.config)
+	x.metadata = metadatainformer.NewSharedInformerFactory(mdClient, resync())
+	discovery, err := root.Client("controller-discovery")
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(cacheddiscovery.NewMemCacheClient(discovery.Discovery()))
+	go wait.UntilWithContext(ctx, func(context.Context) { mapper.Reset() }, 30*time.Second)
+	x.ctx = genericcontrollermanager.ControllerContext{
+		ClientBuilder:                   root,
+		InformerFactory:                 x.shared,
+		ObjectOrMetadataInformerFactory: informerfactory.NewInformerFactory(x.shared, x.metadata),
+		RESTMapper:                      mapper,
+		Stop:                            ctx.Done(),
+		InformersStarted:                make(chan struct{}),
+		ResyncPeriod:                    resync,
+		ControllerManagerMetrics:        controllersmetrics.NewControllerManagerMetrics("cloud-controller-manager"),
+	}
+	controllersmetrics.Register()
+	return nil
+}
+
+// started runs once every provider controller has started: the informers
+// they asked for start, as upstream starts its factories then.
+func (x *extras) started(ctx context.Context) {
+	if x.ctx.InformersStarted != nil {
+		close(x.ctx.InformersStarted)
+	}
+	if x.metadata != nil {
+		x.metadata.Start(ctx.Done())
+	}
+	if x.shared != nil {
+		x.shared.Start(ctx.Done())
+	}
+}

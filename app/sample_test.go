@@ -1,0 +1,272 @@
+//go:build integration
+
+package app_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// upstreamImport is the one line a provider's main changes.
+const (
+	upstreamImport  = `"k8s.io/cloud-provider/app"`
+	outriggerImport = `"github.com/outrigger-ccm/outrigger/app"`
+)
+
+// fakeProvider registers upstream's fake cloud under "fake", the part of
+// the binary a provider would bring; sample/basic_main.go finds it by name.
+const fakeProvider = `package main
+
+import (
+	"context"
+	"io"
+	"net"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+)
+
+func init() {
+	cloudprovider.RegisterCloudProvider("fake", func(io.Reader) (cloudprovider.Interface, error) {
+		return &fake.Cloud{
+			EnableInstancesV2:  true,
+			ExistsByProviderID: true,
+			DisableRoutes:      true,
+			ExternalIP:         net.ParseIP("198.18.100.1"),
+			Zone:               cloudprovider.Zone{FailureDomain: "zone-a", Region: "region-1"},
+			OverrideInstanceMetadata: func(_ context.Context, n *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+				return &cloudprovider.InstanceMetadata{
+					ProviderID:    "fake://" + n.Name,
+					InstanceType:  "fake-small",
+					NodeAddresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.18.100.10"}},
+					Zone:          "zone-a",
+					Region:        "region-1",
+				}, nil
+			},
+		}, nil
+	})
+}
+`
+
+// TestUpstreamSampleMain builds k8s.io/cloud-provider's own
+// sample/basic_main.go, read from the module cache with only its app
+// import changed, and runs it against the package's API server with
+// upstream's fake provider: nodes are initialized and a LoadBalancer
+// provisioned, each controller writing as the ServiceAccount the sample
+// names for it.
+func TestUpstreamSampleMain(t *testing.T) {
+	bin := buildMain(t, "k8s.io/cloud-provider", "sample/basic_main.go", map[string]string{"fake.go": fakeProvider})
+	// As the sample says, its own client names need their RBAC installed
+	// apart: Outrigger's roles, bound to the sample's ServiceAccounts.
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
+	if out, err := exec.Command(kubectl, "apply", "-f", "../deploy/rbac-service-account-credentials.yaml", "--kubeconfig", testenv.Kubeconfig).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	for sa, role := range map[string]string{
+		"mycloud-external-cloud-node-controller":           "outrigger:node-controller",
+		"mycloud-external-cloud-node-lifecycle-controller": "outrigger:node-controller",
+		"mycloud-external-service-controller":              "outrigger:service-controller",
+		"mycloud-external-route-controller":                "outrigger:route-controller",
+	} {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "sample:" + sa},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: sa}},
+		}
+		if _, err := testenv.Client.RbacV1().ClusterRoleBindings().Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = testenv.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+	}
+
+	port := testenv.FreePort(t)
+	lease := testenv.Name("sample-ccm")
+	out, err := os.CreateTemp(t.TempDir(), "sample-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--cloud-provider=fake", "--kubeconfig="+testenv.Kubeconfig,
+		"--use-service-account-credentials", "--leader-elect-resource-name="+lease,
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--controllers=*")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			if len(b) > 6000 {
+				b = b[len(b)-6000:]
+			}
+			t.Logf("sample main's log (last 6000 bytes):\n%s", b)
+		}
+	})
+
+	node := testenv.Name("sample-node")
+	testenv.CreateNode(t, node, nil)
+	testenv.Eventually(t, 90*time.Second, "the node initialized", func() (bool, error) {
+		n := testenv.GetNode(t, node)
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == cloudproviderapi.TaintExternalCloudProvider {
+				return false, nil
+			}
+		}
+		return n.Spec.ProviderID == "fake://"+node && n.Labels[corev1.LabelInstanceTypeStable] == "fake-small", nil
+	})
+
+	ns := "default"
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("sample-lb"), Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := testenv.Client.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = testenv.Client.CoreV1().Services(ns).Delete(context.Background(), svc.Name, metav1.DeleteOptions{})
+	})
+	testenv.Eventually(t, 60*time.Second, "the Service's load balancer", func() (bool, error) {
+		s, err := testenv.Client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ing := s.Status.LoadBalancer.Ingress
+		return len(ing) == 1 && ing[0].IP == "198.18.100.1", nil
+	})
+
+	// Each controller wrote as the ServiceAccount the sample gave it.
+	writers := auditWriters(t)
+	for key, sa := range map[string]string{
+		"nodes/" + node:                    "mycloud-external-cloud-node-controller",
+		"services/" + svc.Name + "/status": "mycloud-external-service-controller",
+	} {
+		want := "system:serviceaccount:kube-system:" + sa
+		if !writers[key][want] {
+			t.Errorf("%s: written by %v, want %s", key, keys(writers[key]), want)
+		}
+	}
+}
+
+// buildMain builds a main package from a module in the module cache: file
+// (relative to the module) with only its app import changed, beside the
+// extra files, in a module that requires this checkout of Outrigger and
+// the root module's versions of everything else.
+func buildMain(t *testing.T, module, file string, extra map[string]string) string {
+	t.Helper()
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(self))
+	modDir := goOutput(t, root, "list", "-m", "-f", "{{.Dir}}", module)
+	src, err := os.ReadFile(filepath.Join(modDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), upstreamImport); n != 1 {
+		t.Fatalf("%s imports %s %d times, want once", file, upstreamImport, n)
+	}
+	dir := t.TempDir()
+	files := map[string]string{"main.go": strings.Replace(string(src), upstreamImport, outriggerImport, 1)}
+	for name, text := range extra {
+		files[name] = text
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitN(string(gomod), "\n", 2)
+	files["go.mod"] = "module example.com/providermain\n" + lines[1] +
+		"\nrequire github.com/outrigger-ccm/outrigger v0.0.0\n\nreplace github.com/outrigger-ccm/outrigger => " + root + "\n"
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["go.sum"] = string(sum)
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := filepath.Join(dir, "ccm")
+	goOutput(t, dir, "build", "-mod=mod", "-o", bin, ".")
+	return bin
+}
+
+func goOutput(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// auditWriters maps "resource/name[/subresource]" to the users that
+// patched or updated it, from the API server's audit log.
+func auditWriters(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	f, err := os.Open(testenv.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct {
+			Verb      string                    `json:"verb"`
+			User      struct{ Username string } `json:"user"`
+			ObjectRef struct {
+				Resource, Name, Subresource string
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || (ev.Verb != "patch" && ev.Verb != "update") {
+			continue
+		}
+		key := ev.ObjectRef.Resource + "/" + ev.ObjectRef.Name
+		if ev.ObjectRef.Subresource != "" {
+			key += "/" + ev.ObjectRef.Subresource
+		}
+		if out[key] == nil {
+			out[key] = map[string]bool{}
+		}
+		out[key][ev.User.Username] = true
+	}
+	return out
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
