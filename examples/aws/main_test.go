@@ -26,6 +26,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
@@ -259,6 +260,13 @@ func scrape(t *testing.T, url string) string {
 // registry until the test ends.
 func runOutrigger(t *testing.T, args ...string) {
 	t.Helper()
+	runOutriggerWith(t, registry(), args...)
+}
+
+// runOutriggerWith runs Outrigger in this process with the flags and reg
+// until the test ends.
+func runOutriggerWith(t *testing.T, reg *provider.Registry, args ...string) {
+	t.Helper()
 	opts := manager.NewOptions()
 	fs := pflag.NewFlagSet("outrigger", pflag.ContinueOnError)
 	opts.AddFlags(fs)
@@ -266,7 +274,7 @@ func runOutrigger(t *testing.T, args ...string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	mgr, err := manager.New(ctx, opts, registry())
+	mgr, err := manager.New(ctx, opts, reg)
 	if err != nil {
 		cancel()
 		t.Fatalf("starting Outrigger with the AWS provider: %v", err)

@@ -521,9 +521,20 @@ func withH2(c *tls.Config) *tls.Config {
 	return c
 }
 
-// Serve serves provider on ln until ctx ends.
+// Serve serves provider on ln until ctx ends, without calling its
+// Initialize.
 func Serve(ctx context.Context, ln net.Listener, provider cloudprovider.Interface, info Info) error {
-	srv := grpc.NewServer()
+	return ServeWith(ctx, ln, provider, info, ServeOptions{})
+}
+
+// ServeWith serves provider on ln until ctx ends, as o says.
+func ServeWith(ctx context.Context, ln net.Listener, provider cloudprovider.Interface, info Info, o ServeOptions) error {
+	var opts []grpc.ServerOption
+	if o.ClientBuilder != nil {
+		init := &initOnce{provider: provider, builder: o.ClientBuilder, stop: ctx.Done()}
+		opts = append(opts, grpc.ChainUnaryInterceptor(init.unary), grpc.ChainStreamInterceptor(init.stream))
+	}
+	srv := grpc.NewServer(opts...)
 	pluginpb.RegisterCloudProviderServer(srv, NewServer(provider, info))
 	go func() {
 		<-ctx.Done()
@@ -537,11 +548,14 @@ func Serve(ctx context.Context, ln net.Listener, provider cloudprovider.Interfac
 
 // Main is a plugin's whole main: it builds the provider with factory from
 // the --cloud-config file (if given), serves it on --endpoint until SIGINT
-// or SIGTERM, and exits non-zero on error.
+// or SIGTERM, and exits non-zero on error. The provider's Initialize runs
+// on the first call of a leading Outrigger (ServeOptions), with a client
+// builder from --kubeconfig or the pod's ServiceAccount.
 func Main(factory cloudprovider.Factory, info Info) {
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	endpoint := fs.String("endpoint", DefaultEndpoint, "unix:///path (its directory is created private if missing), or host:port with --tls-cert, --tls-key and --tls-client-ca")
 	config := fs.String("cloud-config", "", "the provider's configuration file")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for the provider's Kubernetes clients (its Initialize's client builder); empty: the pod's ServiceAccount, if mounted")
 	certFile := fs.String("tls-cert", "", "server certificate (PEM), for TCP")
 	keyFile := fs.String("tls-key", "", "server key (PEM), for TCP")
 	clientCA := fs.String("tls-client-ca", "", "CA (PEM) client certificates must chain to (mutual TLS); required over TCP unless --insecure")
@@ -560,13 +574,13 @@ func Main(factory cloudprovider.Factory, info Info) {
 	if *insecure {
 		fmt.Fprintf(os.Stderr, "%s: warning: --insecure: serving without client authentication, anyone who reaches %s may create and delete cloud resources\n", os.Args[0], *endpoint)
 	}
-	if err := run(factory, info, *endpoint, *config, *certFile, *keyFile, *clientCA, clientSANs, lo); err != nil {
+	if err := run(factory, info, *endpoint, *config, *kubeconfig, *certFile, *keyFile, *clientCA, clientSANs, lo); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", os.Args[0], err)
 		os.Exit(1)
 	}
 }
 
-func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, keyFile, clientCA string, clientSANs []string, lo ListenOptions) error {
+func run(factory cloudprovider.Factory, info Info, endpoint, config, kubeconfig, certFile, keyFile, clientCA string, clientSANs []string, lo ListenOptions) error {
 	var cfg io.Reader
 	if config != "" {
 		f, err := os.Open(config)
@@ -593,8 +607,7 @@ func run(factory cloudprovider.Factory, info Info, endpoint, config, certFile, k
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	provider.Initialize(nil, ctx.Done())
-	return Serve(ctx, ln, provider, info)
+	return ServeWith(ctx, ln, provider, info, ServeOptions{ClientBuilder: ClientBuilderFor(kubeconfig)})
 }
 
 func (s *server) LoadBalancerOwner(ctx context.Context, req *pluginpb.LoadBalancerRequest) (*pluginpb.LoadBalancerOwnerResponse, error) {
