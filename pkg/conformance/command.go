@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -39,6 +40,12 @@ func NewCommand(reg *provider.Registry) *cobra.Command {
 		cidr     string
 		certFile string
 		keyFile  string
+
+		unknownID   string
+		annotations string
+		kubeconfig  string
+		require     []string
+		caps        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "conformance",
@@ -48,7 +55,16 @@ func NewCommand(reg *provider.Registry) *cobra.Command {
 			"Exits non-zero if any case fails. --node names an instance that exists in the provider's cloud (NAME or NAME=PROVIDERID), for the cases that need one.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts := Options{CallTimeout: timeout, RouteCIDR: cidr}
+			opts := Options{CallTimeout: timeout, RouteCIDR: cidr, UnknownProviderID: unknownID, Require: require, Capabilities: caps}
+			if annotations != "" {
+				data, err := os.ReadFile(annotations)
+				if err != nil {
+					return fmt.Errorf("--service-annotations: %w", err)
+				}
+				if err := yaml.UnmarshalStrict(data, &opts.ServiceAnnotations); err != nil {
+					return fmt.Errorf("--service-annotations %s: want a map of annotation to value: %w", annotations, err)
+				}
+			}
 			for _, n := range nodes {
 				name, providerID, _ := strings.Cut(n, "=")
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
@@ -70,6 +86,10 @@ func NewCommand(reg *provider.Registry) *cobra.Command {
 					return err
 				}
 				targets = []target{{title: fmt.Sprintf("Plugin %q at %s", p.ProviderName(), cfg.Endpoint), provider: p}}
+			} else {
+				// A linked provider is initialized as the CCM would; a
+				// plugin initializes itself on the first call for work.
+				opts.ClientBuilder = plugin.ClientBuilderFor(kubeconfig)
 			}
 			var results []Result
 			for _, tg := range targets {
@@ -118,6 +138,11 @@ func NewCommand(reg *provider.Registry) *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "call-timeout", 10*time.Second, "Deadline of every call.")
 	cmd.Flags().DurationVar(&connect, "connect-timeout", 10*time.Second, "How long to wait for the plugin to answer at all.")
 	cmd.Flags().StringVar(&cidr, "route-cidr", "", "Destination of the test route (default: a random /32 in 198.18.192.0/19).")
+	cmd.Flags().StringVar(&unknownID, "unknown-provider-id", "", "The providerID of an instance that does not exist, in the provider's own form (default: <name>://outrigger-conformance-missing-<random>).")
+	cmd.Flags().StringVar(&annotations, "service-annotations", "", "A YAML file of annotations for the test Service (a map of name to value).")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "For a linked provider: the kubeconfig of the client builder its Initialize gets (default: the pod's ServiceAccount, else none).")
+	cmd.Flags().StringArrayVar(&require, "require", nil, "A case that must run (a capability, or part of a case's name): fails when skipped (repeatable).")
+	cmd.Flags().StringArrayVar(&caps, "capability", nil, "Run only this capability's cases: Instances, LoadBalancer, Routes (repeatable; Identity always runs).")
 	return cmd
 }
 

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,6 +37,29 @@ type Options struct {
 	// /32 in 198.18.192.0/19 (the benchmarking range, which no real
 	// network uses).
 	RouteCIDR string
+	// UnknownProviderID is the providerID of an instance that does not
+	// exist, in the form the provider accepts (AWS:
+	// aws:///us-east-1a/i-0fffffffffffffff0). Default:
+	// <provider name>://outrigger-conformance-missing-<random>, which a
+	// provider that parses its IDs may reject as malformed.
+	UnknownProviderID string
+	// ServiceAnnotations are set on the test Service (what a provider
+	// needs to make a load balancer in a test account, say).
+	ServiceAnnotations map[string]string
+	// ClientBuilder, when set, is passed to the provider's Initialize
+	// before the cases run, as the CCM does; a panic there fails the run.
+	ClientBuilder cloudprovider.ControllerClientBuilder
+	// OtherClusterName is a second cluster name: what the provider made
+	// for ClusterName must not be listed under it. Default: ClusterName
+	// with "-other".
+	OtherClusterName string
+	// Require names cases that must run: a capability ("Routes") or part
+	// of a case's name. A required case that was skipped, or matched no
+	// case, fails.
+	Require []string
+	// Capabilities, when set, limits the run to these capabilities
+	// (Identity always runs).
+	Capabilities []string
 }
 
 // Result is one case's outcome.
@@ -47,8 +72,8 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Passed reports whether the case passed (or was skipped).
-func (r Result) Passed() bool { return r.Failure == "" }
+// Passed reports whether the case ran and passed: a skipped case did not.
+func (r Result) Passed() bool { return r.Failure == "" && r.Skipped == "" }
 
 type suite struct {
 	p       cloudprovider.Interface
@@ -106,22 +131,83 @@ func Run(ctx context.Context, p cloudprovider.Interface, opts Options) []Result 
 	if opts.RouteCIDR == "" {
 		opts.RouteCIDR = fmt.Sprintf("198.18.%d.%d/32", 192+rand.IntN(32), rand.IntN(256))
 	}
+	if opts.OtherClusterName == "" {
+		opts.OtherClusterName = opts.ClusterName + "-other"
+	}
 	s := &suite{p: p, opts: opts}
 	s.identity(ctx)
-	if v2, ok := p.InstancesV2(); ok && v2 != nil {
-		s.instances(ctx, v2)
-	} else {
-		s.skipAll("Instances", "the provider does not offer InstancesV2")
+	if opts.ClientBuilder != nil && !s.initialize(ctx) {
+		return s.required()
 	}
-	if lb, ok := p.LoadBalancer(); ok && lb != nil {
+	switch {
+	case !s.wanted("Instances"):
+	default:
+		// A provider with only the older Instances runs through the
+		// adapter Outrigger's controllers use.
+		if v2, ok := provider.InstancesV2(p); ok {
+			s.instances(ctx, v2)
+		} else {
+			s.skipAll("Instances", "the provider offers neither InstancesV2 nor Instances")
+		}
+	}
+	switch lb, ok := p.LoadBalancer(); {
+	case !s.wanted("LoadBalancer"):
+	case ok && lb != nil:
 		s.loadBalancer(ctx, lb)
-	} else {
+	default:
 		s.skipAll("LoadBalancer", "the provider does not offer LoadBalancer")
 	}
-	if r, ok := p.Routes(); ok && r != nil {
+	switch r, ok := p.Routes(); {
+	case !s.wanted("Routes"):
+	case ok && r != nil:
 		s.routes(ctx, r)
-	} else {
+	default:
 		s.skipAll("Routes", "the provider does not offer Routes")
+	}
+	return s.required()
+}
+
+// wanted reports whether the run covers capability.
+func (s *suite) wanted(capability string) bool {
+	return len(s.opts.Capabilities) == 0 || slices.ContainsFunc(s.opts.Capabilities, func(c string) bool { return strings.EqualFold(c, capability) })
+}
+
+// initialize calls the provider's Initialize, as the CCM does before any
+// controller starts; false when it panicked.
+func (s *suite) initialize(ctx context.Context) bool {
+	ok := true
+	s.run(ctx, "Identity", "Initialize with a client builder", func(context.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				ok = false
+				err = fmt.Errorf("Initialize panicked: %v", r)
+			}
+		}()
+		s.p.Initialize(s.opts.ClientBuilder, ctx.Done())
+		return nil
+	})
+	return ok
+}
+
+// required fails the required cases that were skipped or did not run.
+func (s *suite) required() []Result {
+	for _, want := range s.opts.Require {
+		matched := false
+		for i := range s.results {
+			r := &s.results[i]
+			if !strings.EqualFold(r.Capability, want) && !strings.Contains(strings.ToLower(r.Name), strings.ToLower(want)) {
+				continue
+			}
+			matched = true
+			if r.Skipped != "" {
+				r.Failure = fmt.Sprintf("required (--require %s) but skipped: %s", want, r.Skipped)
+				r.Skipped = ""
+			}
+		}
+		if !matched {
+			s.results = append(s.results, Result{Capability: "Required", Name: want,
+				Failure: fmt.Sprintf("--require %s matched no case that ran", want)})
+		}
 	}
 	return s.results
 }
@@ -145,17 +231,20 @@ func (s *suite) identity(ctx context.Context) {
 	}
 }
 
-// unknownNode is a node no cloud has.
-func unknownNode(provider string) *corev1.Node {
+// unknownNode is a node no cloud has: with providerID, or one made up.
+func unknownNode(provider, providerID string) *corev1.Node {
 	id := fmt.Sprintf("outrigger-conformance-missing-%08x", rand.Uint32())
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id, UID: types.UID(id)}}
 	n.Spec.ProviderID = provider + "://" + id
+	if providerID != "" {
+		n.Spec.ProviderID = providerID
+	}
 	return n
 }
 
 func (s *suite) instances(ctx context.Context, v2 cloudprovider.InstancesV2) {
 	const cap = "Instances"
-	missing := unknownNode(s.p.ProviderName())
+	missing := unknownNode(s.p.ProviderName(), s.opts.UnknownProviderID)
 	s.run(ctx, cap, "InstanceExists is false, not an error, for an unknown node", func(ctx context.Context) error {
 		ok, err := call(ctx, s, "InstanceExists", func(ctx context.Context) (bool, error) { return v2.InstanceExists(ctx, missing) })
 		if err != nil {
@@ -253,6 +342,7 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 		nodes = []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "conformance-node"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.18.254.1"}}}}}
 	}
 	svc := testService()
+	svc.Annotations = s.opts.ServiceAnnotations
 	s.run(ctx, cap, "a new Service has no load balancer", func(ctx context.Context) error {
 		g, err := getLB(ctx, s, lb, cluster, svc)
 		if err != nil || g.ok {
@@ -305,6 +395,26 @@ func (s *suite) loadBalancer(ctx context.Context, lb cloudprovider.LoadBalancer)
 		}
 		return nil
 	})
+	if owners, ok := lb.(provider.LoadBalancerOwnership); ok {
+		s.run(ctx, cap, "listed as this cluster's, and not as another cluster's", func(ctx context.Context) error {
+			if first == nil {
+				return skipError("the first ensure failed")
+			}
+			listed := func(cluster string) (bool, error) {
+				owned, err := call(ctx, s, "ListLoadBalancerOwners", func(ctx context.Context) ([]provider.OwnedLoadBalancer, error) {
+					return owners.ListLoadBalancerOwners(ctx, cluster)
+				})
+				return slices.ContainsFunc(owned, func(o provider.OwnedLoadBalancer) bool { return o.ServiceUID == svc.UID }), err
+			}
+			if ok, err := listed(cluster); err != nil || !ok {
+				return fmt.Errorf("ListLoadBalancerOwners(%q) does not list the load balancer just ensured for it (err %v): its orphan could never be found", cluster, err)
+			}
+			if ok, err := listed(s.opts.OtherClusterName); err != nil || ok {
+				return fmt.Errorf("ListLoadBalancerOwners(%q) lists the load balancer cluster %q made (err %v): another cluster's orphan sweep would delete it", s.opts.OtherClusterName, cluster, err)
+			}
+			return nil
+		})
+	}
 	s.run(ctx, cap, "UpdateLoadBalancer with other nodes succeeds", func(ctx context.Context) error {
 		if first == nil {
 			return skipError("the first ensure failed")
@@ -354,9 +464,9 @@ func (s *suite) routes(ctx context.Context, r cloudprovider.Routes) {
 	}
 	target := s.opts.Nodes[0]
 	route := &cloudprovider.Route{TargetNode: types.NodeName(target.Name), DestinationCIDR: s.opts.RouteCIDR}
-	has := func(ctx context.Context) (bool, error) {
+	has := func(ctx context.Context, cluster string) (bool, error) {
 		list, err := call(ctx, s, "ListRoutes", func(ctx context.Context) ([]*cloudprovider.Route, error) {
-			return r.ListRoutes(ctx, s.opts.ClusterName)
+			return r.ListRoutes(ctx, cluster)
 		})
 		if err != nil {
 			return false, fmt.Errorf("ListRoutes: %v", err)
@@ -375,15 +485,20 @@ func (s *suite) routes(ctx context.Context, r cloudprovider.Routes) {
 		}); err != nil {
 			return fmt.Errorf("CreateRoute %s -> %s: %v", route.DestinationCIDR, target.Name, err)
 		}
-		if ok, err := has(ctx); err != nil || !ok {
+		if ok, err := has(ctx, s.opts.ClusterName); err != nil || !ok {
 			return fmt.Errorf("the created route %s -> %s is not in ListRoutes (err %v): the route controller would create it again on every pass", route.DestinationCIDR, target.Name, err)
+		}
+		// Another cluster's route controller deletes every route it lists
+		// that none of its nodes wants.
+		if ok, err := has(ctx, s.opts.OtherClusterName); err != nil || ok {
+			return fmt.Errorf("ListRoutes(%q) lists the route cluster %q made (err %v): that cluster's route controller would delete it", s.opts.OtherClusterName, s.opts.ClusterName, err)
 		}
 		if _, err := call(ctx, s, "DeleteRoute", func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, r.DeleteRoute(ctx, s.opts.ClusterName, route)
 		}); err != nil {
 			return fmt.Errorf("DeleteRoute: %v", err)
 		}
-		if ok, err := has(ctx); err != nil || ok {
+		if ok, err := has(ctx, s.opts.ClusterName); err != nil || ok {
 			return fmt.Errorf("the deleted route is still in ListRoutes (err %v)", err)
 		}
 		return nil

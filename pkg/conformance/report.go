@@ -11,7 +11,7 @@ import (
 func Failed(results []Result) int {
 	n := 0
 	for _, r := range results {
-		if !r.Passed() {
+		if r.Failure != "" {
 			n++
 		}
 	}

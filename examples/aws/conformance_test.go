@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/conformance"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
+)
+
+// TestAWSConformance runs the conformance suite against the AWS provider
+// with the sim cloud's EC2 API: initialized with a client builder, asked
+// about an unknown instance by an ID of AWS's own form, and about the
+// existing instances. The sim cloud has no ELB nor route tables, so the
+// run is limited to the instance cases, which are required to run.
+func TestAWSConformance(t *testing.T) {
+	_, simURL, instances := startCloud(t)
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "AKIASIMCLOUD00000000", "AWS_SECRET_ACCESS_KEY": "sim-secret",
+		"AWS_EC2_METADATA_SERVICE_ENDPOINT": simURL,
+		"AWS_CONFIG_FILE":                   filepath.Join(dir, "no-aws-config"),
+		"AWS_SHARED_CREDENTIALS_FILE":       filepath.Join(dir, "no-aws-credentials"),
+	} {
+		t.Setenv(k, v)
+	}
+	for _, v := range []string{"AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	aws, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(cloudConfig(simURL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*corev1.Node
+	for _, in := range instances[1:] {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Name}}
+		n.Spec.ProviderID = "aws:///" + in.Zone + "/" + in.ID
+		nodes = append(nodes, n)
+	}
+	results := conformance.Run(context.Background(), aws, conformance.Options{
+		Nodes:             nodes,
+		CallTimeout:       10 * time.Second,
+		UnknownProviderID: "aws:///us-east-1a/i-0fffffffffffffff0",
+		ClientBuilder:     plugin.ClientBuilderFor(kubeconfig),
+		Capabilities:      []string{"Instances"},
+		Require:           []string{"Instances", "existing instance", "Initialize"},
+	})
+	var out bytes.Buffer
+	if err := conformance.WriteText(&out, results); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	if n := conformance.Failed(results); n > 0 {
+		t.Errorf("%d conformance cases failed", n)
+	}
+}
