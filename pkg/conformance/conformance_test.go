@@ -58,7 +58,9 @@ func (s *spy) ListRoutes(ctx context.Context, cluster string) ([]*cloudprovider.
 	return out, nil
 }
 
-type builder struct{ cloudprovider.ControllerClientBuilder }
+type builder struct {
+	cloudprovider.ControllerClientBuilder
+}
 
 func result(rs []Result, capability, name string) *Result {
 	for i := range rs {
