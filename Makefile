@@ -101,7 +101,7 @@ verify:
 	@# same compiled packages; go vet here checks the untagged build, which the linter does not see.
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
-	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/pkg/providers/sim/simcli|outrigger-ccm/outrigger/internal/' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
+	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/pkg/providers/sim/simcli|/pkg/providers/sim/simcloud|outrigger-ccm/outrigger/internal/' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	@# The secure port authorizes with pkg/accessreview, not the apiserver's webhook authorizer, whose CEL
 	@# policy language is 9 MB of the binary and unused here.
 	@! go list -tags product -deps ./cmd/outrigger | grep -E '^github.com/google/cel-go' || { echo "the product build links CEL (above): see pkg/accessreview"; exit 1; }

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simapi"
 )
 
 // AnnotationIdleTimeout sets the load balancer's idle timeout in seconds
@@ -31,7 +31,7 @@ var (
 
 // The tags that record, on every load balancer, what it was made for. The
 // cloud checks them in the same request that changes the load balancer
-// (simcloud.IfTagsHeader), so the provider changes only what it can prove
+// (simapi.IfTagsHeader), so the provider changes only what it can prove
 // it made: for this cluster, this Service object, and, for anything but a
 // deletion, this Service's class. Two CCMs on one cloud (two clusters, or
 // two classes in one cluster) never change each other's load balancers.
@@ -60,7 +60,7 @@ func ownerTags(clusterName string, service *corev1.Service, withClass bool) map[
 // load balancer's tags.
 func (p *Provider) LoadBalancerOwner(ctx context.Context, clusterName string, service *corev1.Service) (provider.LoadBalancerOwner, bool, error) {
 	lb, err := p.client.GetLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service))
-	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) {
+	if simapi.IsCode(err, simapi.CodeLoadBalancerNotFound) {
 		return provider.LoadBalancerOwner{}, false, nil
 	}
 	if err != nil {
@@ -111,7 +111,7 @@ func (p *Provider) ListLoadBalancerOwners(ctx context.Context, clusterName strin
 // object is not this Service's: it does not exist for the caller.
 func (p *Provider) GetLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	lb, err := p.client.GetLoadBalancer(ctx, p.GetLoadBalancerName(ctx, clusterName, service))
-	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) {
+	if simapi.IsCode(err, simapi.CodeLoadBalancerNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
@@ -130,7 +130,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 		return nil, err
 	}
 	name := p.GetLoadBalancerName(ctx, clusterName, service)
-	var lb simcloud.LoadBalancer
+	var lb simapi.LoadBalancer
 	err = p.owned(ctx, name, ownerTags(clusterName, service, true), func(match map[string]string) (err error) {
 		// A new load balancer records this cluster's identity; one made
 		// before keeps its record as it is (the Service's UID proves it
@@ -172,7 +172,7 @@ func (p *Provider) owned(ctx context.Context, name string, match map[string]stri
 	m := maps.Clone(match)
 	m[TagClusterID] = id
 	err := change(m)
-	if !simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
+	if !simapi.IsCode(err, simapi.CodeTagsMismatch) {
 		return err
 	}
 	lb, gerr := p.client.GetLoadBalancer(ctx, name)
@@ -201,7 +201,7 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 	err := p.owned(ctx, name, ownerTags(clusterName, service, false), func(match map[string]string) error {
 		return p.client.DeleteLoadBalancer(ctx, name, match)
 	})
-	if simcloud.IsCode(err, simcloud.CodeLoadBalancerNotFound) || simcloud.IsCode(err, simcloud.CodeTagsMismatch) {
+	if simapi.IsCode(err, simapi.CodeLoadBalancerNotFound) || simapi.IsCode(err, simapi.CodeTagsMismatch) {
 		return nil
 	}
 	return err
@@ -213,8 +213,8 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 const ReasonNotOwned = "LoadBalancerNotOwned"
 
 func classify(err error) error {
-	switch simcloud.APIErrorCode(err) {
-	case simcloud.CodeTagsMismatch:
+	switch simapi.APIErrorCode(err) {
+	case simapi.CodeTagsMismatch:
 		return provider.WithReason(ReasonNotOwned, fmt.Errorf("the load balancer under this Service's name is not this Service's to change (left alone): %w", err))
 	case "QuotaExceeded":
 		return provider.WithReason(provider.ReasonQuotaExceeded, err)
@@ -226,15 +226,15 @@ func classify(err error) error {
 	return err
 }
 
-func lbStatus(lb simcloud.LoadBalancer) *corev1.LoadBalancerStatus {
+func lbStatus(lb simapi.LoadBalancer) *corev1.LoadBalancerStatus {
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{
 		IP:     lb.VIP,
 		IPMode: ptr.To(corev1.LoadBalancerIPModeVIP),
 	}}}
 }
 
-func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (simcloud.LoadBalancerSpec, error) {
-	spec := simcloud.LoadBalancerSpec{
+func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (simapi.LoadBalancerSpec, error) {
+	spec := simapi.LoadBalancerSpec{
 		Tags:            ownerTags(clusterName, service, true),
 		RequestedIP:     service.Spec.LoadBalancerIP,
 		Backends:        backends(nodes),
@@ -242,7 +242,7 @@ func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (
 	}
 	spec.Tags[TagService] = service.Namespace + "/" + service.Name
 	for _, port := range service.Spec.Ports {
-		spec.Listeners = append(spec.Listeners, simcloud.Listener{Protocol: string(port.Protocol), Port: port.Port, NodePort: port.NodePort})
+		spec.Listeners = append(spec.Listeners, simapi.Listener{Protocol: string(port.Protocol), Port: port.Port, NodePort: port.NodePort})
 	}
 	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(service)
 	if err != nil {
@@ -265,10 +265,10 @@ func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (
 }
 
 // backends are the nodes' first InternalIPs, in the order given.
-func backends(nodes []*corev1.Node) []simcloud.Backend {
-	out := make([]simcloud.Backend, 0, len(nodes))
+func backends(nodes []*corev1.Node) []simapi.Backend {
+	out := make([]simapi.Backend, 0, len(nodes))
 	for _, n := range nodes {
-		out = append(out, simcloud.Backend{Node: n.Name, Address: nodeInternalIP(n)})
+		out = append(out, simapi.Backend{Node: n.Name, Address: nodeInternalIP(n)})
 	}
 	return out
 }

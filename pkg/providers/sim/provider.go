@@ -1,4 +1,4 @@
-// Package sim is the provider for the simulated cloud in package simcloud. It
+// Package sim is the provider for the simulated cloud in package simapi. It
 // is a real HTTP client of that cloud, so everything between Outrigger's
 // controllers and a cloud API (timeouts, retries, throttling, partial
 // answers) is exercised the way a production provider exercises it.
@@ -20,7 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simapi"
 )
 
 // ProviderName is the --cloud-provider name.
@@ -81,7 +81,7 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := simcloud.NewClient(cfg.Endpoint, timeout, retries)
+	client := simapi.NewClient(cfg.Endpoint, timeout, retries)
 	client.Caller = cfg.Caller
 	if client.Caller == "" {
 		host, _ := os.Hostname()
@@ -93,7 +93,7 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 // Provider implements cloudprovider.Interface, cloudprovider.InstancesV2 and
 // Outrigger's optional provider.BatchInstances.
 type Provider struct {
-	client *simcloud.Client
+	client *simapi.Client
 	// clusterID is the cluster's identity (provider.ClusterIdentity),
 	// tagged on every load balancer and route; "" until Outrigger sets it.
 	clusterID atomic.Pointer[string]
@@ -152,19 +152,19 @@ func instanceKey(node *corev1.Node) (string, error) {
 	return node.Name, nil
 }
 
-func (p *Provider) get(ctx context.Context, node *corev1.Node) (simcloud.Instance, bool, error) {
+func (p *Provider) get(ctx context.Context, node *corev1.Node) (simapi.Instance, bool, error) {
 	key, err := instanceKey(node)
 	if err != nil {
-		return simcloud.Instance{}, false, err
+		return simapi.Instance{}, false, err
 	}
 	in, err := p.client.Get(ctx, key)
-	if simcloud.IsCode(err, simcloud.CodeInstanceNotFound) {
-		return simcloud.Instance{}, false, nil
+	if simapi.IsCode(err, simapi.CodeInstanceNotFound) {
+		return simapi.Instance{}, false, nil
 	}
 	if err != nil {
-		return simcloud.Instance{}, false, err
+		return simapi.Instance{}, false, err
 	}
-	return in, in.State != simcloud.StateTerminated, nil
+	return in, in.State != simapi.StateTerminated, nil
 }
 
 // InstanceExists implements cloudprovider.InstancesV2: a terminated instance
@@ -180,7 +180,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *corev1.Node) (boo
 	if err != nil || !exists {
 		return false, err
 	}
-	return in.State == simcloud.StateStopped, nil
+	return in.State == simapi.StateStopped, nil
 }
 
 // InstanceMetadata implements cloudprovider.InstancesV2.
@@ -197,7 +197,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 
 // InstancesStatus implements provider.BatchInstances with one BatchGet call.
 func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([]provider.InstanceStatus, error) {
-	var req simcloud.BatchGetRequest
+	var req simapi.BatchGetRequest
 	keys := make([]string, len(nodes))
 	out := make([]provider.InstanceStatus, len(nodes))
 	for i, n := range nodes {
@@ -217,7 +217,7 @@ func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([
 	if err != nil {
 		return nil, err
 	}
-	found := make(map[string]simcloud.Instance, 2*len(resp.Instances))
+	found := make(map[string]simapi.Instance, 2*len(resp.Instances))
 	for _, in := range resp.Instances {
 		found[in.ID] = in
 		found[in.Name] = in
@@ -227,16 +227,16 @@ func (p *Provider) InstancesStatus(ctx context.Context, nodes []*corev1.Node) ([
 			continue
 		}
 		in, ok := found[keys[i]]
-		if !ok || in.State == simcloud.StateTerminated {
+		if !ok || in.State == simapi.StateTerminated {
 			out[i] = provider.InstanceStatus{Exists: false}
 			continue
 		}
-		out[i] = provider.InstanceStatus{Exists: true, Shutdown: in.State == simcloud.StateStopped, Metadata: metadata(in)}
+		out[i] = provider.InstanceStatus{Exists: true, Shutdown: in.State == simapi.StateStopped, Metadata: metadata(in)}
 	}
 	return out, nil
 }
 
-func metadata(in simcloud.Instance) *cloudprovider.InstanceMetadata {
+func metadata(in simapi.Instance) *cloudprovider.InstanceMetadata {
 	md := &cloudprovider.InstanceMetadata{
 		ProviderID:       providerIDPrefix + in.ID,
 		InstanceType:     in.Type,

@@ -11,7 +11,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simapi"
 )
 
 var (
@@ -82,14 +82,14 @@ func sameIdentity(tags map[string]string, id string) bool {
 // of this cluster's identity or of none, is success.
 func (p *Provider) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
 	tags := p.routeTags(clusterName)
-	r := simcloud.Route{
+	r := simapi.Route{
 		Name:        routeName(clusterName, nameHint, route.DestinationCIDR),
 		Destination: route.DestinationCIDR,
 		Target:      string(route.TargetNode),
 		Tags:        tags,
 	}
 	err := p.client.CreateRoute(ctx, r)
-	if simcloud.IsConflict(err) {
+	if simapi.IsConflict(err) {
 		existing, lerr := p.client.Routes(ctx)
 		if lerr != nil {
 			return lerr

@@ -21,7 +21,7 @@ func TestRetryAfterHint(t *testing.T) {
 	} {
 		c := New("")
 		srv := httptest.NewServer(c.Handler())
-		c.SetSettings(Settings{RateLimit: 0.001, RateBurst: 1, RetryAfter: Duration{tc.retryAfter}})
+		c.SetSettings(Settings{RateLimit: 0.001, RateBurst: 1, RetryAfter: Duration{Duration: tc.retryAfter}})
 		var got []string
 		for range 2 {
 			resp, err := http.Get(srv.URL + "/v1/instances")
@@ -44,7 +44,7 @@ func TestHangForHoldsCalls(t *testing.T) {
 	c := New("")
 	srv := httptest.NewServer(c.Handler())
 	defer srv.Close()
-	c.SetSettings(Settings{HangFor: Duration{time.Hour}})
+	c.SetSettings(Settings{HangFor: Duration{Duration: time.Hour}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for c.Calls().Total == 0 {
@@ -134,7 +134,7 @@ func TestHangObjectsHoldsOnlyTheirCalls(t *testing.T) {
 func TestAbandonedPutIsNotApplied(t *testing.T) {
 	c := New("")
 	srv := httptest.NewServer(c.Handler())
-	c.SetSettings(Settings{Latency: Duration{2 * time.Second}})
+	c.SetSettings(Settings{Latency: Duration{Duration: 2 * time.Second}})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		for c.Calls().Total == 0 {

@@ -10,20 +10,6 @@ import (
 	"sort"
 )
 
-// Route is an entry of the cloud's route table: traffic for Destination goes
-// to the instance named Target.
-type Route struct {
-	Name        string `json:"name"`
-	Destination string `json:"destination"`
-	Target      string `json:"target"`
-	// Blackhole is set by the cloud when Target no longer exists: the route
-	// drops its traffic.
-	Blackhole bool `json:"blackhole,omitempty"`
-	// Tags record who made the route (a cluster): a client deletes only
-	// routes whose tags it proves (IfTagsHeader).
-	Tags map[string]string `json:"tags,omitempty"`
-}
-
 // ErrRouteQuota is returned when the route table is full.
 var ErrRouteQuota = errors.New("route table quota exceeded")
 

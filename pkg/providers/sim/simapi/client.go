@@ -1,4 +1,4 @@
-package simcloud
+package simapi
 
 import (
 	"bytes"
