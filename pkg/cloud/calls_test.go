@@ -728,3 +728,69 @@ func TestStragglersGiveTheirPlaceBack(t *testing.T) {
 		t.Error("a second call for a hung object went to the provider")
 	}
 }
+
+// TestStragglerCallersLeave: a worker waiting on a hung call goes on to
+// other objects once the call straggles, with ErrStillRunning, long before
+// the timeout; the object keeps its slot (ErrCallInFlight) until the
+// provider returns, and the call counts as abandoned only at its deadline.
+// Before its family has any answer, a slow call is waited for: a cloud
+// whose every answer is slow is not hung.
+func TestStragglerCallersLeave(t *testing.T) {
+	release := make(chan struct{})
+	var slowFirst atomic.Bool
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		switch {
+		case svc.Name == "slow-first" && slowFirst.CompareAndSwap(false, true):
+			time.Sleep(1500 * time.Millisecond)
+		case strings.HasPrefix(svc.Name, "hang-"):
+			<-release
+		}
+		return nil
+	})
+	ctx := context.Background()
+	// The family's first call is slow, past the least straggle time: with
+	// nothing to compare it to, its caller waits for its answer.
+	first, _ := New(d, Options{Timeout: time.Hour}).LoadBalancer()
+	if _, err := first.EnsureLoadBalancer(ctx, "c", service("slow-first"), nil); err != nil {
+		t.Fatalf("the family's first call, slow: %v", err)
+	}
+	l := New(d, Options{Timeout: time.Hour})
+	lb, _ := l.LoadBalancer()
+	for i := range 5 {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("warm-%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hung := 3 * admission.InitialConcurrency
+	errs := make(chan error, hung)
+	for i := range hung {
+		go func() {
+			_, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("hang-%d", i)), nil)
+			errs <- err
+		}()
+	}
+	for range hung {
+		if err := <-errs; !errors.Is(err, ErrStillRunning) || Reason(err) != ReasonCallInFlight {
+			t.Fatalf("a hung call's caller got %v, want ErrStillRunning (reason %s)", err, ReasonCallInFlight)
+		}
+	}
+	if got := l.Degraded()[FamilyLoadBalancers]; got != 0 {
+		t.Errorf("%d calls counted abandoned before their deadline", got)
+	}
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hang-7"), nil); !errors.Is(err, ErrCallInFlight) {
+		t.Errorf("a second call for a hung object: err = %v, want ErrCallInFlight", err)
+	}
+	close(release)
+	// Once the provider returns, the object's calls go again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hang-7"), nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrCallInFlight) || time.Now().After(deadline) {
+			t.Fatalf("after the provider returned: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -184,6 +184,13 @@ func (l *Layer) Degraded() map[Family]int64 {
 // timeout.
 var ErrTimeout = errors.New("cloud call timed out")
 
+// ErrStillRunning is wrapped by the error of a call its caller stopped
+// waiting for because it ran far past what its method's answers take (a
+// straggler): the call goes on, its object's next calls are refused with
+// ErrCallInFlight until the provider returns, and the caller retries the
+// object with its backoff, as for ErrCallInFlight.
+var ErrStillRunning = errors.New("cloud call still running")
+
 // ErrCallInFlight is wrapped by the error of a call refused without reaching
 // the cloud because an earlier call for the same object, abandoned after its
 // timeout, has not returned yet. Sending another (a second
@@ -239,20 +246,38 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		mu               sync.Mutex
 		returned, gaveUp bool
 	)
+	// abandon gives the call up at its deadline (or its caller's
+	// cancellation), while it runs. mu held.
+	abandon := func() {
+		gaveUp = true
+		l.m.abandoned.WithLabelValues(c.method).Inc()
+		pass.Abandon(ctx.Err() == nil)
+		if ctx.Err() == nil {
+			l.m.timeouts.WithLabelValues(c.method).Inc()
+		}
+	}
 	log := klog.FromContext(ctx).V(2)
 	// A call far past what its family's answers take gives its place in
-	// the family back (its object keeps its slot): hung calls cost the
-	// others no wait for their timeouts.
+	// the family back, and its caller (a controller's worker) goes on to
+	// other objects, while its object keeps its slot until the provider
+	// returns: hung calls cost the others no wait for their timeouts,
+	// however many objects they hang on.
 	stopStraggle := func() bool { return false }
 	if after, ok := pass.StraggleAfter(); ok {
 		stopStraggle = time.AfterFunc(after, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			if !returned && !gaveUp {
-				pass.Straggle()
+			if !returned && !gaveUp && pass.Straggle() {
 				l.m.straggled.WithLabelValues(c.method).Inc()
 			}
 		}).Stop
+	}
+	var leave <-chan time.Time
+	leaveAfter, mayLeave := pass.LeaveAfter()
+	if mayLeave {
+		t := time.NewTimer(leaveAfter)
+		defer t.Stop()
+		leave = t.C
 	}
 	go func() {
 		defer cancel()
@@ -272,6 +297,29 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	var r result
 	select {
 	case r = <-done:
+	case <-leave:
+		mu.Lock()
+		if returned {
+			mu.Unlock()
+			r = <-done
+			break
+		}
+		if pass.Straggle() {
+			l.m.straggled.WithLabelValues(c.method).Inc()
+		}
+		pass.Leave()
+		mu.Unlock()
+		// Nobody waits any more; the deadline still gives the call up,
+		// which counts it abandoned (Degraded) if it has not returned.
+		go func() {
+			<-callCtx.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned {
+				abandon()
+			}
+		}()
+		r.err = fmt.Errorf("%s: %w after %s, far past this method's recent answers", c.method, ErrStillRunning, leaveAfter.Round(time.Millisecond))
 	case <-callCtx.Done():
 		mu.Lock()
 		if returned {
@@ -279,12 +327,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			r = <-done
 			break
 		}
-		gaveUp = true
-		l.m.abandoned.WithLabelValues(c.method).Inc()
-		pass.Abandon(ctx.Err() == nil)
+		abandon()
 		mu.Unlock()
 		if ctx.Err() == nil {
-			l.m.timeouts.WithLabelValues(c.method).Inc()
 			r.err = fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout)
 		} else {
 			r.err = ctx.Err()

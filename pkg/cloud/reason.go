@@ -13,8 +13,9 @@ const (
 	// ReasonTimeout: the call was abandoned at --cloud-call-timeout, or
 	// held back because its object's last calls were.
 	ReasonTimeout = "CloudTimeout"
-	// ReasonCallInFlight: an earlier call for the object, abandoned after
-	// its timeout, still runs; retried with backoff.
+	// ReasonCallInFlight: a call for the object still runs, past its
+	// method's usual answers or abandoned at its timeout; retried with
+	// backoff.
 	ReasonCallInFlight = "CallInFlight"
 )
 
@@ -29,7 +30,7 @@ func Reason(err error) string {
 		return re.Reason
 	case errors.Is(err, ErrTimeout), errors.Is(err, admission.ErrTimedOutBefore):
 		return ReasonTimeout
-	case errors.Is(err, ErrCallInFlight):
+	case errors.Is(err, ErrCallInFlight), errors.Is(err, ErrStillRunning):
 		return ReasonCallInFlight
 	}
 	return provider.Reason(err)

@@ -235,7 +235,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	switch {
 	case st.Err != nil:
-		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to get instance metadata from the cloud: %v", st.Err)
+		// A call for the node that still runs is waited for with
+		// backoff, without an Event for every retry.
+		if cloud.Reason(st.Err) != cloud.ReasonCallInFlight {
+			r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to get instance metadata from the cloud: %v", st.Err)
+		}
 		return ctrl.Result{}, fmt.Errorf("getting instance metadata for node %s: %w", node.Name, st.Err)
 	case !st.Exists || st.Metadata == nil:
 		// Clouds are eventually consistent: an instance can be listed a

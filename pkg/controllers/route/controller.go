@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/outrigger-ccm/outrigger/pkg/cloud"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/retryhint"
 	"github.com/outrigger-ccm/outrigger/pkg/platform"
@@ -394,6 +395,11 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		nameHint := string(node.UID)
 		start := time.Now()
 		if err := r.opts.Routes.CreateRoute(ctx, r.opts.ClusterName, nameHint, rt); err != nil {
+			if cloud.Reason(err) == cloud.ReasonCallInFlight {
+				// Still running: the next pass sees whether it made the
+				// route, without an Event for every pass.
+				return
+			}
 			r.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonFailedToCreateRoute,
 				"Could not create route %s %s for node %s after %v: %v", nameHint, rt.DestinationCIDR, node.Name, time.Since(start), err)
 			return

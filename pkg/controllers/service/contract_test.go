@@ -330,15 +330,18 @@ func TestHungServicesCostOnlyThemselves(t *testing.T) {
 	})
 }
 
-// 40 Services hung in the provider, more than the load balancer family
-// runs at once, with a call timeout of an hour: the others are provisioned
-// all the same, by the hung calls giving their places back as stragglers,
-// not by any timeout (no call is abandoned).
+// 100 Services hung in the provider, more than the load balancer family
+// runs at once and than the controller's workers, created first, with a
+// call timeout of an hour: the others are provisioned all the same, by the
+// hung calls giving their places back and their workers going on as
+// stragglers, not by any timeout (no call is abandoned).
 func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	lb := newFakeLB()
-	const hung = 40
+	// More than the controller's 64 workers: each worker goes on once
+	// its call straggles.
+	const hung = 100
 	for i := range hung {
 		lb.ensure[fmt.Sprintf("hang-%d", i)] = func() (*corev1.LoadBalancerStatus, error) {
 			<-release
@@ -354,7 +357,7 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	for i := range hung {
 		create(t, lbService(ns, fmt.Sprintf("hang-%d", i), 80))
 	}
-	testenv.Eventually(t, 30*time.Second, "every hung Service's call sent", func() (bool, error) {
+	testenv.Eventually(t, 60*time.Second, "every hung Service's call sent", func() (bool, error) {
 		for i := range hung {
 			if lb.Calls("EnsureLoadBalancer", fmt.Sprintf("hang-%d", i)) == 0 {
 				return false, nil
@@ -365,7 +368,7 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	for i := range 10 {
 		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
 	}
-	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 40 hung ones", func() (bool, error) {
+	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 100 hung ones", func() (bool, error) {
 		for i := range 10 {
 			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
 				return false, nil

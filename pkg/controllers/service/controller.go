@@ -363,6 +363,12 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 		if perr := patchStatus(ctx, r.client, svc, svc.Status.LoadBalancer, &cond); perr != nil {
 			log.Error(perr, "Recording the load balancer failure on the Service")
 		}
+		if reason == cloud.ReasonCallInFlight {
+			// A call for the Service still runs (far past its method's
+			// answers, or past its timeout): the condition says so, and
+			// the retries that wait for it record no Event each.
+			return fmt.Errorf("failed to ensure load balancer: %w", err)
+		}
 		return r.syncFailed(svc, fmt.Errorf("failed to ensure load balancer: %w", err))
 	}
 	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsured, "Ensured load balancer")

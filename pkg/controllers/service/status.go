@@ -42,6 +42,8 @@ func conditionMessage(reason string, err error) string {
 		hint = "The cloud is throttling requests; retrying with backoff. "
 	case cloud.ReasonTimeout:
 		hint = "The cloud did not answer in time; retrying with backoff. "
+	case cloud.ReasonCallInFlight:
+		hint = "A cloud call for this Service still runs, far past what the provider's answers take; retried once it returns. "
 	}
 	msg := hint + "Last error: " + err.Error()
 	if len(msg) > 32000 {

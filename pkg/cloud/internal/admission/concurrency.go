@@ -172,6 +172,14 @@ func (c *concurrency) straggleAfter(timeout time.Duration) (d time.Duration, ok 
 	return d, timeout <= 0 || d < timeout
 }
 
+// hasAnswers reports whether the family's latency has been learnt from
+// answers.
+func (c *concurrency) hasAnswers() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.smoothed > 0
+}
+
 // adapt is done's adaptation. c.mu held.
 func (c *concurrency) adapt(now, sent time.Time, latency time.Duration, outcome callOutcome) {
 	switch outcome {

@@ -203,19 +203,53 @@ func (p *Pass) StraggleAfter() (time.Duration, bool) {
 	return p.lim.conc.straggleAfter(p.g.opts.Timeout)
 }
 
+// Leave records that the caller stopped waiting for a straggler (after
+// Straggle, while the call runs): its object's next calls are refused with
+// ErrCallInFlight until the provider returns, as after Abandon, but the
+// call is not counted abandoned (Abandoned) unless its deadline passes too.
+func (p *Pass) Leave() {
+	if p.slot != nil {
+		p.slot.abandon()
+	}
+}
+
+// LeaveAfter is how long the caller waits for the call before it goes on
+// without the answer; ok is false when it waits to the end. Only a call
+// about one object may be left (its object keeps its slot, so no second
+// call for it goes out meanwhile): once it straggles, or, before its family
+// has any answer to compare with, after noAnswersLeave (a slow cloud's
+// first calls are not taken for hung ones).
+func (p *Pass) LeaveAfter() (time.Duration, bool) {
+	if p.c.Key == "" {
+		return 0, false
+	}
+	d, ok := p.StraggleAfter()
+	if !p.lim.conc.hasAnswers() {
+		d = max(d, noAnswersLeave)
+		ok = p.g.opts.Timeout <= 0 || d < p.g.opts.Timeout
+	}
+	return d, ok
+}
+
+// noAnswersLeave is how long a call of a family without answers runs
+// before its caller goes on without it.
+const noAnswersLeave = straggleFactor * minStraggle
+
 // Straggle records that the call runs past StraggleAfter: it gives its
 // place in the family's concurrency back at once, so that calls hung on
 // some objects cost only those objects in time too (the others do not wait
 // for their timeouts), while its object keeps its slot until the provider
-// returns. Its answer, when it comes, does not adapt the family: one
-// object's slowness says nothing of the cloud's (a timeout while no later
-// call was answered still does, in Abandon). The caller calls it at most
-// once, before Abandon and while the call runs.
-func (p *Pass) Straggle() {
+// returns; false when it straggled already. Its answer, when it comes,
+// does not adapt the family: one object's slowness says nothing of the
+// cloud's (a timeout while no later call was answered still does, in
+// Abandon). The caller calls it before Abandon and while the call runs.
+func (p *Pass) Straggle() bool {
 	if p.straggled.CompareAndSwap(false, true) {
 		p.lim.stragglers.Add(1)
 		p.lim.conc.release()
+		return true
 	}
+	return false
 }
 
 // Returned records the provider's answer, after Abandon when abandoned:
