@@ -18,8 +18,12 @@ export OUTRIGGER_ASSETS := $(ASSETS)
 
 .PHONY: dev test build controlplane verify verify-files verify-proto proto bench clean lint fuzz
 
-## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes).
-dev: controlplane build
+## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes). It waits
+## only for what it runs (etcd, kube-apiserver, outrigger); kubectl, for you, is built meanwhile at
+## the lowest CPU priority when missing (.outrigger/kubectl.log).
+dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
+	@[ -x $(ASSETS)/kubectl ] || { mkdir -p .outrigger; echo "make dev: building kubectl in the background (.outrigger/kubectl.log)"; \
+		setsid nice -n 19 $(MAKE) --no-print-directory $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
 	./bin/outrigger dev --nodes $(NODES)
 
 ## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
@@ -152,6 +156,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000 -services 1000 -limits 100 -ccms outrigger,upstream-tuned -out docs/performance/scale-limit
 	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000 -services 1000 -limits 0 -ccms outrigger-plugin
 	go run ./bench/scale -refresh 1m -idle-periods 1 -bound 15m -nodes 50000 -services 10000 -limits 0 -ccms outrigger,upstream-tuned -out docs/performance/scale-10k
+	go run ./bench/hung -hung 0,12,100,1000 -bound 2m
 
 # What every bench/scale row shares (-append refuses another setup).
 SCALE_SETUP := -refresh 1m -idle-periods 1 -bound 5m
@@ -173,7 +178,7 @@ bin/outrigger-ccm: $(shell git ls-files pkg cmd bench/outrigger-ccm bench/intern
 	go build -o bin/outrigger-ccm ./bench/outrigger-ccm
 
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).
-bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm) go.mod
+bin/upstream-ccm: $(shell git ls-files bench/upstream-ccm bench/internal) go.mod
 	cd bench/upstream-ccm && go build -o ../../bin/upstream-ccm .
 
 .PHONY: cluster cluster-binaries cluster-down cluster-test cluster-images image

@@ -146,6 +146,11 @@ func TestRender(t *testing.T) {
 			if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
 				t.Fatalf("affinity %+v, want one preferred pod anti-affinity term", aff)
 			}
+			if !reflect.DeepEqual(aff.NodeAffinity, deployment(t, deployObjects(t, "deployment.yaml")).Spec.Template.Spec.Affinity.NodeAffinity) ||
+				len(aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 ||
+				aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Preference.MatchExpressions[0].Key != "node-role.kubernetes.io/control-plane" {
+				t.Errorf("node affinity %+v, want deploy/deployment.yaml's preference for control-plane nodes", aff.NodeAffinity)
+			}
 			term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
 			if term.TopologyKey != "kubernetes.io/hostname" || !labels.SelectorFromSet(term.LabelSelector.MatchLabels).Matches(podLabels) {
 				t.Errorf("anti-affinity term %+v does not spread these pods over hostnames", term)

@@ -3,6 +3,7 @@ package upstreamfake
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,6 +108,13 @@ func (p *provider) GetLoadBalancer(ctx context.Context, clusterName string, serv
 func (p *provider) EnsureLoadBalancer(ctx context.Context, clusterName string, service *corev1.Service, nodes []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
 	if err := p.call(ctx, "EnsureLoadBalancer"); err != nil {
 		return nil, err
+	}
+	if p.hangPrefix != "" && strings.HasPrefix(service.Name, p.hangPrefix) {
+		p.mu.Lock()
+		p.hung++
+		p.hungObjects[service.Name] = true
+		p.mu.Unlock()
+		select {} // hung for good, whatever ctx says
 	}
 	return p.setBackends(p.GetLoadBalancerName(ctx, clusterName, service), service, nodesKey(nodes), true), nil
 }

@@ -56,6 +56,10 @@ type Config struct {
 	Stats string `json:"stats"`
 	// LoadBalancers offers the LoadBalancer interface.
 	LoadBalancers bool `json:"loadBalancers,omitempty"`
+	// HangPrefix: EnsureLoadBalancer never returns, whatever its context,
+	// for Services whose name starts with it (a provider hung on some
+	// objects).
+	HangPrefix string `json:"hangPrefix,omitempty"`
 }
 
 // Calls are the counts served at Config.Stats.
@@ -71,6 +75,10 @@ type Calls struct {
 	// BackendWrites counts the accepted EnsureLoadBalancer and
 	// UpdateLoadBalancer calls: each sets a load balancer's backends.
 	BackendWrites int64 `json:"backendWrites,omitempty"`
+	// Hung counts the calls hung by Config.HangPrefix, and HungObjects
+	// the Services they hang on.
+	Hung        int64 `json:"hung,omitempty"`
+	HungObjects int64 `json:"hungObjects,omitempty"`
 }
 
 // New builds the provider from its cloud-config and starts serving its
@@ -101,6 +109,8 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 		byOp:          map[string]int64{},
 		throttledByOp: map[string]int64{},
 		loadBalancers: cfg.LoadBalancers,
+		hangPrefix:    cfg.HangPrefix,
+		hungObjects:   map[string]bool{},
 		lbs:           map[string]balancer{},
 		backends:      map[string]int64{},
 	}
@@ -124,8 +134,12 @@ type provider struct {
 	limiter *rate.Limiter
 
 	loadBalancers bool
+	hangPrefix    string
 
 	mu        sync.Mutex
+	// hung are the calls hung now; hungObjects the Services hung on.
+	hung        int64
+	hungObjects map[string]bool
 	total     int64
 	throttled int64
 	byOp      map[string]int64
@@ -185,7 +199,7 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 func (p *provider) counts() Calls {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: maps.Clone(p.byOp), ThrottledByOp: maps.Clone(p.throttledByOp), BackendWrites: p.backendWrites}
+	c := Calls{Total: p.total, Throttled: p.throttled, ByOp: maps.Clone(p.byOp), ThrottledByOp: maps.Clone(p.throttledByOp), BackendWrites: p.backendWrites, Hung: p.hung, HungObjects: int64(len(p.hungObjects))}
 	if len(p.backends) > 0 {
 		c.Backends = maps.Clone(p.backends)
 	}
