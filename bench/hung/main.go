@@ -26,6 +26,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
@@ -62,6 +64,7 @@ func main() {
 	flag.StringVar(&cfg.outriggerBin, "outrigger-bin", "bin/outrigger-ccm", "Outrigger with the benchmark providers (make bin/outrigger-ccm)")
 	out := flag.String("out", "docs/performance/hung.md", "where the table is written")
 	flag.Parse()
+	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

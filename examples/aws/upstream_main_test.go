@@ -45,6 +45,11 @@ func TestAWSOwnMain(t *testing.T) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
+	// --version names the binary, then Outrigger.
+	version, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(version), "example.com/awsmain ") || !strings.Contains(string(version), "\nOutrigger v") {
+		t.Errorf("--version: %v\n%s", err, version)
+	}
 	out, err := exec.Command(bin, "--cloud-provider=aws", "--kubeconfig="+kubeconfig, "--controllers=*,nope").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), `unknown controller "nope"`) || !strings.Contains(string(out), "tagging") {
 		t.Errorf("--controllers=*,nope: %v, output:\n%s", err, out)

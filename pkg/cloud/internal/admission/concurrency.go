@@ -121,6 +121,14 @@ func (c *concurrency) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inFlight--
+	// In slow start, before the cloud has shown any congestion, a
+	// straggler grows the limit as an answer would: calls hung on many
+	// objects would otherwise let the family probe for capacity only as
+	// fast as they straggle.
+	if c.slowStart {
+		c.increase()
+		c.gauge.Set(float64(int(c.limit)))
+	}
 	c.wake()
 }
 

@@ -198,3 +198,27 @@ func TestStraggleAfter(t *testing.T) {
 		}
 	}
 }
+
+// A straggler gives its place back; in slow start it also grows the limit
+// as an answer would, and after congestion it does not.
+func TestStragglerReleaseGrowsOnlyInSlowStart(t *testing.T) {
+	for _, tc := range []struct {
+		slowStart bool
+		want      float64
+	}{{true, 9}, {false, 8}} {
+		c := testConcurrency(8, tc.slowStart)
+		if err := c.acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		c.release()
+		if got := c.current(); got != tc.want {
+			t.Errorf("slow start %v: limit %v after a straggler, want %v", tc.slowStart, got, tc.want)
+		}
+		c.mu.Lock()
+		inFlight := c.inFlight
+		c.mu.Unlock()
+		if inFlight != 0 {
+			t.Errorf("slow start %v: %d in flight after the straggler gave its place back", tc.slowStart, inFlight)
+		}
+	}
+}

@@ -232,8 +232,11 @@ func (p *Pass) LeaveAfter() (time.Duration, bool) {
 }
 
 // noAnswersLeave is how long a call of a family without answers runs
-// before its caller goes on without it.
-const noAnswersLeave = straggleFactor * minStraggle
+// before its caller goes on without it: twice the least straggle time, so
+// that a cloud whose first answers take a second or two is still waited
+// for, and one that hangs on many objects from the start holds each worker
+// no longer than that.
+const noAnswersLeave = 2 * minStraggle
 
 // Straggle records that the call runs past StraggleAfter: it gives its
 // place in the family's concurrency back at once, so that calls hung on
