@@ -136,13 +136,13 @@ type provider struct {
 	loadBalancers bool
 	hangPrefix    string
 
-	mu        sync.Mutex
+	mu sync.Mutex
 	// hung are the calls hung now; hungObjects the Services hung on.
 	hung        int64
 	hungObjects map[string]bool
-	total     int64
-	throttled int64
-	byOp      map[string]int64
+	total       int64
+	throttled   int64
+	byOp        map[string]int64
 	// throttledByOp are the refused calls by operation.
 	throttledByOp map[string]int64
 	// The load balancers, by name; how many have each backend set; the
