@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -253,7 +254,15 @@ func (b *binary) seedDefaults() error {
 		}
 		ours.DefValue = ours.Value.String()
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	// One line, however many: it is the command's whole output.
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func lookup(nfs cliflag.NamedFlagSets, name string) *pflag.Flag {
