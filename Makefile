@@ -88,15 +88,15 @@ controlplane: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kubectl
 
 $(ASSETS)/kube-apiserver:
 	@mkdir -p $(ASSETS)
-	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.$$$$.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.$$$$.tmp $@
 
 $(ASSETS)/kubectl:
 	@mkdir -p $(ASSETS)
-	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.$$$$.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.$$$$.tmp $@
 
 $(ASSETS)/etcd:
 	@mkdir -p $(ASSETS)
-	cd $(K8S_MODULE) && go build -ldflags "-s -w" -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+	cd $(K8S_MODULE) && go build -ldflags "-s -w" -o $@.$$$$.tmp go.etcd.io/etcd/server/v3 && mv $@.$$$$.tmp $@
 
 ## verify: formatting, vet, and the product module never requiring k8s.io/kubernetes.
 verify:
