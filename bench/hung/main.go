@@ -171,7 +171,12 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 		stopCCM()
 		return 0, err
 	}
-	defer func() { stopCCM(); <-proc.Done }()
+	defer func() {
+		stopCCM()
+		if err := <-proc.Done; err != nil {
+			progress("%s exited: %v", key, err)
+		}
+	}()
 	if !waitFor(ctx, cfg.bound, func() bool {
 		select {
 		case <-initialized:
