@@ -5,14 +5,18 @@ package shared
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
@@ -235,4 +239,114 @@ func TestRestoredClusterLeavesTheOldLoadBalancers(t *testing.T) {
 	if id := clusterUID(t, restored.Client); newLB.Tags["cluster-id"] != id {
 		t.Errorf("the restored cluster's load balancer is tagged %v, want cluster-id %s", newLB.Tags, id)
 	}
+}
+
+// An Outrigger whose RBAC is the upstream CCM's (no get on namespaces, so
+// no cluster identity) runs as the upstream CCM does: it provisions load
+// balancers, which carry no identity, and its orphan sweep deletes none of
+// them, not even one whose Service is gone.
+func TestWithoutTheIdentityRBAC(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	ns := testenv.Name("no-identity")
+	c := cluster{client: testenv.Client, ns: ns}
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := testenv.Name("n")
+	if _, err := cloud.Create(simcloud.CreateRequest{Name: n}); err != nil {
+		t.Fatal(err)
+	}
+	backendNode(t, c.client, n)
+	// A user with what the service controller writes and reads, and no
+	// namespaces at all.
+	user := testenv.Name("ccm-without-namespaces")
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes", "services", "services/status", "events"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"*"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	if _, err := c.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.client.RbacV1().ClusterRoleBindings().Delete(ctx, user, metav1.DeleteOptions{})
+		_ = c.client.RbacV1().ClusterRoles().Delete(ctx, user, metav1.DeleteOptions{})
+	})
+	cfg, err := clientcmd.LoadFromFile(testenv.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Impersonate = user
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--controllers=service-lb-controller", "--load-balancer-orphan-sweep-period=1s", "--kubeconfig=" + kubeconfig}
+	first := testenv.StartOutrigger(t, cloud, flags...)
+
+	c.create(t, "kept", nil)
+	c.create(t, "gone", nil)
+	for _, name := range []string{"kept", "gone"} {
+		testenv.Eventually(t, 30*time.Second, name+"'s load balancer", func() (bool, error) {
+			return c.provisioned(t, cloud, name), nil
+		})
+	}
+	svc, _ := c.get(t, "gone")
+	gone := cloudprovider.DefaultLoadBalancerName(svc)
+	if lb, _ := cloud.GetLoadBalancer(gone); lb.Tags["cluster-id"] != "" {
+		t.Errorf("without the identity, the load balancer is tagged cluster-id=%q", lb.Tags["cluster-id"])
+	}
+	// While no CCM runs, the Service goes without its finalizer's cleanup
+	// (removed by hand, as a stuck namespace's is): its load balancer is
+	// an orphan, which only the sweep could find.
+	first.Stop()
+	c.update(t, "gone", func(s *corev1.Service) { s.Finalizers = nil })
+	if err := c.client.CoreV1().Services(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartOutrigger(t, cloud, flags...)
+	// The sweep runs every second: three passes later, the orphan is still
+	// there, as the upstream CCM would leave it.
+	start := sweepsWithoutIdentity(t)
+	testenv.Eventually(t, 30*time.Second, "three orphan sweeps", func() (bool, error) {
+		return sweepsWithoutIdentity(t) >= start+3, nil
+	})
+	if _, ok := cloud.GetLoadBalancer(gone); !ok {
+		t.Error("the orphan sweep deleted a load balancer without the cluster's identity")
+	}
+}
+
+// sweepsWithoutIdentity reads outrigger_orphan_sweeps_total{result="no_identity"}
+// of the Outriggers this process runs.
+func sweepsWithoutIdentity(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "outrigger_orphan_sweeps_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "no_identity" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -40,8 +40,15 @@ var (
 		Name: "outrigger_orphan_load_balancers_deleted_total",
 		Help: "Load balancers of this cluster and class whose Service no longer exists, deleted by the orphan sweep.",
 	})
+	// orphanSweepsTotal counts the sweep's passes by result: swept,
+	// no_identity (the cluster's identity is not known, so nothing is
+	// deleted), failed (listing failed).
+	orphanSweepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_orphan_sweeps_total",
+		Help: "Passes of the orphan sweep by result: swept; no_identity (the cluster's identity could not be read, so nothing is deleted); failed.",
+	}, []string{"result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(loadBalancerSyncTotal, nodeSyncErrorTotal, nodeSyncLatency, updateLoadBalancerHostLatency, orphansDeletedTotal)
+	metrics.Registry.MustRegister(loadBalancerSyncTotal, nodeSyncErrorTotal, nodeSyncLatency, updateLoadBalancerHostLatency, orphansDeletedTotal, orphanSweepsTotal)
 }

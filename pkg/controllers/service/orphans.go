@@ -63,19 +63,23 @@ func (s *orphanSweep) sweep(ctx context.Context) {
 		id = s.clusterID()
 	}
 	if id == "" {
+		orphanSweepsTotal.WithLabelValues("no_identity").Inc()
 		log.V(2).Info("The cluster's identity is not known: deleting nothing this period")
 		return
 	}
 	owned, err := s.owners.ListLoadBalancerOwners(ctx, s.cluster)
 	if err != nil {
+		orphanSweepsTotal.WithLabelValues("failed").Inc()
 		log.Error(err, "Listing this cluster's load balancers; trying again next period")
 		return
 	}
 	var services corev1.ServiceList
 	if err := s.client.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
+		orphanSweepsTotal.WithLabelValues("failed").Inc()
 		log.Error(err, "Listing Services; trying again next period")
 		return
 	}
+	orphanSweepsTotal.WithLabelValues("swept").Inc()
 	exists := make(map[types.UID]bool, len(services.Items))
 	for i := range services.Items {
 		exists[services.Items[i].UID] = true
