@@ -3,15 +3,11 @@
 package app_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,17 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/outrigger-ccm/outrigger/internal/providermain"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// upstreamImport is the one line a provider's main changes.
-const (
-	upstreamImport  = `"k8s.io/cloud-provider/app"`
-	outriggerImport = `"github.com/outrigger-ccm/outrigger/app"`
-)
 
 // fakeProvider registers upstream's fake cloud under "fake", the part of
 // the binary a provider would bring; sample/basic_main.go finds it by name.
@@ -75,7 +66,8 @@ func init() {
 // provisioned, each controller writing as the ServiceAccount the sample
 // names for it.
 func TestUpstreamSampleMain(t *testing.T) {
-	bin := buildMain(t, "k8s.io/cloud-provider", "sample/basic_main.go", map[string]string{"fake.go": fakeProvider})
+	bin := providermain.Build(t, providermain.Main{Module: "k8s.io/cloud-provider", File: "sample/basic_main.go",
+		GoModDir: "..", Name: "example.com/samplemain", Extra: map[string]string{"fake.go": fakeProvider}})
 	// As the sample says, its own client names need their RBAC installed
 	// apart: Outrigger's roles, bound to the sample's ServiceAccounts.
 	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
@@ -161,7 +153,7 @@ func TestUpstreamSampleMain(t *testing.T) {
 	})
 
 	// Each controller wrote as the ServiceAccount the sample gave it.
-	writers := auditWriters(t)
+	writers := testenv.AuditWriters(t)
 	for key, sa := range map[string]string{
 		"nodes/" + node:                    "mycloud-external-cloud-node-controller",
 		"services/" + svc.Name + "/status": "mycloud-external-service-controller",
@@ -171,96 +163,6 @@ func TestUpstreamSampleMain(t *testing.T) {
 			t.Errorf("%s: written by %v, want %s", key, keys(writers[key]), want)
 		}
 	}
-}
-
-// buildMain builds a main package from a module in the module cache: file
-// (relative to the module) with only its app import changed, beside the
-// extra files, in a module that requires this checkout of Outrigger and
-// the root module's versions of everything else.
-func buildMain(t *testing.T, module, file string, extra map[string]string) string {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	root := filepath.Dir(filepath.Dir(self))
-	modDir := goOutput(t, root, "list", "-m", "-f", "{{.Dir}}", module)
-	src, err := os.ReadFile(filepath.Join(modDir, file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(src), upstreamImport); n != 1 {
-		t.Fatalf("%s imports %s %d times, want once", file, upstreamImport, n)
-	}
-	dir := t.TempDir()
-	files := map[string]string{"main.go": strings.Replace(string(src), upstreamImport, outriggerImport, 1)}
-	for name, text := range extra {
-		files[name] = text
-	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitN(string(gomod), "\n", 2)
-	files["go.mod"] = "module example.com/providermain\n" + lines[1] +
-		"\nrequire github.com/outrigger-ccm/outrigger v0.0.0\n\nreplace github.com/outrigger-ccm/outrigger => " + root + "\n"
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files["go.sum"] = string(sum)
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "ccm")
-	goOutput(t, dir, "build", "-mod=mod", "-o", bin, ".")
-	return bin
-}
-
-func goOutput(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// auditWriters maps "resource/name[/subresource]" to the users that
-// patched or updated it, from the API server's audit log.
-func auditWriters(t *testing.T) map[string]map[string]bool {
-	t.Helper()
-	f, err := os.Open(testenv.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			Verb      string                    `json:"verb"`
-			User      struct{ Username string } `json:"user"`
-			ObjectRef struct {
-				Resource, Name, Subresource string
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || (ev.Verb != "patch" && ev.Verb != "update") {
-			continue
-		}
-		key := ev.ObjectRef.Resource + "/" + ev.ObjectRef.Name
-		if ev.ObjectRef.Subresource != "" {
-			key += "/" + ev.ObjectRef.Subresource
-		}
-		if out[key] == nil {
-			out[key] = map[string]bool{}
-		}
-		out[key][ev.User.Username] = true
-	}
-	return out
 }
 
 func keys(m map[string]bool) []string {

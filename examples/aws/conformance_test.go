@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,19 +23,7 @@ import (
 // run is limited to the instance cases, which are required to run.
 func TestAWSConformance(t *testing.T) {
 	_, simURL, instances := startCloud(t)
-	dir := t.TempDir()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": "AKIASIMCLOUD00000000", "AWS_SECRET_ACCESS_KEY": "sim-secret",
-		"AWS_EC2_METADATA_SERVICE_ENDPOINT": simURL,
-		"AWS_CONFIG_FILE":                   filepath.Join(dir, "no-aws-config"),
-		"AWS_SHARED_CREDENTIALS_FILE":       filepath.Join(dir, "no-aws-credentials"),
-	} {
-		t.Setenv(k, v)
-	}
-	for _, v := range []string{"AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
-	}
+	useSimAWS(t, simURL)
 	aws, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(cloudConfig(simURL)))
 	if err != nil {
 		t.Fatal(err)

@@ -144,17 +144,7 @@ func TestAWSProviderUnchanged(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(cloudConfig(simURL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// The AWS SDK's own configuration: static credentials and the metadata
-	// service's address; no shared config files from this machine.
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIASIMCLOUD00000000")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "sim-secret")
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", simURL)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "no-aws-config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "no-aws-credentials"))
-	for _, v := range []string{"AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(v, "")
-		os.Unsetenv(v)
-	}
+	useSimAWS(t, simURL)
 
 	ctx := context.Background()
 	for _, in := range instances {
@@ -235,6 +225,24 @@ func TestAWSProviderUnchanged(t *testing.T) {
 		if calls.ByOp[op] == 0 {
 			t.Errorf("no %s call reached the sim cloud", op)
 		}
+	}
+}
+
+// useSimAWS gives the AWS SDK, in this process and the processes it
+// starts, its configuration for the sim cloud until the test ends: static
+// credentials and the metadata service's address, and nothing of this
+// machine's own (no shared config files, profile, region or role).
+func useSimAWS(t *testing.T, simURL string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIASIMCLOUD00000000")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sim-secret")
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", simURL)
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "no-aws-config"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "no-aws-credentials"))
+	for _, v := range []string{"AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
 	}
 }
 

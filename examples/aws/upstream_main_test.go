@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,15 +13,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
-)
-
-// awsMain is the AWS cloud-controller-manager's own main, in the module
-// cache; only its import of upstream's app package changes.
-const (
-	awsModule       = "k8s.io/cloud-provider-aws"
-	awsMain         = "cmd/aws-cloud-controller-manager/main.go"
-	upstreamImport  = `"k8s.io/cloud-provider/app"`
-	outriggerImport = `"github.com/outrigger-ccm/outrigger/app"`
+	"github.com/outrigger-ccm/outrigger/internal/providermain"
 )
 
 // TestAWSOwnMain builds cloud-provider-aws's own main.go with only the app
@@ -32,7 +23,10 @@ const (
 // controller of its own, with its own flags) tags their instances and
 // labels the nodes, and AWS's metrics are on Outrigger's /metrics.
 func TestAWSOwnMain(t *testing.T) {
-	bin := buildAWSMain(t)
+	// The AWS cloud-controller-manager's own main, from the module cache;
+	// only its import of upstream's app package changes.
+	bin := providermain.Build(t, providermain.Main{Module: "k8s.io/cloud-provider-aws",
+		File: "cmd/aws-cloud-controller-manager/main.go", GoModDir: ".", Name: "example.com/awsmain"})
 
 	// A flag Outrigger does not know, of the provider's, is in --help in
 	// its own section; an unknown controller is one line.
@@ -56,6 +50,7 @@ func TestAWSOwnMain(t *testing.T) {
 	}
 
 	cloud, simURL, instances := startCloud(t)
+	useSimAWS(t, simURL) // for the CCM's process too
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cloud.conf")
 	if err := os.WriteFile(cfg, []byte(cloudConfig(simURL)), 0o600); err != nil {
@@ -74,11 +69,6 @@ func TestAWSOwnMain(t *testing.T) {
 		"--controllers=*,tagging", "--tags=team=outrigger", "--resources=instance",
 		"--leader-elect-resource-name=aws-own-main", "--configure-cloud-routes=false",
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--disable-metrics-authentication")
-	cmd.Env = append(awsEnv(os.Environ()),
-		"AWS_ACCESS_KEY_ID=AKIASIMCLOUD00000000", "AWS_SECRET_ACCESS_KEY=sim-secret",
-		"AWS_EC2_METADATA_SERVICE_ENDPOINT="+simURL,
-		"AWS_CONFIG_FILE="+filepath.Join(dir, "no-aws-config"),
-		"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "no-aws-credentials"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -114,68 +104,4 @@ func TestAWSOwnMain(t *testing.T) {
 	if calls := cloud.Calls(); calls.ByOp["EC2:CreateTags"] == 0 {
 		t.Errorf("no CreateTags call reached the sim cloud: %v", calls.ByOp)
 	}
-}
-
-// awsEnv is env without the AWS settings of this machine.
-func awsEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "AWS_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// buildAWSMain writes the AWS main, import changed, into a module that is
-// this one under another name (the same versions of everything), and
-// builds it.
-func buildAWSMain(t *testing.T) string {
-	t.Helper()
-	_, self, _, _ := runtime.Caller(0)
-	here := filepath.Dir(self)
-	modDir := goOutput(t, here, "list", "-m", "-f", "{{.Dir}}", awsModule)
-	src, err := os.ReadFile(filepath.Join(modDir, awsMain))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(src), upstreamImport); n != 1 {
-		t.Fatalf("%s imports %s %d times, want once", awsMain, upstreamImport, n)
-	}
-	gomod, err := os.ReadFile(filepath.Join(here, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile(filepath.Join(here, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Dir(filepath.Dir(here))
-	mod := strings.Replace(string(gomod), "module github.com/outrigger-ccm/outrigger/examples/aws", "module example.com/awsmain", 1)
-	mod = strings.Replace(mod, "github.com/outrigger-ccm/outrigger => ../..", "github.com/outrigger-ccm/outrigger => "+root, 1)
-	dir := t.TempDir()
-	for name, text := range map[string]string{
-		"main.go": strings.Replace(string(src), upstreamImport, outriggerImport, 1),
-		"go.mod":  mod,
-		"go.sum":  string(sum),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "aws-cloud-controller-manager")
-	goOutput(t, dir, "build", "-mod=mod", "-o", bin, ".")
-	return bin
-}
-
-func goOutput(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
 }

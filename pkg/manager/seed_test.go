@@ -3,9 +3,7 @@
 package manager_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -145,7 +143,7 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 		"services/" + svc.Name + "/status": {sa + "service-controller"},                       // the ingress
 	}
 	testenv.Eventually(t, 10*time.Second, "the audit log to show each controller's identity", func() (bool, error) {
-		writers := auditWriters(t, testenv.AuditLog)
+		writers := testenv.AuditWriters(t)
 		for key, users := range want {
 			for _, user := range users {
 				if !writers[key][user] {
@@ -155,53 +153,10 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 		}
 		return true, nil
 	})
-	writers := auditWriters(t, testenv.AuditLog)
+	writers := testenv.AuditWriters(t)
 	for key, users := range writers {
 		if (strings.Contains(key, name) || strings.Contains(key, svc.Name)) && users[sa+"cloud-controller-manager"] {
 			t.Errorf("%s was written by Outrigger's own identity, not a controller's", key)
 		}
 	}
-}
-
-// auditWriters reads the audit log into "resource/name[/subresource]" ->
-// users who patched or updated it.
-func auditWriters(t *testing.T, path string) map[string]map[string]bool {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]map[string]bool{}
-	add := func(key, user string) {
-		if out[key] == nil {
-			out[key] = map[string]bool{}
-		}
-		out[key][user] = true
-	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			Verb             string                     `json:"verb"`
-			User             struct{ Username string }  `json:"user"`
-			ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
-			ObjectRef        struct {
-				Resource, Name, Subresource string
-			} `json:"objectRef"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || (ev.Verb != "patch" && ev.Verb != "update") {
-			continue
-		}
-		key := ev.ObjectRef.Resource + "/" + ev.ObjectRef.Name
-		if ev.ObjectRef.Subresource != "" {
-			key += "/" + ev.ObjectRef.Subresource
-		}
-		user := ev.User.Username
-		if ev.ImpersonatedUser != nil {
-			user = ev.ImpersonatedUser.Username
-		}
-		add(key, user)
-	}
-	return out
 }
