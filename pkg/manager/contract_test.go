@@ -35,6 +35,7 @@ type lbOnly struct {
 
 	mu        sync.Mutex
 	informers informers.SharedInformerFactory
+	builder   cloudprovider.ControllerClientBuilder
 }
 
 var (
@@ -42,7 +43,10 @@ var (
 	_ cloudprovider.InformerUser = (*lbOnly)(nil)
 )
 
-func (p *lbOnly) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {
+func (p *lbOnly) Initialize(b cloudprovider.ControllerClientBuilder, _ <-chan struct{}) {
+	p.mu.Lock()
+	p.builder = b
+	p.mu.Unlock()
 	p.initialized.Add(1)
 }
 
@@ -211,4 +215,36 @@ func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 		_, informed := second.nodesSeen()
 		return second.initialized.Load() == 1 && informed, nil
 	})
+}
+
+// With --use-service-account-credentials the provider's Initialize gets
+// clients of their own ServiceAccounts in kube-system, as upstream hands
+// them (created when missing, with tokens from the TokenRequest API);
+// without, Outrigger's own identity.
+func TestInitializeGetsServiceAccountClients(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		sa    bool
+	}{{nil, false}, {[]string{"--use-service-account-credentials"}, true}} {
+		p := &lbOnly{}
+		stop := startWith(t, p, append([]string{"--leader-elect=false", "--controllers=service-lb-controller"}, tc.flags...)...)
+		testenv.Eventually(t, 30*time.Second, "the provider initialized", func() (bool, error) { return p.initialized.Load() > 0, nil })
+		p.mu.Lock()
+		b := p.builder
+		p.mu.Unlock()
+		name := testenv.Name("provider-sa")
+		cfg, err := b.Config(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, getErr := testenv.Client.CoreV1().ServiceAccounts("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+		// The ServiceAccount's clients carry none of Outrigger's own
+		// credentials (the package's kubeconfig holds a client
+		// certificate): their token comes from the TokenRequest API.
+		ownCredentials := len(cfg.CertData) > 0 || cfg.CertFile != ""
+		if got := getErr == nil && !ownCredentials; got != tc.sa {
+			t.Errorf("flags %v: clients of ServiceAccount kube-system/%s %v (its Get: %v; Outrigger's own credentials: %v), want %v", tc.flags, name, got, getErr, ownCredentials, tc.sa)
+		}
+		stop()
+	}
 }

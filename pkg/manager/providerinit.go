@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -43,11 +45,7 @@ func (p *providerInit) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	var builder cloudprovider.ControllerClientBuilder = clientBuilder{p.config}
-	if ext := p.opts.Extension; ext != nil && ext.ClientBuilder != nil {
-		builder = ext.ClientBuilder
-	}
-	p.provider.Initialize(builder, ctx.Done())
+	p.provider.Initialize(p.clientBuilder(), ctx.Done())
 	// After Initialize, as SetInformers: a provider may set up its clients there.
 	if c, ok := p.provider.(provider.ClusterIdentity); ok && id != "" {
 		c.SetClusterID(id)
@@ -65,6 +63,23 @@ func (p *providerInit) Start(ctx context.Context) error {
 	close(p.done)
 	<-ctx.Done()
 	return nil
+}
+
+// clientBuilder is what Initialize gets, as upstream hands it: with
+// --use-service-account-credentials, clients of the ServiceAccount in
+// kube-system each name asks for (created when missing), with tokens from
+// the TokenRequest API; else clients of Outrigger's own identity. A
+// provider's own main (package app) hands its own.
+func (p *providerInit) clientBuilder() cloudprovider.ControllerClientBuilder {
+	if ext := p.opts.Extension; ext != nil && ext.ClientBuilder != nil {
+		return ext.ClientBuilder
+	}
+	if p.opts.UseServiceAccountCredentials {
+		if core, err := kubernetes.NewForConfig(p.config); err == nil {
+			return clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(p.config), core.CoreV1(), "kube-system")
+		}
+	}
+	return clientBuilder{p.config}
 }
 
 // afterInit is the manager controllers are set up with: every runnable they
