@@ -110,6 +110,13 @@ func TestProviderControllers(t *testing.T) {
 		}
 	}()
 
+	// The command sets up klog's global logger first: nothing here logs
+	// until it has reached the cloud initializer, past that.
+	testenv.Eventually(t, 30*time.Second, "the cloud initializer called", func() (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return cluster != "", nil
+	})
 	node := testenv.Name("extras-node")
 	testenv.CreateNode(t, node, nil)
 	testenv.Eventually(t, 60*time.Second, "the node initialized and seen by the provider's watcher", func() (bool, error) {

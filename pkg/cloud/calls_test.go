@@ -737,13 +737,16 @@ func TestStragglersGiveTheirPlaceBack(t *testing.T) {
 // whose every answer is slow is not hung.
 func TestStragglerCallersLeave(t *testing.T) {
 	release := make(chan struct{})
-	var slowFirst atomic.Bool
+	var slowFirst, failLater atomic.Bool
 	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
 		switch {
 		case svc.Name == "slow-first" && slowFirst.CompareAndSwap(false, true):
 			time.Sleep(1500 * time.Millisecond)
 		case strings.HasPrefix(svc.Name, "hang-"):
 			<-release
+		case svc.Name == "fails-later" && failLater.CompareAndSwap(false, true):
+			<-release
+			return errors.New("the cloud said no, late")
 		}
 		return nil
 	})
@@ -762,14 +765,18 @@ func TestStragglerCallersLeave(t *testing.T) {
 		}
 	}
 	hung := 3 * admission.InitialConcurrency
-	errs := make(chan error, hung)
+	errs := make(chan error, hung+1)
 	for i := range hung {
 		go func() {
 			_, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("hang-%d", i)), nil)
 			errs <- err
 		}()
 	}
-	for range hung {
+	go func() {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("fails-later"), nil)
+		errs <- err
+	}()
+	for range hung + 1 {
 		if err := <-errs; !errors.Is(err, ErrStillRunning) || Reason(err) != ReasonCallInFlight {
 			t.Fatalf("a hung call's caller got %v, want ErrStillRunning (reason %s)", err, ReasonCallInFlight)
 		}
@@ -781,8 +788,24 @@ func TestStragglerCallersLeave(t *testing.T) {
 		t.Errorf("a second call for a hung object: err = %v, want ErrCallInFlight", err)
 	}
 	close(release)
-	// Once the provider returns, the object's calls go again.
+	// A call left running that fails later: the object's next call gets
+	// that failure, once, and the one after goes to the provider.
 	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("fails-later"), nil)
+		if err != nil && strings.Contains(err.Error(), "the cloud said no, late") {
+			break
+		}
+		if !errors.Is(err, ErrCallInFlight) || time.Now().After(deadline) {
+			t.Fatalf("the next call after a left call failed: %v, want its failure", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("fails-later"), nil); err != nil {
+		t.Errorf("the call after the left call's failure was reported: %v", err)
+	}
+	// Once the provider returns, the object's calls go again.
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hang-7"), nil)
 		if err == nil {

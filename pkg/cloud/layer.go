@@ -108,6 +108,31 @@ type Layer struct {
 	// prunedAt is when answered was last pruned (unix nanoseconds).
 	prunedAt atomic.Int64
 	m        *layerMetrics
+
+	// leftErrs are the errors of calls their callers left running
+	// (ErrStillRunning), by object, each handed once to the object's next
+	// call: the provider's answer is what its controller reports.
+	leftMu   sync.Mutex
+	leftErrs map[string]error
+}
+
+// takeLeftErr returns, once, the error of key's last call that was left
+// running and failed.
+func (l *Layer) takeLeftErr(key string) error {
+	l.leftMu.Lock()
+	defer l.leftMu.Unlock()
+	err := l.leftErrs[key]
+	delete(l.leftErrs, key)
+	return err
+}
+
+func (l *Layer) keepLeftErr(key string, err error) {
+	l.leftMu.Lock()
+	defer l.leftMu.Unlock()
+	if l.leftErrs == nil {
+		l.leftErrs = map[string]error{}
+	}
+	l.leftErrs[key] = err
 }
 
 // New wraps provider.
@@ -226,6 +251,14 @@ type call struct {
 // provider returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
+	// The object's last call was left running and has failed since: that
+	// answer is this call's, so that its controller reports the cloud's
+	// own words (a plugin unreachable, say), and the next call goes out.
+	if c.key != "" {
+		if err := l.takeLeftErr(c.key); err != nil {
+			return zero, fmt.Errorf("%s: an earlier call for this object, left running, failed: %w", c.method, err)
+		}
+	}
 	start := l.now()
 	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key})
 	if err != nil {
@@ -243,8 +276,8 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	// pass is abandoned only while the call still runs and the
 	// abandoned-calls gauge goes up before it comes down.
 	var (
-		mu               sync.Mutex
-		returned, gaveUp bool
+		mu                     sync.Mutex
+		returned, gaveUp, left bool
 	)
 	// abandon gives the call up at its deadline (or its caller's
 	// cancellation), while it runs. mu held.
@@ -286,6 +319,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		mu.Lock()
 		returned = true
 		wasAbandoned := gaveUp
+		if left && err != nil {
+			l.keepLeftErr(c.key, err)
+		}
 		mu.Unlock()
 		pass.Returned(log, err, wasAbandoned)
 		if wasAbandoned {
@@ -307,6 +343,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		if pass.Straggle() {
 			l.m.straggled.WithLabelValues(c.method).Inc()
 		}
+		left = true
 		pass.Leave()
 		mu.Unlock()
 		// Nobody waits any more; the deadline still gives the call up,
