@@ -5,7 +5,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -95,29 +94,9 @@ func TestUpstreamSampleMain(t *testing.T) {
 
 	port := testenv.FreePort(t)
 	lease := testenv.Name("sample-ccm")
-	out, err := os.CreateTemp(t.TempDir(), "sample-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--cloud-provider=fake", "--kubeconfig="+testenv.Kubeconfig,
+	providermain.Run(t, bin, "--cloud-provider=fake", "--kubeconfig="+testenv.Kubeconfig,
 		"--use-service-account-credentials", "--leader-elect-resource-name="+lease,
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--controllers=*")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("sample main's log (last 6000 bytes):\n%s", b)
-		}
-	})
 
 	node := testenv.Name("sample-node")
 	testenv.CreateNode(t, node, nil)
@@ -131,6 +110,7 @@ func TestUpstreamSampleMain(t *testing.T) {
 		return n.Spec.ProviderID == "fake://"+node && n.Labels[corev1.LabelInstanceTypeStable] == "fake-small", nil
 	})
 
+	ctx := context.Background()
 	ns := "default"
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("sample-lb"), Namespace: ns},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,30 +59,10 @@ func TestAWSOwnMain(t *testing.T) {
 		registerNode(t, in.Name)
 	}
 	port := freeport.Get(t)
-	logFile, err := os.Create(filepath.Join(dir, "aws-ccm.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--cloud-provider=aws", "--cloud-config="+cfg, "--kubeconfig="+kubeconfig,
+	providermain.Run(t, bin, "--cloud-provider=aws", "--cloud-config="+cfg, "--kubeconfig="+kubeconfig,
 		"--controllers=*,tagging", "--tags=team=outrigger", "--resources=instance",
 		"--leader-elect-resource-name=aws-own-main", "--configure-cloud-routes=false",
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--disable-metrics-authentication")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			if len(b) > 8000 {
-				b = b[len(b)-8000:]
-			}
-			t.Logf("AWS main's log (last 8000 bytes):\n%s", b)
-		}
-	})
 
 	for _, in := range instances {
 		eventually(t, 90*time.Second, "node "+in.Name+" initialized, its instance tagged and the node labelled", func() bool {

@@ -6,6 +6,7 @@
 package providermain
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,4 +117,32 @@ func goOutput(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// Run starts the binary with args until the test ends; its output goes to a
+// log file, whose last 8,000 bytes the test prints when it fails.
+func Run(t testing.TB, bin string, args ...string) {
+	t.Helper()
+	log, err := os.CreateTemp(t.TempDir(), filepath.Base(bin)+"-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("%s's log (last 8000 bytes):\n%s", filepath.Base(bin), b)
+		}
+	})
 }

@@ -110,18 +110,3 @@ func TestInitializePanics(t *testing.T) {
 		}
 	}
 }
-
-func serveWith(t *testing.T, endpoint string, p cloudprovider.Interface, b cloudprovider.ControllerClientBuilder) {
-	t.Helper()
-	ln, err := plugin.Listen(endpoint, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = plugin.ServeWith(ctx, ln, p, plugin.Info{Version: "test"}, plugin.ServeOptions{ClientBuilder: b})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,9 +40,16 @@ func socket(t *testing.T) (endpoint, path string) {
 	return "unix://" + path, path
 }
 
-// serve serves provider on endpoint until the returned stop is called or
-// the test ends.
+// serve serves provider on endpoint, never calling its Initialize, until
+// the returned stop is called or the test ends.
 func serve(t *testing.T, endpoint string, provider cloudprovider.Interface) (stop func()) {
+	t.Helper()
+	return serveWith(t, endpoint, provider, nil)
+}
+
+// serveWith serves p on endpoint with client builder b (nil: Initialize is
+// never called) until the returned stop is called or the test ends.
+func serveWith(t *testing.T, endpoint string, p cloudprovider.Interface, b cloudprovider.ControllerClientBuilder) (stop func()) {
 	t.Helper()
 	ln, err := plugin.Listen(endpoint, nil)
 	if err != nil {
@@ -51,9 +59,10 @@ func serve(t *testing.T, endpoint string, provider cloudprovider.Interface) (sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = plugin.Serve(ctx, ln, provider, plugin.Info{Version: "test"})
+		_ = plugin.ServeWith(ctx, ln, p, plugin.Info{Version: "test"}, plugin.ServeOptions{ClientBuilder: b})
 	}()
-	stop = func() { cancel(); <-done }
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return stop
 }
