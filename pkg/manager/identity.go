@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
@@ -33,6 +34,7 @@ var serviceAccounts = map[string]string{
 	service.Name:       "service-controller",
 	route.Name:         "route-controller",
 	nodeipam.Name:      "node-controller",
+	gateway.Name:       "gateway-controller",
 }
 
 // identities hands out the per-controller view of the manager.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
@@ -23,7 +24,7 @@ import (
 )
 
 // shippedControllers are the controllers this build runs, in start order.
-var shippedControllers = []string{node.Name, nodelifecycle.Name, service.Name, nodeipam.Name, route.Name}
+var shippedControllers = []string{node.Name, nodelifecycle.Name, service.Name, nodeipam.Name, route.Name, gateway.Name}
 
 // flagAliases are the older names upstream still accepts in
 // --controllers (k8s.io/cloud-provider/names.CCMControllerAliases), so a

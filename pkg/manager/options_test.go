@@ -15,13 +15,13 @@ func TestEnabledControllers(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{flag: []string{"*"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "service-lb-controller", "node-ipam-controller", "node-route-controller"}},
-		{flag: []string{"*", "-cloud-node-lifecycle-controller"}, want: []string{"cloud-node-controller", "service-lb-controller", "node-ipam-controller", "node-route-controller"}},
+		{flag: []string{"*"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "service-lb-controller", "node-ipam-controller", "node-route-controller", "gateway-controller"}},
+		{flag: []string{"*", "-cloud-node-lifecycle-controller"}, want: []string{"cloud-node-controller", "service-lb-controller", "node-ipam-controller", "node-route-controller", "gateway-controller"}},
 		{flag: []string{"cloud-node-lifecycle-controller"}, want: []string{"cloud-node-lifecycle-controller"}},
-		{flag: []string{"*", "-service-lb-controller", "-node-route-controller"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "node-ipam-controller"}},
+		{flag: []string{"*", "-service-lb-controller", "-node-route-controller"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "node-ipam-controller", "gateway-controller"}},
 		{flag: []string{}, want: nil},
 		{flag: []string{"service-lb-controller"}, want: []string{"service-lb-controller"}},
-		{flag: []string{"*", "-cloud-node", "-service"}, want: []string{"cloud-node-lifecycle-controller", "node-ipam-controller", "node-route-controller"}},
+		{flag: []string{"*", "-cloud-node", "-service"}, want: []string{"cloud-node-lifecycle-controller", "node-ipam-controller", "node-route-controller", "gateway-controller"}},
 		{flag: []string{"cloud-node", "cloud-node-lifecycle", "route"}, want: []string{"cloud-node-controller", "cloud-node-lifecycle-controller", "node-route-controller"}},
 		{flag: []string{"*", "-routes"}, wantErr: `unknown controller "-routes"`},
 	}

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
@@ -212,6 +213,14 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 				target, lease = migrated, migration.LeaderName
 			}
 		}
+		if name == gateway.Name {
+			// Before its identity is made: a cluster without the Gateway
+			// API gets no gateway-controller ServiceAccount.
+			if skip := gatewayAPIServed(mgr); skip != "" {
+				log.Info("Not running controller", "controller", name, "reason", skip)
+				continue
+			}
+		}
 		target, err = ids.forController(target, name)
 		if err != nil {
 			return nil, err
@@ -223,7 +232,11 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			each = units[:1]
 		}
 		for _, u := range each {
-			if skip := skipController(name, u, opts); skip != "" {
+			skip := skipController(name, u, opts)
+			if skip == "" && name == gateway.Name {
+				skip = gatewayAPIAllowed(ctx, target)
+			}
+			if skip != "" {
 				log.Info("Not running controller", "controller", name, "provider", u.name, "reason", skip)
 				continue
 			}
@@ -258,9 +271,12 @@ func skipController(name string, u *unit, opts *Options) string {
 		if _, ok := u.layer.Instances(); !ok {
 			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", u.name)
 		}
-	case service.Name:
+	case service.Name, gateway.Name:
 		if _, ok := u.layer.LoadBalancer(); !ok {
 			return fmt.Sprintf("provider %q has no load balancers", u.name)
+		}
+		if enabled, _ := opts.EnabledControllers(); name == gateway.Name && !slices.Contains(enabled, service.Name) {
+			return "Gateways are served through the service controller, which is off"
 		}
 	case nodeipam.Name:
 		if !opts.AllocateNodeCIDRs {
@@ -322,6 +338,24 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 				Platforms:         u.platforms,
 				OrphanSweepPeriod: opts.OrphanSweepPeriod,
 				ClusterID:         u.init.cluster.get,
+				Provider:          tag,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case gateway.Name:
+		// One per class, as the service controller: a Gateway's load
+		// balancer is a Service of that class.
+		for _, class := range u.classes {
+			tag := u.tag
+			if len(u.classes) > 1 {
+				tag += "/" + class
+			}
+			if err := gateway.Setup(mgr, gateway.Options{
+				ControllerName:    gateway.ControllerNameFor(u.name, class),
+				ClassName:         gateway.ClassNameFor(u.name, class),
+				LoadBalancerClass: class,
 				Provider:          tag,
 			}); err != nil {
 				return err

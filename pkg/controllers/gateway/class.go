@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
+)
+
+// SupportedFeatures are the features a class of Outrigger's states in its
+// status: the core of the HTTP, TCP and UDP profiles.
+var SupportedFeatures = []features.FeatureName{
+	features.SupportGateway,
+	features.SupportHTTPRoute,
+	features.SupportReferenceGrant,
+	features.SupportTCPRoute,
+	features.SupportUDPRoute,
+}
+
+// classReconciler accepts the GatewayClasses naming Outrigger's controller.
+type classReconciler struct {
+	client     client.Client
+	controller gwv1.GatewayController
+}
+
+func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var gc gwv1.GatewayClass
+	if err := r.client.Get(ctx, req.NamespacedName, &gc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if gc.Spec.ControllerName != r.controller {
+		return reconcile.Result{}, nil
+	}
+	orig := gc.DeepCopy()
+	meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
+		Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.GatewayClassReasonAccepted), ObservedGeneration: gc.Generation,
+	})
+	meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
+		Type: string(gwv1.GatewayClassConditionStatusSupportedVersion), Status: metav1.ConditionTrue,
+		Reason: string(gwv1.GatewayClassReasonSupportedVersion), ObservedGeneration: gc.Generation,
+	})
+	gc.Status.SupportedFeatures = gc.Status.SupportedFeatures[:0]
+	for _, f := range SupportedFeatures {
+		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
+	}
+	if err := r.client.Status().Patch(ctx, &gc, client.MergeFrom(orig)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("accepting GatewayClass %s: %w", gc.Name, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+func setupClass(mgr ctrl.Manager, opts Options) error {
+	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName}
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		gc, ok := o.(*gwv1.GatewayClass)
+		return ok && gc.Spec.ControllerName == opts.ControllerName
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named(opts.name("gatewayclass")).
+		For(&gwv1.GatewayClass{}, builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
+		Complete(r); err != nil {
+		return err
+	}
+	if opts.ClassName == "" {
+		return nil
+	}
+	// The class is made once, by the leader; one a user changed or
+	// deleted and made again is theirs.
+	return mgr.Add(leaderRunnable(func(ctx context.Context) error {
+		gc := &gwv1.GatewayClass{
+			ObjectMeta: metav1.ObjectMeta{Name: opts.ClassName, Labels: map[string]string{managedByLabel: managedBy}},
+			Spec: gwv1.GatewayClassSpec{
+				ControllerName: opts.ControllerName,
+				Description:    ptrTo(fmt.Sprintf("Cloud load balancers of provider %s through Outrigger", opts.Provider)),
+			},
+		}
+		if err := mgr.GetClient().Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating GatewayClass %s: %w", opts.ClassName, err)
+		}
+		return nil
+	}))
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// leaderRunnable runs once on the leader.
+type leaderRunnable func(context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error {
+	if err := f(ctx); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Gateway API setup step failed")
+	}
+	return nil
+}
+
+func (leaderRunnable) NeedLeaderElection() bool { return true }

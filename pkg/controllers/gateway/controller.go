@@ -1,0 +1,771 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Name is the controller's name in --controllers.
+const Name = "gateway-controller"
+
+const (
+	// Finalizer holds a Gateway until what Outrigger made for it (its load
+	// balancer first) is gone.
+	Finalizer = "gateway.outrigger.dev/cleanup"
+	// GatewayLabel names, on what Outrigger made for a Gateway, the
+	// Gateway it is for.
+	GatewayLabel = "gateway.outrigger.dev/gateway"
+	// ConfigKey is the data plane's programming in its Secret.
+	ConfigKey      = "config.json"
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "outrigger"
+	// certificateRecheck is how often a Gateway with HTTPS listeners reads
+	// its certificate Secrets again (they are read, not watched, so that
+	// Outrigger caches no Secrets of the cluster).
+	certificateRecheck = time.Minute
+)
+
+// Options configure the Gateway API controllers of one provider.
+type Options struct {
+	// ControllerName is the GatewayClass controllerName served.
+	ControllerName gwv1.GatewayController
+	// ClassName is a GatewayClass to create if missing ("" none).
+	ClassName string
+	// LoadBalancerClass is given to the Services made for Gateways, so the
+	// service controller of the same provider and class serves them.
+	LoadBalancerClass string
+	// Provider names the provider in controller names and Events.
+	Provider string
+}
+
+func (o Options) name(base string) string {
+	if o.Provider == "" {
+		return base
+	}
+	return base + "-" + strings.NewReplacer("/", "-", ".", "-").Replace(o.Provider)
+}
+
+// ControllerNameFor is the GatewayClass controllerName of a provider and
+// load balancer class.
+func ControllerNameFor(provider, class string) gwv1.GatewayController {
+	name := "outrigger.dev/" + provider
+	if class != "" {
+		name += "/" + class
+	}
+	return gwv1.GatewayController(name)
+}
+
+// ClassNameFor is the GatewayClass Outrigger creates for a provider and
+// load balancer class.
+func ClassNameFor(provider, class string) string {
+	name := "outrigger-" + provider
+	if class != "" {
+		sum := sha256.Sum256([]byte(class))
+		name += "-" + hex.EncodeToString(sum[:4])
+	}
+	return name
+}
+
+// DataPlaneName is the name of the Secret and Service made for a Gateway.
+func DataPlaneName(gatewayName string) string {
+	name := "outrigger-gw-" + gatewayName
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(gatewayName))
+	return name[:54] + "-" + hex.EncodeToString(sum[:4])
+}
+
+type reconciler struct {
+	client   client.Client
+	reader   client.Reader
+	recorder record.EventRecorder
+	opts     Options
+}
+
+// Setup adds the GatewayClass and Gateway controllers to mgr.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if err := gwv1.Install(mgr.GetScheme()); err != nil {
+		return fmt.Errorf("registering Gateway API types: %w", err)
+	}
+	if err := setupClass(mgr, opts); err != nil {
+		return err
+	}
+	r := &reconciler{
+		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
+		opts:     opts,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(opts.name(Name)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		For(&gwv1.Gateway{}).
+		Watches(&gwv1.GatewayClass{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfClass)).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.parentsOf)).
+		Watches(&gwv1.TCPRoute{}, handler.EnqueueRequestsFromMapFunc(r.parentsOf)).
+		Watches(&gwv1.UDPRoute{}, handler.EnqueueRequestsFromMapFunc(r.parentsOf)).
+		Watches(&gwv1.ReferenceGrant{}, handler.EnqueueRequestsFromMapFunc(r.allGateways)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allGateways)).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfService)).
+		Complete(r)
+}
+
+func (r *reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	var gws gwv1.GatewayList
+	if err := r.client.List(ctx, &gws); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, gw := range gws.Items {
+		if string(gw.Spec.GatewayClassName) == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gw)})
+		}
+	}
+	return out
+}
+
+func (r *reconciler) allGateways(ctx context.Context, _ client.Object) []reconcile.Request {
+	var gws gwv1.GatewayList
+	if err := r.client.List(ctx, &gws); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(gws.Items))
+	for _, gw := range gws.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&gw)})
+	}
+	return out
+}
+
+// parentsOf is the Gateways a route names now, and those whose status it
+// still carries from Outrigger (so a removed parentRef is cleaned up).
+func (r *reconciler) parentsOf(_ context.Context, o client.Object) []reconcile.Request {
+	parents, status := routeParents(o)
+	seen := map[types.NamespacedName]bool{}
+	add := func(ref gwv1.ParentReference) {
+		if (ref.Group != nil && *ref.Group != groupGateway) || (ref.Kind != nil && *ref.Kind != kindGateway) {
+			return
+		}
+		ns := o.GetNamespace()
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		seen[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}] = true
+	}
+	for _, p := range parents {
+		add(p)
+	}
+	for _, s := range status {
+		if s.ControllerName == r.opts.ControllerName {
+			add(s.ParentRef)
+		}
+	}
+	out := make([]reconcile.Request, 0, len(seen))
+	for k := range seen {
+		out = append(out, reconcile.Request{NamespacedName: k})
+	}
+	return out
+}
+
+func routeParents(o client.Object) ([]gwv1.ParentReference, []gwv1.RouteParentStatus) {
+	switch rt := o.(type) {
+	case *gwv1.HTTPRoute:
+		return rt.Spec.ParentRefs, rt.Status.Parents
+	case *gwv1.TCPRoute:
+		return rt.Spec.ParentRefs, rt.Status.Parents
+	case *gwv1.UDPRoute:
+		return rt.Spec.ParentRefs, rt.Status.Parents
+	}
+	return nil, nil
+}
+
+// gatewaysOfService maps a Service to the Gateway it fronts, or to the
+// Gateways whose routes send traffic to it.
+func (r *reconciler) gatewaysOfService(ctx context.Context, o client.Object) []reconcile.Request {
+	if gw, ok := o.GetLabels()[GatewayLabel]; ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: gw}}}
+	}
+	var out []reconcile.Request
+	refers := func(route client.Object, refs []gwv1.BackendObjectReference) {
+		for _, ref := range refs {
+			ns := route.GetNamespace()
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			if ns == o.GetNamespace() && string(ref.Name) == o.GetName() {
+				out = append(out, r.parentsOf(ctx, route)...)
+				return
+			}
+		}
+	}
+	var hrs gwv1.HTTPRouteList
+	if err := r.client.List(ctx, &hrs); err == nil {
+		for i := range hrs.Items {
+			var refs []gwv1.BackendObjectReference
+			for _, rule := range hrs.Items[i].Spec.Rules {
+				for _, b := range rule.BackendRefs {
+					refs = append(refs, b.BackendObjectReference)
+				}
+			}
+			refers(&hrs.Items[i], refs)
+		}
+	}
+	var trs gwv1.TCPRouteList
+	if err := r.client.List(ctx, &trs); err == nil {
+		for i := range trs.Items {
+			var refs []gwv1.BackendObjectReference
+			for _, rule := range trs.Items[i].Spec.Rules {
+				for _, b := range rule.BackendRefs {
+					refs = append(refs, b.BackendObjectReference)
+				}
+			}
+			refers(&trs.Items[i], refs)
+		}
+	}
+	var urs gwv1.UDPRouteList
+	if err := r.client.List(ctx, &urs); err == nil {
+		for i := range urs.Items {
+			var refs []gwv1.BackendObjectReference
+			for _, rule := range urs.Items[i].Spec.Rules {
+				for _, b := range rule.BackendRefs {
+					refs = append(refs, b.BackendObjectReference)
+				}
+			}
+			refers(&urs.Items[i], refs)
+		}
+	}
+	return out
+}
+
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var gw gwv1.Gateway
+	if err := r.client.Get(ctx, req.NamespacedName, &gw); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	ours, err := r.ours(ctx, &gw)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !ours || !gw.DeletionTimestamp.IsZero() {
+		// Not (or no longer) ours: undo only what the finalizer says
+		// Outrigger made.
+		if !controllerutil.ContainsFinalizer(&gw, Finalizer) {
+			return reconcile.Result{}, nil
+		}
+		return r.cleanup(ctx, &gw)
+	}
+	if !controllerutil.ContainsFinalizer(&gw, Finalizer) {
+		patch := client.MergeFrom(gw.DeepCopy())
+		controllerutil.AddFinalizer(&gw, Finalizer)
+		if err := r.client.Patch(ctx, &gw, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	w, err := r.gather(ctx, &gw)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res := compile(w)
+
+	if err := r.writeConfig(ctx, &gw, &res.config); err != nil {
+		return reconcile.Result{}, err
+	}
+	svc, err := r.ensureService(ctx, &gw, res.ports)
+	if err != nil {
+		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing the load balancer's Service: %v", err)
+		return reconcile.Result{}, err
+	}
+	if err := r.writeRouteStatuses(ctx, &gw, w, res); err != nil {
+		return reconcile.Result{}, err
+	}
+	programmed, err := r.writeGatewayStatus(ctx, &gw, res, svc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	log.V(4).Info("Gateway reconciled", "programmed", programmed)
+	if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
+		return reconcile.Result{RequeueAfter: certificateRecheck}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// ours says whether the Gateway's class names Outrigger's controller.
+func (r *reconciler) ours(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
+	var gc gwv1.GatewayClass
+	if err := r.client.Get(ctx, types.NamespacedName{Name: string(gw.Spec.GatewayClassName)}, &gc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return gc.Spec.ControllerName == r.opts.ControllerName, nil
+}
+
+// gather reads from the cache (certificates from the API) what compiling
+// the Gateway needs.
+func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, error) {
+	w := &world{
+		controller: r.opts.ControllerName,
+		gateway:    gw,
+		services:   map[types.NamespacedName]*corev1.Service{},
+		secrets:    map[types.NamespacedName]*corev1.Secret{},
+		namespaces: map[string]*corev1.Namespace{},
+	}
+	names := func(o client.Object) bool {
+		parents, status := routeParents(o)
+		for _, p := range parents {
+			if refersTo(p, o.GetNamespace(), gw) {
+				return true
+			}
+		}
+		for _, s := range status {
+			if s.ControllerName == r.opts.ControllerName && refersTo(s.ParentRef, o.GetNamespace(), gw) {
+				return true
+			}
+		}
+		return false
+	}
+	var hrs gwv1.HTTPRouteList
+	if err := r.client.List(ctx, &hrs); err != nil {
+		return nil, fmt.Errorf("listing HTTPRoutes: %w", err)
+	}
+	for i := range hrs.Items {
+		if names(&hrs.Items[i]) {
+			w.httpRoutes = append(w.httpRoutes, &hrs.Items[i])
+		}
+	}
+	var trs gwv1.TCPRouteList
+	if err := r.client.List(ctx, &trs); err != nil {
+		return nil, fmt.Errorf("listing TCPRoutes: %w", err)
+	}
+	for i := range trs.Items {
+		if names(&trs.Items[i]) {
+			w.tcpRoutes = append(w.tcpRoutes, &trs.Items[i])
+		}
+	}
+	var urs gwv1.UDPRouteList
+	if err := r.client.List(ctx, &urs); err != nil {
+		return nil, fmt.Errorf("listing UDPRoutes: %w", err)
+	}
+	for i := range urs.Items {
+		if names(&urs.Items[i]) {
+			w.udpRoutes = append(w.udpRoutes, &urs.Items[i])
+		}
+	}
+	var grants gwv1.ReferenceGrantList
+	if err := r.client.List(ctx, &grants); err != nil {
+		return nil, fmt.Errorf("listing ReferenceGrants: %w", err)
+	}
+	for i := range grants.Items {
+		w.grants = append(w.grants, &grants.Items[i])
+	}
+	var nss corev1.NamespaceList
+	if err := r.client.List(ctx, &nss); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		w.namespaces[nss.Items[i].Name] = &nss.Items[i]
+	}
+	// Services the routes name.
+	addService := func(routeNS string, ref gwv1.BackendObjectReference) error {
+		ns := routeNS
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+		if _, ok := w.services[key]; ok {
+			return nil
+		}
+		var svc corev1.Service
+		if err := r.client.Get(ctx, key, &svc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		w.services[key] = &svc
+		return nil
+	}
+	var errs []error
+	for _, hr := range w.httpRoutes {
+		for _, rule := range hr.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				errs = append(errs, addService(hr.Namespace, b.BackendObjectReference))
+			}
+		}
+	}
+	for _, tr := range w.tcpRoutes {
+		for _, rule := range tr.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				errs = append(errs, addService(tr.Namespace, b.BackendObjectReference))
+			}
+		}
+	}
+	for _, ur := range w.udpRoutes {
+		for _, rule := range ur.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				errs = append(errs, addService(ur.Namespace, b.BackendObjectReference))
+			}
+		}
+	}
+	// Certificates, read from the API: Outrigger caches no Secrets.
+	for _, l := range gw.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			ns := gw.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+			var s corev1.Secret
+			if err := r.reader.Get(ctx, key, &s); err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+					errs = append(errs, fmt.Errorf("reading certificate Secret %s: %w", key, err))
+				}
+				continue
+			}
+			w.secrets[key] = &s
+		}
+	}
+	return w, errors.Join(errs...)
+}
+
+// writeConfig stores the data plane's programming in the Gateway's Secret.
+func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, cfg interface{ Marshal() ([]byte, error) }) error {
+	data, err := cfg.Marshal()
+	if err != nil {
+		return err
+	}
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	var s corev1.Secret
+	err = r.reader.Get(ctx, key, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = corev1.Secret{
+			ObjectMeta: r.ownedMeta(gw, key.Name),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{ConfigKey: data},
+		}
+		if err := r.client.Create(ctx, &s); err != nil {
+			return fmt.Errorf("creating data plane Secret %s: %w", key, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading data plane Secret %s: %w", key, err)
+	}
+	if !owned(&s, gw) {
+		return fmt.Errorf("secret %s exists and is not Outrigger's for this Gateway; not touching it", key)
+	}
+	if bytes.Equal(s.Data[ConfigKey], data) {
+		return nil
+	}
+	s.Data = map[string][]byte{ConfigKey: data}
+	if err := r.client.Update(ctx, &s); err != nil {
+		return fmt.Errorf("updating data plane Secret %s: %w", key, err)
+	}
+	return nil
+}
+
+func (r *reconciler) ownedMeta(gw *gwv1.Gateway, name string) metav1.ObjectMeta {
+	labels := map[string]string{managedByLabel: managedBy, GatewayLabel: gw.Name}
+	annotations := map[string]string{}
+	if inf := gw.Spec.Infrastructure; inf != nil {
+		for k, v := range inf.Labels {
+			labels[string(k)] = string(v)
+		}
+		for k, v := range inf.Annotations {
+			annotations[string(k)] = string(v)
+		}
+	}
+	labels[managedByLabel], labels[GatewayLabel] = managedBy, gw.Name
+	return metav1.ObjectMeta{
+		Name: name, Namespace: gw.Namespace, Labels: labels, Annotations: annotations,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: gwv1.GroupVersion.String(), Kind: kindGateway, Name: gw.Name, UID: gw.UID,
+			Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
+		}},
+	}
+}
+
+// owned says whether an object was made by Outrigger for this very
+// Gateway (its UID, not its name).
+func owned(o metav1.Object, gw *gwv1.Gateway) bool {
+	return slices.ContainsFunc(o.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == gw.UID })
+}
+
+// ensureService keeps the load balancer Service fronting the data plane:
+// its ports are the listeners', its class the provider's, its annotations
+// those of spec.infrastructure (how a user passes provider options).
+func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (*corev1.Service, error) {
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	var cur corev1.Service
+	err := r.client.Get(ctx, key, &cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading Service %s: %w", key, err)
+	}
+	exists := err == nil
+	if exists && !owned(&cur, gw) {
+		return nil, fmt.Errorf("service %s exists and is not Outrigger's for this Gateway; not touching it", key)
+	}
+	if len(ports) == 0 {
+		// No valid listener: nothing to balance.
+		if exists {
+			if err := r.client.Delete(ctx, &cur); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("deleting Service %s: %w", key, err)
+			}
+		}
+		return nil, nil
+	}
+	want := corev1.Service{
+		ObjectMeta: r.ownedMeta(gw, key.Name),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Ports:    ports,
+			Selector: map[string]string{GatewayLabel: gw.Name},
+		},
+	}
+	if r.opts.LoadBalancerClass != "" {
+		want.Spec.LoadBalancerClass = ptrTo(r.opts.LoadBalancerClass)
+	}
+	if len(gw.Spec.Addresses) == 1 && net.ParseIP(gw.Spec.Addresses[0].Value) != nil {
+		want.Spec.LoadBalancerIP = gw.Spec.Addresses[0].Value //nolint:staticcheck // how providers take a requested address
+	}
+	if !exists {
+		if err := r.client.Create(ctx, &want); err != nil {
+			return nil, fmt.Errorf("creating Service %s: %w", key, err)
+		}
+		return &want, nil
+	}
+	upd := cur.DeepCopy()
+	// Node ports the API server allocated stay.
+	for i := range want.Spec.Ports {
+		for _, p := range cur.Spec.Ports {
+			if p.Port == want.Spec.Ports[i].Port && p.Protocol == want.Spec.Ports[i].Protocol {
+				want.Spec.Ports[i].NodePort = p.NodePort
+			}
+		}
+	}
+	upd.Spec.Ports = want.Spec.Ports
+	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.LoadBalancerIP = want.Spec.LoadBalancerIP //nolint:staticcheck // as above
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	maps.Copy(upd.Labels, want.Labels)
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	maps.Copy(upd.Annotations, want.Annotations)
+	if equality.Semantic.DeepEqual(upd.Spec, cur.Spec) && equality.Semantic.DeepEqual(upd.ObjectMeta, cur.ObjectMeta) {
+		return &cur, nil
+	}
+	if err := r.client.Update(ctx, upd); err != nil {
+		return nil, fmt.Errorf("updating Service %s: %w", key, err)
+	}
+	return upd, nil
+}
+
+// writeGatewayStatus writes addresses, conditions and listeners; it says
+// whether the Gateway is programmed.
+func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, res *result, svc *corev1.Service) (bool, error) {
+	orig := gw.DeepCopy()
+	var addrs []gwv1.GatewayStatusAddress
+	if svc != nil {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			switch {
+			case in.IP != "":
+				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.IPAddressType), Value: in.IP})
+			case in.Hostname != "":
+				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.HostnameAddressType), Value: in.Hostname})
+			}
+		}
+	}
+	gen := gw.Generation
+	programmed := cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
+	switch {
+	case svc == nil:
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
+	case len(addrs) == 0:
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
+			fmt.Sprintf("waiting for the load balancer of Service %s", svc.Name), gen)
+	case len(gw.Spec.Addresses) == 1 && !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == gw.Spec.Addresses[0].Value }):
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
+			fmt.Sprintf("the provider gave %s, not the requested %s", addrs[0].Value, gw.Spec.Addresses[0].Value), gen)
+	}
+	gw.Status.Addresses = addrs
+	setCondition(&gw.Status.Conditions, res.accepted)
+	setCondition(&gw.Status.Conditions, programmed)
+	listeners := make([]gwv1.ListenerStatus, 0, len(res.listeners))
+	for _, ls := range res.listeners {
+		var prev []metav1.Condition
+		for _, old := range orig.Status.Listeners {
+			if old.Name == ls.Name {
+				prev = old.Conditions
+			}
+		}
+		conds := slices.Clone(prev)
+		for _, c := range ls.Conditions {
+			if c.Type == string(gwv1.ListenerConditionProgrammed) && c.Status == metav1.ConditionTrue && programmed.Status != metav1.ConditionTrue {
+				c = cond(c.Type, false, string(gwv1.ListenerReasonPending), "waiting for the load balancer", gen)
+			}
+			setCondition(&conds, c)
+		}
+		conds = slices.DeleteFunc(conds, func(c metav1.Condition) bool {
+			return !slices.ContainsFunc(ls.Conditions, func(n metav1.Condition) bool { return n.Type == c.Type })
+		})
+		ls.Conditions = conds
+		listeners = append(listeners, ls)
+	}
+	gw.Status.Listeners = listeners
+	if equality.Semantic.DeepEqual(orig.Status, gw.Status) {
+		return programmed.Status == metav1.ConditionTrue, nil
+	}
+	if err := r.client.Status().Patch(ctx, gw, client.MergeFrom(orig)); err != nil {
+		return false, fmt.Errorf("writing Gateway status: %w", err)
+	}
+	wasProgrammed := meta.IsStatusConditionTrue(orig.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+	if programmed.Status == metav1.ConditionTrue && !wasProgrammed {
+		r.recorder.Eventf(gw, corev1.EventTypeNormal, "Programmed", "Gateway programmed at %s", addrs[0].Value)
+	}
+	if res.accepted.Status == metav1.ConditionFalse && meta.FindStatusCondition(orig.Status.Conditions, res.accepted.Type) == nil {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, res.accepted.Reason, "Gateway not accepted: %s", res.accepted.Message)
+	}
+	return programmed.Status == metav1.ConditionTrue, nil
+}
+
+// setCondition sets a condition, keeping its transition time when its
+// status did not change.
+func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
+	meta.SetStatusCondition(conds, c)
+}
+
+// writeRouteStatuses writes this Gateway's parent entries on every route
+// that names it (or did), leaving other controllers' entries alone.
+func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w *world, res *result) error {
+	var errs []error
+	update := func(o client.Object, parents *[]gwv1.RouteParentStatus, kind string) {
+		key := routeKey{kind: kind, name: client.ObjectKeyFromObject(o)}
+		want := res.routeParents[key]
+		before := slices.Clone(*parents)
+		var next []gwv1.RouteParentStatus
+		for _, p := range *parents {
+			if p.ControllerName == r.opts.ControllerName && refersTo(p.ParentRef, o.GetNamespace(), gw) {
+				continue // replaced below
+			}
+			next = append(next, p)
+		}
+		for _, np := range want {
+			// Keep transition times of unchanged conditions.
+			var conds []metav1.Condition
+			for _, old := range before {
+				if old.ControllerName == np.ControllerName && equality.Semantic.DeepEqual(old.ParentRef, np.ParentRef) {
+					conds = slices.Clone(old.Conditions)
+				}
+			}
+			for _, c := range np.Conditions {
+				setCondition(&conds, c)
+			}
+			np.Conditions = conds
+			next = append(next, np)
+		}
+		if equality.Semantic.DeepEqual(before, next) {
+			return
+		}
+		if next == nil {
+			next = []gwv1.RouteParentStatus{}
+		}
+		*parents = next
+		if err := r.client.Status().Update(ctx, o); err != nil {
+			errs = append(errs, fmt.Errorf("writing status of %s %s: %w", kind, key.name, err))
+			return
+		}
+		for _, np := range want {
+			for _, c := range np.Conditions {
+				if c.Status == metav1.ConditionFalse {
+					r.recorder.Eventf(o, corev1.EventTypeWarning, c.Reason, "%s %s: %s", gw.Name, c.Type, c.Message)
+				}
+			}
+		}
+	}
+	for _, hr := range w.httpRoutes {
+		hr = hr.DeepCopy()
+		update(hr, &hr.Status.Parents, kindHTTPRoute)
+	}
+	for _, tr := range w.tcpRoutes {
+		tr = tr.DeepCopy()
+		update(tr, &tr.Status.Parents, kindTCPRoute)
+	}
+	for _, ur := range w.udpRoutes {
+		ur = ur.DeepCopy()
+		update(ur, &ur.Status.Parents, kindUDPRoute)
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup deletes what Outrigger made for a Gateway (the load balancer's
+// Service first, which its own finalizer holds until the cloud's load
+// balancer is gone), then lets the Gateway go.
+func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.Result, error) {
+	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	var svc corev1.Service
+	switch err := r.client.Get(ctx, key, &svc); {
+	case err == nil && owned(&svc, gw):
+		if svc.DeletionTimestamp.IsZero() {
+			if err := r.client.Delete(ctx, &svc); err != nil && !apierrors.IsNotFound(err) {
+				return reconcile.Result{}, fmt.Errorf("deleting Service %s: %w", key, err)
+			}
+		}
+		// The Service's deletion brings this Gateway back.
+		return reconcile.Result{}, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return reconcile.Result{}, err
+	}
+	var s corev1.Secret
+	if err := r.reader.Get(ctx, key, &s); err == nil && owned(&s, gw) {
+		if err := r.client.Delete(ctx, &s); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting Secret %s: %w", key, err)
+		}
+	}
+	// Routes lose this Gateway's entries.
+	w, err := r.gather(ctx, gw)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writeRouteStatuses(ctx, gw, w, &result{routeParents: map[routeKey][]gwv1.RouteParentStatus{}}); err != nil {
+		return reconcile.Result{}, err
+	}
+	patch := client.MergeFrom(gw.DeepCopy())
+	controllerutil.RemoveFinalizer(gw, Finalizer)
+	if err := r.client.Patch(ctx, gw, patch); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return reconcile.Result{}, nil
+}

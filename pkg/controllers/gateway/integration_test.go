@@ -1,0 +1,373 @@
+//go:build integration
+
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	ctx        = context.Background()
+	installed  sync.Once
+	installErr error
+	cl         client.Client
+)
+
+// setup installs the Gateway API CRDs once and returns a client that knows
+// their types.
+func setup(t *testing.T) client.Client {
+	t.Helper()
+	installed.Do(func() {
+		if installErr = gatewayapi.Install(ctx, testenv.Config); installErr != nil {
+			return
+		}
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = gwv1.Install(scheme)
+		cl, installErr = client.New(testenv.Config, client.Options{Scheme: scheme})
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+	return cl
+}
+
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("gw")}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func create(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func service(ns, name string, proto corev1.Protocol, port int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "p", Protocol: proto, Port: port}}},
+	}
+}
+
+func backendRef(name string, port int32) gwv1.BackendRef {
+	return gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(port)}}
+}
+
+func httpRoute(ns, name, gw, path string, backends ...gwv1.HTTPBackendRef) *gwv1.HTTPRoute {
+	return &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gw)}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(path)}}},
+				BackendRefs: backends,
+			}},
+		},
+	}
+}
+
+// parentCondition is the condition of a route's parent entry Outrigger
+// wrote for gw, or nil.
+func parentCondition(parents []gwv1.RouteParentStatus, gw, typ string) *metav1.Condition {
+	for _, p := range parents {
+		if p.ControllerName == gateway.ControllerNameFor("sim", "") && string(p.ParentRef.Name) == gw {
+			return meta.FindStatusCondition(p.Conditions, typ)
+		}
+	}
+	return nil
+}
+
+// TestGatewayThroughTheProvider runs the gateway and service controllers
+// with the sim provider on a real API server: the provider's class is
+// accepted; a Gateway with HTTP, TCP and an HTTPS listener whose
+// certificate is missing gets a load balancer through the provider's
+// ordinary calls (tagged with the Service's UID), its address in status,
+// each listener the conditions the specification names; routes get
+// their parent conditions, a cross-namespace backend waits for a
+// ReferenceGrant; the data plane, programmed from what Outrigger stored,
+// routes traffic to the right backends; a Gateway of another class is not
+// touched; deleting the Gateway deletes the load balancer.
+func TestGatewayThroughTheProvider(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller")
+	ns, other := namespace(t, c), namespace(t, c)
+
+	class := gateway.ClassNameFor("sim", "")
+	testenv.Eventually(t, time.Minute, "GatewayClass accepted", func() (bool, error) {
+		var gc gwv1.GatewayClass
+		if err := c.Get(ctx, types.NamespacedName{Name: class}, &gc); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return meta.IsStatusConditionTrue(gc.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)) &&
+			len(gc.Status.SupportedFeatures) == len(gateway.SupportedFeatures), nil
+	})
+
+	// Backends: Services whose cluster IPs the test's data plane maps to
+	// servers on loopback.
+	backends := map[string]string{}
+	for _, name := range []string{"web-a", "web-b", "web-other"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprint(w, name)
+		}))
+		t.Cleanup(srv.Close)
+		backends[name] = strings.TrimPrefix(srv.URL, "http://")
+	}
+	tcpEcho, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tcpEcho.Close() })
+	go func() {
+		for {
+			conn, err := tcpEcho.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer conn.Close(); _, _ = io.Copy(conn, conn) }()
+		}
+	}()
+	backends["echo"] = tcpEcho.Addr().String()
+	webOther := service(other, "web-other", corev1.ProtocolTCP, 8080)
+	svcs := []*corev1.Service{service(ns, "web-a", corev1.ProtocolTCP, 8080), service(ns, "web-b", corev1.ProtocolTCP, 8080), webOther, service(ns, "echo", corev1.ProtocolTCP, 9000)}
+	for _, s := range svcs {
+		create(t, c, s)
+	}
+	clusterIPs := map[string]string{}
+	for _, s := range svcs {
+		clusterIPs[net.JoinHostPort(s.Spec.ClusterIP, fmt.Sprint(s.Spec.Ports[0].Port))] = backends[s.Name]
+	}
+
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(class),
+			Listeners: []gwv1.Listener{
+				{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
+				{Name: "tcp", Port: 9000, Protocol: gwv1.TCPProtocolType},
+				{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, TLS: &gwv1.ListenerTLSConfig{
+					CertificateRefs: []gwv1.SecretObjectReference{{Name: "missing-cert"}}}},
+			},
+		},
+	}
+	foreign := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("foreign")},
+		Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/another-controller"}}
+	foreignGW := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-ours"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(foreign.Name), Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+	crossNS := backendRef("web-other", 8080)
+	crossNS.Namespace = ptr.To(gwv1.Namespace(other))
+	create(t, c, foreign, foreignGW, gw,
+		httpRoute(ns, "route-a", "gw", "/a", gwv1.HTTPBackendRef{BackendRef: backendRef("web-a", 8080)}),
+		httpRoute(ns, "route-b", "gw", "/b", gwv1.HTTPBackendRef{BackendRef: backendRef("web-b", 8080)}),
+		httpRoute(ns, "route-other", "gw", "/other", gwv1.HTTPBackendRef{BackendRef: crossNS}),
+		&gwv1.TCPRoute{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tcp"},
+			Spec: gwv1.TCPRouteSpec{
+				CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw", SectionName: ptr.To(gwv1.SectionName("tcp"))}}},
+				Rules:           []gwv1.TCPRouteRule{{BackendRefs: []gwv1.BackendRef{backendRef("echo", 9000)}}},
+			},
+		},
+	)
+
+	// The cross-namespace backend is refused until a ReferenceGrant.
+	testenv.Eventually(t, time.Minute, "route-other refused for want of a ReferenceGrant", func() (bool, error) {
+		var hr gwv1.HTTPRoute
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "route-other"}, &hr); err != nil {
+			return false, err
+		}
+		rc := parentCondition(hr.Status.Parents, "gw", string(gwv1.RouteConditionResolvedRefs))
+		return rc != nil && rc.Status == metav1.ConditionFalse && rc.Reason == string(gwv1.RouteReasonRefNotPermitted), nil
+	})
+	create(t, c, &gwv1.ReferenceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "allow"},
+		Spec: gwv1.ReferenceGrantSpec{
+			From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: gwv1.Namespace(ns)}},
+			To:   []gwv1.ReferenceGrantTo{{Group: "", Kind: "Service"}},
+		},
+	})
+
+	var programmed gwv1.Gateway
+	testenv.Eventually(t, time.Minute, "Gateway programmed with routes attached and resolved", func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &programmed); err != nil {
+			return false, err
+		}
+		if !meta.IsStatusConditionTrue(programmed.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) || len(programmed.Status.Listeners) != 3 {
+			return false, nil
+		}
+		for _, name := range []string{"route-a", "route-b", "route-other"} {
+			var hr gwv1.HTTPRoute
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &hr); err != nil {
+				return false, err
+			}
+			for _, typ := range []string{string(gwv1.RouteConditionAccepted), string(gwv1.RouteConditionResolvedRefs)} {
+				if rc := parentCondition(hr.Status.Parents, "gw", typ); rc == nil || rc.Status != metav1.ConditionTrue {
+					return false, nil
+				}
+			}
+		}
+		return programmed.Status.Listeners[0].AttachedRoutes == 3, nil
+	})
+
+	// Accepted, with one listener invalid; the invalid one says why.
+	if a := meta.FindStatusCondition(programmed.Status.Conditions, string(gwv1.GatewayConditionAccepted)); a == nil || a.Status != metav1.ConditionTrue || a.Reason != string(gwv1.GatewayReasonListenersNotValid) {
+		t.Errorf("Gateway Accepted = %+v, want True/ListenersNotValid", a)
+	}
+	for _, ls := range programmed.Status.Listeners {
+		wantProgrammed, wantAttached := metav1.ConditionTrue, int32(1)
+		switch ls.Name {
+		case "https":
+			wantProgrammed, wantAttached = metav1.ConditionFalse, 0
+			if rr := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)); rr == nil || rr.Reason != string(gwv1.ListenerReasonInvalidCertificateRef) {
+				t.Errorf("https listener ResolvedRefs = %+v, want InvalidCertificateRef", rr)
+			}
+		case "http":
+			wantAttached = 3
+		}
+		if p := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionProgrammed)); p == nil || p.Status != wantProgrammed {
+			t.Errorf("listener %s Programmed = %+v, want %s", ls.Name, p, wantProgrammed)
+		}
+		if ls.AttachedRoutes != wantAttached {
+			t.Errorf("listener %s attachedRoutes = %d, want %d", ls.Name, ls.AttachedRoutes, wantAttached)
+		}
+	}
+
+	// The address is the provider's: the load balancer the sim cloud
+	// holds for the Gateway's Service, recorded with that Service's UID.
+	var lbSvc corev1.Service
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: gateway.DataPlaneName("gw")}, &lbSvc); err != nil {
+		t.Fatal(err)
+	}
+	if len(programmed.Status.Addresses) != 1 || len(lbSvc.Status.LoadBalancer.Ingress) != 1 || programmed.Status.Addresses[0].Value != lbSvc.Status.LoadBalancer.Ingress[0].IP {
+		t.Fatalf("Gateway addresses %v, the Service's load balancer %v", programmed.Status.Addresses, lbSvc.Status.LoadBalancer.Ingress)
+	}
+	lbs := cloud.LoadBalancers()
+	if len(lbs) != 1 || lbs[0].VIP != lbSvc.Status.LoadBalancer.Ingress[0].IP || !strings.Contains(fmt.Sprint(lbs[0].Tags), string(lbSvc.UID)) {
+		t.Fatalf("cloud load balancers %+v, want one at %s tagged with Service UID %s", lbs, lbSvc.Status.LoadBalancer.Ingress[0].IP, lbSvc.UID)
+	}
+	if len(lbs[0].Listeners) != 2 {
+		t.Errorf("load balancer listeners %+v, want HTTP 80 and TCP 9000 (not the invalid HTTPS one)", lbs[0].Listeners)
+	}
+
+	// The data plane, programmed from the stored config, routes traffic.
+	var secret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: gateway.DataPlaneName("gw")}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dataplane.Unmarshal(secret.Data[gateway.ConfigKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening := map[int32]string{}
+	var mu sync.Mutex
+	proxy := dataplane.New(dataplane.Options{
+		ListenTCP: func(port int32) (net.Listener, error) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err == nil {
+				mu.Lock()
+				listening[port] = l.Addr().String()
+				mu.Unlock()
+			}
+			return l, err
+		},
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			to, ok := clusterIPs[address]
+			if !ok {
+				return nil, fmt.Errorf("no backend at %s", address)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, to)
+		},
+	})
+	t.Cleanup(proxy.Close)
+	if err := proxy.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/a": "web-a", "/b/x": "web-b", "/other": "web-other"} {
+		resp, err := http.Get("http://" + listening[80] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("GET %s: %d %q, want %q", path, resp.StatusCode, body, want)
+		}
+	}
+	if resp, err := http.Get("http://" + listening[80] + "/nowhere"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("GET /nowhere: %v %v, want 404", resp, err)
+	}
+	conn, err := net.Dial("tcp", listening[9000])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = conn.Write([]byte("hello"))
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "hello" {
+		t.Errorf("TCP through the Gateway: %q %v", buf, err)
+	}
+	conn.Close()
+
+	// Another class's Gateway is left alone.
+	var untouched gwv1.Gateway
+	if err := c.Get(ctx, client.ObjectKeyFromObject(foreignGW), &untouched); err != nil {
+		t.Fatal(err)
+	}
+	if len(untouched.Finalizers) > 0 || len(untouched.Status.Addresses) > 0 || meta.IsStatusConditionTrue(untouched.Status.Conditions, string(gwv1.GatewayConditionAccepted)) {
+		t.Errorf("a Gateway of another class was touched: %+v %+v", untouched.Finalizers, untouched.Status)
+	}
+
+	// Deleting the Gateway deletes its load balancer, then the Gateway.
+	if err := c.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "Gateway and its load balancer gone", func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(gw), &gwv1.Gateway{})
+		if !apierrors.IsNotFound(err) {
+			return false, client.IgnoreNotFound(err)
+		}
+		return len(cloud.LoadBalancers()) == 0, nil
+	})
+	var hr gwv1.HTTPRoute
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "route-a"}, &hr); err != nil {
+		t.Fatal(err)
+	}
+	if len(hr.Status.Parents) != 0 {
+		t.Errorf("route-a keeps parent statuses of a deleted Gateway: %+v", hr.Status.Parents)
+	}
+}

@@ -1,0 +1,102 @@
+// Package dataplane is the proxy that serves a Gateway's listeners: HTTP
+// and HTTPS routing by host, path, headers, query and method with the
+// standard filters, and TCP and UDP forwarding, to weighted backends.
+//
+// It is programmed with a Config the gateway controller compiles from the
+// Gateway API objects: every decision that needs the API (which routes
+// attach, which backends resolve, in what order rules take precedence) is
+// made there, so the hot path reads only memory.
+package dataplane
+
+import (
+	"encoding/json"
+	"fmt"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Protocol is a listener's protocol as the data plane serves it.
+type Protocol string
+
+// The protocols served.
+const (
+	HTTP  Protocol = "HTTP"
+	HTTPS Protocol = "HTTPS"
+	TCP   Protocol = "TCP"
+	UDP   Protocol = "UDP"
+)
+
+// Config is everything one Gateway's data plane serves.
+type Config struct {
+	// Gateway is namespace/name, for logs.
+	Gateway string `json:"gateway"`
+	// Generation is the Gateway's generation the config was compiled from.
+	Generation int64  `json:"generation"`
+	Ports      []Port `json:"ports,omitempty"`
+}
+
+// Port is one listening port; several Gateway listeners (HTTPS hostnames,
+// say) may share it.
+type Port struct {
+	Port     int32    `json:"port"`
+	Protocol Protocol `json:"protocol"`
+	// Certificates serve HTTPS by SNI: the most specific Hostname that
+	// matches the client's server name, "" for any.
+	Certificates []Certificate `json:"certificates,omitempty"`
+	// Hosts are the HTTP virtual hosts, by effective hostname.
+	Hosts []VirtualHost `json:"hosts,omitempty"`
+	// Backends serve a TCP or UDP port.
+	Backends []Backend `json:"backends,omitempty"`
+}
+
+// Certificate is a TLS certificate chain and key in PEM.
+type Certificate struct {
+	Hostname string `json:"hostname,omitempty"`
+	CertPEM  []byte `json:"certPEM"`
+	KeyPEM   []byte `json:"keyPEM"`
+}
+
+// VirtualHost is the rules for one hostname ("" any host, "*.x" a
+// wildcard), in precedence order: the first whose match holds serves.
+type VirtualHost struct {
+	Hostname string `json:"hostname,omitempty"`
+	Rules    []Rule `json:"rules"`
+}
+
+// Rule is one match of an HTTPRoute rule with what the rule does.
+type Rule struct {
+	// Route is namespace/name of the HTTPRoute, for logs.
+	Route    string                 `json:"route"`
+	Match    gwv1.HTTPRouteMatch    `json:"match"`
+	Filters  []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
+	Backends []Backend              `json:"backends,omitempty"`
+}
+
+// Backend is one destination with its weight. An Invalid one (not found,
+// not permitted by a ReferenceGrant) answers 500 for its share, as the
+// specification asks.
+type Backend struct {
+	Address string `json:"address,omitempty"`
+	Weight  int32  `json:"weight"`
+	Invalid bool   `json:"invalid,omitempty"`
+	// Filters apply to requests sent to this backend only.
+	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
+}
+
+// Marshal encodes a config for the Secret the data plane reads.
+func (c *Config) Marshal() ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encoding data plane config: %w", err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes a config.
+func Unmarshal(data []byte) (*Config, error) {
+	var c Config
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("decoding data plane config: %w", err)
+	}
+	return &c, nil
+}

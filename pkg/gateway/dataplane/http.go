@@ -1,0 +1,362 @@
+package dataplane
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"regexp"
+	"strconv"
+	"strings"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// router is one HTTP port's compiled virtual hosts.
+type router struct {
+	port  int32
+	exact map[string]*vhost
+	wild  []*vhost // by suffix length, longest first
+	any   *vhost
+	tls   bool
+	proxy *httputil.ReverseProxy
+}
+
+type vhost struct {
+	name  string
+	rules []*rule
+}
+
+type rule struct {
+	route    string
+	path     gwv1.PathMatchType
+	value    string
+	pathRE   *regexp.Regexp
+	method   string
+	headers  []valueMatch
+	query    []valueMatch
+	filters  []gwv1.HTTPRouteFilter
+	backends []Backend
+}
+
+type valueMatch struct {
+	name  string
+	value string
+	re    *regexp.Regexp
+}
+
+func (m valueMatch) holds(got string, present bool) bool {
+	if !present {
+		return false
+	}
+	if m.re != nil {
+		return m.re.MatchString(got)
+	}
+	return got == m.value
+}
+
+// compileHTTP turns a port's virtual hosts into a router; an invalid
+// regular expression is an error (the controller refuses the route before
+// it gets here).
+func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
+	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy}
+	for _, h := range p.Hosts {
+		v := &vhost{name: h.Hostname}
+		for _, cr := range h.Rules {
+			ru, err := compileRule(cr)
+			if err != nil {
+				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
+			}
+			v.rules = append(v.rules, ru)
+		}
+		switch name := strings.ToLower(h.Hostname); {
+		case name == "":
+			r.any = v
+		case strings.HasPrefix(name, "*."):
+			r.wild = append(r.wild, v)
+		default:
+			r.exact[name] = v
+		}
+	}
+	// Longest wildcard first: *.a.example.com before *.example.com.
+	for i := 1; i < len(r.wild); i++ {
+		for j := i; j > 0 && len(r.wild[j].name) > len(r.wild[j-1].name); j-- {
+			r.wild[j], r.wild[j-1] = r.wild[j-1], r.wild[j]
+		}
+	}
+	return r, nil
+}
+
+func compileRule(cr Rule) (*rule, error) {
+	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, path: gwv1.PathMatchPathPrefix, value: "/"}
+	if p := cr.Match.Path; p != nil {
+		if p.Type != nil {
+			ru.path = *p.Type
+		}
+		if p.Value != nil {
+			ru.value = *p.Value
+		}
+		if ru.path == gwv1.PathMatchRegularExpression {
+			re, err := regexp.Compile("^(?:" + ru.value + ")$")
+			if err != nil {
+				return nil, fmt.Errorf("path regular expression %q: %w", ru.value, err)
+			}
+			ru.pathRE = re
+		}
+	}
+	if cr.Match.Method != nil {
+		ru.method = string(*cr.Match.Method)
+	}
+	for _, h := range cr.Match.Headers {
+		m := valueMatch{name: http.CanonicalHeaderKey(string(h.Name)), value: h.Value}
+		if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+			re, err := regexp.Compile(h.Value)
+			if err != nil {
+				return nil, fmt.Errorf("header %s regular expression: %w", h.Name, err)
+			}
+			m.re = re
+		}
+		ru.headers = append(ru.headers, m)
+	}
+	for _, q := range cr.Match.QueryParams {
+		m := valueMatch{name: string(q.Name), value: q.Value}
+		if q.Type != nil && *q.Type == gwv1.QueryParamMatchRegularExpression {
+			re, err := regexp.Compile(q.Value)
+			if err != nil {
+				return nil, fmt.Errorf("query parameter %s regular expression: %w", q.Name, err)
+			}
+			m.re = re
+		}
+		ru.query = append(ru.query, m)
+	}
+	return ru, nil
+}
+
+// host picks the virtual host for a request's host: exact, then the
+// longest wildcard, then the one for any host.
+func (r *router) host(host string) *vhost {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if v, ok := r.exact[host]; ok {
+		return v
+	}
+	for _, v := range r.wild {
+		// A wildcard stands for one label or more, never none.
+		if suffix := strings.ToLower(v.name[1:]); strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
+			return v
+		}
+	}
+	return r.any
+}
+
+func (ru *rule) matches(req *http.Request) bool {
+	path := req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	switch ru.path {
+	case gwv1.PathMatchExact:
+		if path != ru.value {
+			return false
+		}
+	case gwv1.PathMatchRegularExpression:
+		if !ru.pathRE.MatchString(path) {
+			return false
+		}
+	default:
+		if !prefixMatch(path, ru.value) {
+			return false
+		}
+	}
+	if ru.method != "" && req.Method != ru.method {
+		return false
+	}
+	for _, h := range ru.headers {
+		vals, ok := req.Header[h.name]
+		got := strings.Join(vals, ",")
+		if h.name == "Host" {
+			got, ok = req.Host, true
+		}
+		if !h.holds(got, ok) {
+			return false
+		}
+	}
+	if len(ru.query) > 0 {
+		q := req.URL.Query()
+		for _, m := range ru.query {
+			vals, ok := q[m.name]
+			got := ""
+			if ok {
+				got = vals[0]
+			}
+			if !m.holds(got, ok) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// prefixMatch matches path elements: /foo matches /foo, /foo/ and /foo/bar,
+// never /foobar; a trailing slash in the prefix is ignored.
+func prefixMatch(path, prefix string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return true
+	}
+	if !strings.HasPrefix(path, prefix) {
+		return false
+	}
+	return len(path) == len(prefix) || path[len(prefix)] == '/'
+}
+
+func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	v := r.host(req.Host)
+	if v == nil {
+		http.Error(w, "no route for this host", http.StatusNotFound)
+		return
+	}
+	for _, ru := range v.rules {
+		if ru.matches(req) {
+			r.serve(w, req, ru)
+			return
+		}
+	}
+	http.Error(w, "no route matches", http.StatusNotFound)
+}
+
+func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
+	var respMods []*gwv1.HTTPHeaderFilter
+	for i := range ru.filters {
+		f := &ru.filters[i]
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestRedirect:
+			r.redirect(w, req, ru, f.RequestRedirect)
+			return
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			modifyHeaders(req.Header, f.RequestHeaderModifier)
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			respMods = append(respMods, f.ResponseHeaderModifier)
+		case gwv1.HTTPRouteFilterURLRewrite:
+			rewrite(req, ru, f.URLRewrite)
+		}
+	}
+	b, ok := pickBackend(ru.backends)
+	if !ok {
+		http.Error(w, "backend not available", http.StatusInternalServerError)
+		return
+	}
+	for i := range b.Filters {
+		f := &b.Filters[i]
+		switch f.Type {
+		case gwv1.HTTPRouteFilterRequestHeaderModifier:
+			modifyHeaders(req.Header, f.RequestHeaderModifier)
+		case gwv1.HTTPRouteFilterResponseHeaderModifier:
+			respMods = append(respMods, f.ResponseHeaderModifier)
+		}
+	}
+	ctx := withTarget(req.Context(), target{address: b.Address, respMods: respMods})
+	r.proxy.ServeHTTP(w, req.WithContext(ctx))
+}
+
+func modifyHeaders(h http.Header, f *gwv1.HTTPHeaderFilter) {
+	if f == nil {
+		return
+	}
+	for _, s := range f.Set {
+		h.Set(string(s.Name), s.Value)
+	}
+	for _, a := range f.Add {
+		h.Add(string(a.Name), a.Value)
+	}
+	for _, name := range f.Remove {
+		h.Del(name)
+	}
+}
+
+// replacePath applies a path modifier to the matched request path.
+func replacePath(path string, ru *rule, m *gwv1.HTTPPathModifier) string {
+	if m == nil {
+		return path
+	}
+	switch m.Type {
+	case gwv1.FullPathHTTPPathModifier:
+		if m.ReplaceFullPath != nil {
+			return *m.ReplaceFullPath
+		}
+	case gwv1.PrefixMatchHTTPPathModifier:
+		if m.ReplacePrefixMatch == nil || ru.path != gwv1.PathMatchPathPrefix {
+			return path
+		}
+		prefix := strings.TrimSuffix(ru.value, "/")
+		rest := strings.TrimPrefix(path, prefix)
+		repl := strings.TrimSuffix(*m.ReplacePrefixMatch, "/")
+		switch {
+		case rest == "" && repl == "":
+			return "/"
+		case rest == "":
+			return repl
+		}
+		return repl + rest
+	}
+	return path
+}
+
+func rewrite(req *http.Request, ru *rule, f *gwv1.HTTPURLRewriteFilter) {
+	if f == nil {
+		return
+	}
+	if f.Hostname != nil {
+		req.Host = string(*f.Hostname)
+	}
+	if f.Path != nil {
+		req.URL.Path = replacePath(req.URL.Path, ru, f.Path)
+		req.URL.RawPath = ""
+	}
+}
+
+func (r *router) redirect(w http.ResponseWriter, req *http.Request, ru *rule, f *gwv1.HTTPRequestRedirectFilter) {
+	scheme := "http"
+	if r.tls {
+		scheme = "https"
+	}
+	host := req.Host
+	port := ""
+	if h, p, err := net.SplitHostPort(req.Host); err == nil {
+		host, port = h, p
+	}
+	if port == "" {
+		port = strconv.Itoa(int(r.port))
+	}
+	if f.Scheme != nil {
+		scheme = *f.Scheme
+		// A new scheme without a port goes to that scheme's own port.
+		port = ""
+	}
+	if f.Hostname != nil {
+		host = string(*f.Hostname)
+	}
+	if f.Port != nil {
+		port = strconv.Itoa(int(*f.Port))
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	path := replacePath(req.URL.Path, ru, f.Path)
+	loc := scheme + "://" + host
+	if port != "" {
+		loc = scheme + "://" + net.JoinHostPort(host, port)
+	}
+	loc += path
+	if req.URL.RawQuery != "" {
+		loc += "?" + req.URL.RawQuery
+	}
+	code := http.StatusFound
+	if f.StatusCode != nil {
+		code = *f.StatusCode
+	}
+	w.Header().Set("Location", loc)
+	w.WriteHeader(code)
+}

@@ -1,0 +1,488 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// Options say where the proxy listens and how it reaches backends.
+type Options struct {
+	// ListenTCP opens a TCP port. Default: every address at that port.
+	ListenTCP func(port int32) (net.Listener, error)
+	// ListenUDP opens a UDP port. Default: every address at that port.
+	ListenUDP func(port int32) (net.PacketConn, error)
+	// Dial reaches a backend address. Default: net.Dialer with a 5 s
+	// timeout.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// UDPIdle is how long a UDP flow without packets keeps its backend.
+	// Default 60 s.
+	UDPIdle time.Duration
+	Log     logr.Logger
+}
+
+// Proxy serves one Gateway's Config; Apply reprograms it in place.
+type Proxy struct {
+	opts    Options
+	reverse *httputil.ReverseProxy
+
+	mu     sync.Mutex
+	ports  map[portKey]*served
+	closed bool
+}
+
+type portKey struct {
+	port int32
+	udp  bool
+}
+
+// served is one open port; its programming is swapped atomically.
+type served struct {
+	protocol Protocol
+	router   atomic.Pointer[router]
+	certs    atomic.Pointer[[]certificate]
+	backends atomic.Pointer[[]Backend]
+	close    func()
+}
+
+type certificate struct {
+	hostname string
+	cert     *tls.Certificate
+}
+
+// New returns a proxy serving nothing yet.
+func New(o Options) *Proxy {
+	if o.ListenTCP == nil {
+		o.ListenTCP = func(port int32) (net.Listener, error) {
+			return net.Listen("tcp", fmt.Sprintf(":%d", port))
+		}
+	}
+	if o.ListenUDP == nil {
+		o.ListenUDP = func(port int32) (net.PacketConn, error) {
+			return net.ListenPacket("udp", fmt.Sprintf(":%d", port))
+		}
+	}
+	if o.Dial == nil {
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		o.Dial = d.DialContext
+	}
+	if o.UDPIdle <= 0 {
+		o.UDPIdle = time.Minute
+	}
+	p := &Proxy{opts: o, ports: map[portKey]*served{}}
+	transport := &http.Transport{
+		DialContext:         o.Dial,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	p.reverse = &httputil.ReverseProxy{
+		Transport: transport,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := targetOf(pr.In.Context())
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = t.address
+			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			for _, m := range targetOf(resp.Request.Context()).respMods {
+				modifyHeaders(resp.Header, m)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
+			http.Error(w, "backend unreachable", http.StatusServiceUnavailable)
+		},
+		ErrorLog: nil,
+	}
+	return p
+}
+
+type targetKey struct{}
+
+type target struct {
+	address  string
+	respMods []*gwv1.HTTPHeaderFilter
+}
+
+func withTarget(ctx context.Context, t target) context.Context {
+	return context.WithValue(ctx, targetKey{}, t)
+}
+
+func targetOf(ctx context.Context) target {
+	t, _ := ctx.Value(targetKey{}).(target)
+	return t
+}
+
+// Apply programs the proxy with cfg: ports no longer listed close, new ones
+// open, the others switch to the new programming without dropping
+// connections. On an error nothing changes.
+func (p *Proxy) Apply(cfg *Config) error {
+	type compiled struct {
+		port     Port
+		router   *router
+		certs    []certificate
+		backends []Backend
+	}
+	want := map[portKey]compiled{}
+	for _, port := range cfg.Ports {
+		k := portKey{port: port.Port, udp: port.Protocol == UDP}
+		if _, dup := want[k]; dup {
+			return fmt.Errorf("port %d/%s listed twice", port.Port, port.Protocol)
+		}
+		c := compiled{port: port, backends: port.Backends}
+		switch port.Protocol {
+		case HTTP, HTTPS:
+			r, err := compileHTTP(port, p.reverse)
+			if err != nil {
+				return fmt.Errorf("port %d: %w", port.Port, err)
+			}
+			c.router = r
+			for _, pc := range port.Certificates {
+				cert, err := tls.X509KeyPair(pc.CertPEM, pc.KeyPEM)
+				if err != nil {
+					return fmt.Errorf("port %d: certificate for %q: %w", port.Port, pc.Hostname, err)
+				}
+				c.certs = append(c.certs, certificate{hostname: strings.ToLower(pc.Hostname), cert: &cert})
+			}
+			if port.Protocol == HTTPS && len(c.certs) == 0 {
+				return fmt.Errorf("port %d: HTTPS without a certificate", port.Port)
+			}
+		case TCP, UDP:
+		default:
+			return fmt.Errorf("port %d: protocol %q not served", port.Port, port.Protocol)
+		}
+		want[k] = c
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("proxy closed")
+	}
+	var errs []error
+	for k, s := range p.ports {
+		if c, ok := want[k]; !ok || c.port.Protocol != s.protocol {
+			s.close()
+			delete(p.ports, k)
+		}
+	}
+	for k, c := range want {
+		s, ok := p.ports[k]
+		if !ok {
+			s = &served{protocol: c.port.Protocol}
+		}
+		s.router.Store(c.router)
+		s.certs.Store(&c.certs)
+		s.backends.Store(&c.backends)
+		if ok {
+			continue
+		}
+		if err := p.open(k, s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.ports[k] = s
+	}
+	return errors.Join(errs...)
+}
+
+// Close stops every port.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for k, s := range p.ports {
+		s.close()
+		delete(p.ports, k)
+	}
+}
+
+func (p *Proxy) open(k portKey, s *served) error {
+	switch s.protocol {
+	case UDP:
+		pc, err := p.opts.ListenUDP(k.port)
+		if err != nil {
+			return fmt.Errorf("listening on UDP port %d: %w", k.port, err)
+		}
+		u := &udpRelay{conn: pc, s: s, p: p, flows: map[string]*udpFlow{}}
+		s.close = u.close
+		go u.serve()
+		return nil
+	}
+	l, err := p.opts.ListenTCP(k.port)
+	if err != nil {
+		return fmt.Errorf("listening on TCP port %d: %w", k.port, err)
+	}
+	switch s.protocol {
+	case TCP:
+		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]struct{}{}}
+		s.close = t.close
+		go t.serve()
+	default:
+		srv := &http.Server{
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.router.Load().ServeHTTP(w, r)
+			}),
+			ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog:          nil,
+		}
+		if s.protocol == HTTPS {
+			srv.TLSConfig = &tls.Config{
+				MinVersion: tls.VersionTLS12,
+				GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+					return pickCertificate(*s.certs.Load(), hello.ServerName)
+				},
+			}
+			l = tls.NewListener(l, srv.TLSConfig)
+		}
+		s.close = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}
+		go func() { _ = srv.Serve(l) }()
+	}
+	return nil
+}
+
+// pickCertificate chooses by SNI: exact hostname, then the longest
+// wildcard, then the certificate for any host, then the first.
+func pickCertificate(certs []certificate, name string) (*tls.Certificate, error) {
+	name = strings.ToLower(name)
+	var wild, any *certificate
+	for i := range certs {
+		c := &certs[i]
+		switch {
+		case c.hostname == name && name != "":
+			return c.cert, nil
+		case strings.HasPrefix(c.hostname, "*.") && strings.HasSuffix(name, c.hostname[1:]) && len(name) > len(c.hostname)-1:
+			if wild == nil || len(c.hostname) > len(wild.hostname) {
+				wild = c
+			}
+		case c.hostname == "":
+			any = c
+		}
+	}
+	switch {
+	case wild != nil:
+		return wild.cert, nil
+	case any != nil:
+		return any.cert, nil
+	case len(certs) > 0:
+		return certs[0].cert, nil
+	}
+	return nil, errors.New("no certificate")
+}
+
+// pickBackend chooses a valid backend by weight.
+func pickBackend(bs []Backend) (Backend, bool) {
+	var total int64
+	for _, b := range bs {
+		total += int64(max(b.Weight, 0))
+	}
+	if total == 0 {
+		return Backend{}, false
+	}
+	n := rand.Int64N(total)
+	for _, b := range bs {
+		w := int64(max(b.Weight, 0))
+		if n < w {
+			return b, !b.Invalid
+		}
+		n -= w
+	}
+	return Backend{}, false
+}
+
+type tcpForwarder struct {
+	l net.Listener
+	s *served
+	p *Proxy
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	done  bool
+}
+
+func (t *tcpForwarder) serve() {
+	for {
+		c, err := t.l.Accept()
+		if err != nil {
+			return
+		}
+		if !t.track(c, true) {
+			c.Close()
+			return
+		}
+		go t.handle(c)
+	}
+}
+
+func (t *tcpForwarder) track(c net.Conn, add bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if add {
+		if t.done {
+			return false
+		}
+		t.conns[c] = struct{}{}
+		return true
+	}
+	delete(t.conns, c)
+	return true
+}
+
+func (t *tcpForwarder) handle(c net.Conn) {
+	defer t.track(c, false)
+	defer c.Close()
+	b, ok := pickBackend(*t.s.backends.Load())
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	up, err := t.p.opts.Dial(ctx, "tcp", b.Address)
+	cancel()
+	if err != nil {
+		t.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
+		return
+	}
+	if !t.track(up, true) {
+		up.Close()
+		return
+	}
+	defer t.track(up, false)
+	defer up.Close()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+	<-done
+	<-done
+}
+
+func (t *tcpForwarder) close() {
+	t.l.Close()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done = true
+	for c := range t.conns {
+		c.Close()
+	}
+}
+
+type udpRelay struct {
+	conn net.PacketConn
+	s    *served
+	p    *Proxy
+
+	mu     sync.Mutex
+	flows  map[string]*udpFlow
+	closed bool
+}
+
+type udpFlow struct {
+	up   net.Conn
+	last atomic.Int64
+}
+
+func (u *udpRelay) serve() {
+	buf := make([]byte, 64*1024)
+	for {
+		n, from, err := u.conn.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		f := u.flow(from)
+		if f == nil {
+			continue
+		}
+		f.last.Store(time.Now().UnixNano())
+		_, _ = f.up.Write(buf[:n])
+	}
+}
+
+func (u *udpRelay) flow(from net.Addr) *udpFlow {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed {
+		return nil
+	}
+	if f, ok := u.flows[from.String()]; ok {
+		return f
+	}
+	b, ok := pickBackend(*u.s.backends.Load())
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	up, err := u.p.opts.Dial(ctx, "udp", b.Address)
+	cancel()
+	if err != nil {
+		u.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
+		return nil
+	}
+	f := &udpFlow{up: up}
+	f.last.Store(time.Now().UnixNano())
+	u.flows[from.String()] = f
+	go u.relayReplies(from, f)
+	return f
+}
+
+// relayReplies copies the backend's answers to the client until the flow
+// has been idle for UDPIdle.
+func (u *udpRelay) relayReplies(to net.Addr, f *udpFlow) {
+	defer func() {
+		u.mu.Lock()
+		if u.flows[to.String()] == f {
+			delete(u.flows, to.String())
+		}
+		u.mu.Unlock()
+		f.up.Close()
+	}()
+	buf := make([]byte, 64*1024)
+	for {
+		_ = f.up.SetReadDeadline(time.Now().Add(u.p.opts.UDPIdle))
+		n, err := f.up.Read(buf)
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, f.last.Load())) < u.p.opts.UDPIdle {
+				continue
+			}
+			return
+		}
+		f.last.Store(time.Now().UnixNano())
+		if _, err := u.conn.WriteTo(buf[:n], to); err != nil {
+			return
+		}
+	}
+}
+
+func (u *udpRelay) close() {
+	u.conn.Close()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.closed = true
+	for _, f := range u.flows {
+		f.up.Close()
+	}
+}

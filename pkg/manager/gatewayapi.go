@@ -1,0 +1,43 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// The gateway controller runs only where the Gateway API CRDs are served
+// and its identity may watch them. Otherwise it is left out with a log line
+// (as a controller whose provider lacks an interface), so a cluster without
+// the Gateway API, or one switching from the upstream CCM with upstream's
+// RBAC, runs as before.
+
+// gatewayAPIServed says why the Gateway API is not there, or "".
+func gatewayAPIServed(mgr manager.Manager) string {
+	gk := schema.GroupKind{Group: gwv1.GroupName, Kind: "Gateway"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, gwv1.GroupVersion.Version); err != nil {
+		return fmt.Sprintf("the Gateway API (%s) is not served: install its CRDs and restart", gwv1.GroupVersion)
+	}
+	return ""
+}
+
+// gatewayAPIAllowed says why the controller's identity may not watch the
+// Gateway API, or "".
+func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
+	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "tcproutes", "udproutes", "referencegrants"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gwv1.GroupName, Resource: res, Verb: "watch"},
+		}}
+		if err := mgr.GetClient().Create(ctx, review); err != nil {
+			return fmt.Sprintf("cannot check access to %s: %v", res, err)
+		}
+		if !review.Status.Allowed {
+			return fmt.Sprintf("not allowed to watch %s.%s (deploy/rbac-gateway.yaml grants it)", res, gwv1.GroupName)
+		}
+	}
+	return ""
+}
