@@ -1,5 +1,6 @@
 // Command outrigger is the Outrigger cloud-controller-manager with the
-// providers that ship with it, plus the `conformance` and `console` subcommands and,
+// providers that ship with it, plus the `conformance`, `console` and
+// `gateway-dataplane` subcommands and,
 // unless built with -tags product (as its container image is), `dev` and `sim`.
 package main
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
+	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -20,5 +22,5 @@ func main() {
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(local.ProviderName, local.New)
 	reg.Register(sim.ProviderName, sim.New)
-	os.Exit(manager.Main(reg, append(devCommands(), conformance.NewCommand(reg), console.NewCommand())...))
+	os.Exit(manager.Main(reg, append(devCommands(), conformance.NewCommand(reg), console.NewCommand(), dataplane.NewCommand())...))
 }

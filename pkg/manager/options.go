@@ -118,6 +118,8 @@ type Options struct {
 	CloudBurst                   int
 	CloudCallTimeout             time.Duration
 	DisableMetricsAuthentication bool
+	GatewayNamespace             string
+	GatewayDataPlaneImage        string
 
 	// Extension is what a provider's own main adds (package app); nil
 	// for Outrigger's own binaries.
@@ -174,6 +176,7 @@ func NewOptions() *Options {
 		CloudCallTimeout:     30 * time.Second,
 		ProviderIDWait:       node.ProviderIDWait,
 		OrphanSweepPeriod:    5 * time.Minute,
+		GatewayNamespace:     gateway.DefaultNamespace,
 	}
 }
 
@@ -271,6 +274,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps, when it is set; 0 means --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
+	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "Namespace of every Gateway's data plane (its programming, its load balancer Service, its pods); the gateway-controller writes nowhere else, and makes it when missing.")
+	fs.StringVar(&o.GatewayDataPlaneImage, "gateway-data-plane-image", o.GatewayDataPlaneImage, "Image of the Gateways' data plane pods (Outrigger's own image, which runs `outrigger gateway-dataplane`). Empty: no pods are made, and something else must serve the programming (as `outrigger dev` does).")
 	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only); /configz, /debug and /console/ still authenticate theirs.")
 
 	logsapi.AddFlags(o.Logs, nfs.FlagSet("logs"))

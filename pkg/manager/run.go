@@ -357,6 +357,8 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 				ClassName:         gateway.ClassNameFor(u.name, class),
 				LoadBalancerClass: class,
 				Provider:          tag,
+				Namespace:         opts.GatewayNamespace,
+				DataPlaneImage:    opts.GatewayDataPlaneImage,
 			}); err != nil {
 				return err
 			}

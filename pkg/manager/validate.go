@@ -111,6 +111,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--load-balancer-class %q: %s", o.LoadBalancerClass, msg))
 		}
 	}
+	for _, msg := range validation.IsDNS1123Label(o.GatewayNamespace) {
+		errs = append(errs, fmt.Errorf("--gateway-namespace %q: %s", o.GatewayNamespace, msg))
+	}
 	if o.CloudQPS < 0 || o.CloudBurst < 0 {
 		errs = append(errs, errors.New("--cloud-qps and --cloud-burst must not be negative"))
 	}

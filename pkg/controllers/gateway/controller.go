@@ -13,20 +13,28 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 )
 
 // Name is the controller's name in --controllers.
@@ -36,11 +44,19 @@ const (
 	// Finalizer holds a Gateway until what Outrigger made for it (its load
 	// balancer first) is gone.
 	Finalizer = "gateway.outrigger.dev/cleanup"
-	// GatewayLabel names, on what Outrigger made for a Gateway, the
-	// Gateway it is for.
-	GatewayLabel = "gateway.outrigger.dev/gateway"
+	// GatewayLabel, GatewayNamespaceLabel and GatewayUIDLabel name, on
+	// what Outrigger made for a Gateway, the Gateway it is for; the UID is
+	// what proves it (a Gateway made again under the same name is another).
+	GatewayLabel          = "gateway.outrigger.dev/name"
+	GatewayNamespaceLabel = "gateway.outrigger.dev/namespace"
+	GatewayUIDLabel       = "gateway.outrigger.dev/uid"
 	// ConfigKey is the data plane's programming in its Secret.
-	ConfigKey      = "config.json"
+	ConfigKey = dataplane.ConfigKey
+	// DefaultNamespace is where data planes run unless told otherwise.
+	DefaultNamespace = "outrigger-gateways"
+	// DefaultDataPlaneServiceAccount is the data plane pods' identity: it
+	// may read the Secrets of the data plane namespace, nothing else.
+	DefaultDataPlaneServiceAccount = "outrigger-gateway-dataplane"
 	managedByLabel = "app.kubernetes.io/managed-by"
 	managedBy      = "outrigger"
 	// certificateRecheck is how often a Gateway with HTTPS listeners reads
@@ -60,6 +76,18 @@ type Options struct {
 	LoadBalancerClass string
 	// Provider names the provider in controller names and Events.
 	Provider string
+	// Namespace holds every Gateway's data plane: its programming (a
+	// Secret), its load balancer (a Service) and its pods. Outrigger writes
+	// nowhere else; it is made when missing. Default DefaultNamespace.
+	Namespace string
+	// DataPlaneImage runs each Gateway's data plane as a Deployment of
+	// this image (`outrigger gateway-dataplane`). Empty: no Deployment;
+	// something else serves the programming (`outrigger dev` does, on its
+	// simulated nodes).
+	DataPlaneImage string
+	// DataPlaneServiceAccount is the pods' ServiceAccount. Default
+	// DefaultDataPlaneServiceAccount.
+	DataPlaneServiceAccount string
 }
 
 func (o Options) name(base string) string {
@@ -90,38 +118,70 @@ func ClassNameFor(provider, class string) string {
 	return name
 }
 
-// DataPlaneName is the name of the Secret and Service made for a Gateway.
-func DataPlaneName(gatewayName string) string {
-	name := "outrigger-gw-" + gatewayName
-	if len(name) <= 63 {
-		return name
+// DataPlaneName is the name of the Secret, Service and Deployment made for
+// the Gateway namespace/name: readable, and unique by a hash of both.
+func DataPlaneName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	base := namespace + "-" + name
+	if len(base) > 54 {
+		base = base[:54]
 	}
-	sum := sha256.Sum256([]byte(gatewayName))
-	return name[:54] + "-" + hex.EncodeToString(sum[:4])
+	return strings.TrimSuffix(base, "-") + "-" + hex.EncodeToString(sum[:4])
 }
 
 type reconciler struct {
-	client   client.Client
-	reader   client.Reader
+	client client.Client
+	// reader reads certificate Secrets from the API (never cached).
+	reader client.Reader
+	// own reads what Outrigger made, from a cache of the data plane
+	// namespace holding only objects labeled as Outrigger's.
+	own      client.Reader
 	recorder record.EventRecorder
 	opts     Options
 }
 
 // Setup adds the GatewayClass and Gateway controllers to mgr.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.DataPlaneServiceAccount == "" {
+		opts.DataPlaneServiceAccount = DefaultDataPlaneServiceAccount
+	}
 	if err := gwv1.Install(mgr.GetScheme()); err != nil {
 		return fmt.Errorf("registering Gateway API types: %w", err)
 	}
 	if err := setupClass(mgr, opts); err != nil {
 		return err
 	}
+	own, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultNamespaces:    map[string]cache.Config{opts.Namespace: {}},
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("cache of namespace %s: %w", opts.Namespace, err)
+	}
+	if err := mgr.Add(own); err != nil {
+		return err
+	}
 	r := &reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
+		own:      own,
 		recorder: mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
 		opts:     opts,
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return r.ensureNamespace(ctx) })); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr)
+	if opts.DataPlaneImage != "" {
+		b = b.WatchesRawSource(source.Kind(own, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(r.gatewayOf)))
+	}
+	return b.
 		Named(opts.name(Name)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&gwv1.Gateway{}).
@@ -133,6 +193,24 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.allGateways)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfService)).
 		Complete(r)
+}
+
+// ensureNamespace makes the data plane namespace when it is missing.
+func (r *reconciler) ensureNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.opts.Namespace, Labels: map[string]string{managedByLabel: managedBy}}}
+	if err := r.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the data plane namespace %s: %w", r.opts.Namespace, err)
+	}
+	return nil
+}
+
+// gatewayOf maps an object Outrigger made to its Gateway.
+func (r *reconciler) gatewayOf(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[managedByLabel] != managedBy || l[GatewayLabel] == "" || o.GetNamespace() != r.opts.Namespace {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[GatewayNamespaceLabel], Name: l[GatewayLabel]}}}
 }
 
 func (r *reconciler) gatewaysOfClass(ctx context.Context, o client.Object) []reconcile.Request {
@@ -206,8 +284,8 @@ func routeParents(o client.Object) ([]gwv1.ParentReference, []gwv1.RouteParentSt
 // gatewaysOfService maps a Service to the Gateway it fronts, or to the
 // Gateways whose routes send traffic to it.
 func (r *reconciler) gatewaysOfService(ctx context.Context, o client.Object) []reconcile.Request {
-	if gw, ok := o.GetLabels()[GatewayLabel]; ok {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: gw}}}
+	if own := r.gatewayOf(ctx, o); own != nil {
+		return own
 	}
 	var out []reconcile.Request
 	refers := func(route client.Object, refs []gwv1.BackendObjectReference) {
@@ -297,6 +375,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	res := compile(w)
 
 	if err := r.writeConfig(ctx, &gw, &res.config); err != nil {
+		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
 		return reconcile.Result{}, err
 	}
 	svc, err := r.ensureService(ctx, &gw, res.ports)
@@ -304,10 +383,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing the load balancer's Service: %v", err)
 		return reconcile.Result{}, err
 	}
+	dataPlaneReady := true
+	if svc != nil {
+		if dataPlaneReady, err = r.ensureDataPlane(ctx, &gw, res.ports); err != nil {
+			r.recorder.Eventf(&gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error syncing the data plane Deployment: %v", err)
+			return reconcile.Result{}, err
+		}
+	}
 	if err := r.writeRouteStatuses(ctx, &gw, w, res); err != nil {
 		return reconcile.Result{}, err
 	}
-	programmed, err := r.writeGatewayStatus(ctx, &gw, res, svc)
+	programmed, err := r.writeGatewayStatus(ctx, &gw, res, svc, dataPlaneReady)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -464,13 +550,13 @@ func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, cfg inte
 	if err != nil {
 		return err
 	}
-	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	key := r.key(gw)
 	var s corev1.Secret
-	err = r.reader.Get(ctx, key, &s)
+	err = r.own.Get(ctx, key, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{
-			ObjectMeta: r.ownedMeta(gw, key.Name),
+			ObjectMeta: r.ownedMeta(gw, false),
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{ConfigKey: data},
 		}
@@ -482,7 +568,7 @@ func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, cfg inte
 		return fmt.Errorf("reading data plane Secret %s: %w", key, err)
 	}
 	if !owned(&s, gw) {
-		return fmt.Errorf("secret %s exists and is not Outrigger's for this Gateway; not touching it", key)
+		return fmt.Errorf("secret %s is not Outrigger's for this Gateway (UID %s); not touching it", key, gw.UID)
 	}
 	if bytes.Equal(s.Data[ConfigKey], data) {
 		return nil
@@ -494,10 +580,21 @@ func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, cfg inte
 	return nil
 }
 
-func (r *reconciler) ownedMeta(gw *gwv1.Gateway, name string) metav1.ObjectMeta {
-	labels := map[string]string{managedByLabel: managedBy, GatewayLabel: gw.Name}
+// key is where the Gateway's data plane objects are.
+func (r *reconciler) key(gw *gwv1.Gateway) types.NamespacedName {
+	return types.NamespacedName{Namespace: r.opts.Namespace, Name: DataPlaneName(gw.Namespace, gw.Name)}
+}
+
+// ownedMeta is the metadata of an object made for gw: in the data plane
+// namespace, labeled with the Gateway's name, namespace and UID (owner
+// references cannot cross namespaces). withInfrastructure adds the
+// labels and annotations of spec.infrastructure, which the specification
+// asks to carry to what is made for the Gateway (and through which a
+// user gives a provider its load balancer annotations).
+func (r *reconciler) ownedMeta(gw *gwv1.Gateway, withInfrastructure bool) metav1.ObjectMeta {
+	labels := map[string]string{}
 	annotations := map[string]string{}
-	if inf := gw.Spec.Infrastructure; inf != nil {
+	if inf := gw.Spec.Infrastructure; inf != nil && withInfrastructure {
 		for k, v := range inf.Labels {
 			labels[string(k)] = string(v)
 		}
@@ -505,27 +602,27 @@ func (r *reconciler) ownedMeta(gw *gwv1.Gateway, name string) metav1.ObjectMeta 
 			annotations[string(k)] = string(v)
 		}
 	}
-	labels[managedByLabel], labels[GatewayLabel] = managedBy, gw.Name
-	return metav1.ObjectMeta{
-		Name: name, Namespace: gw.Namespace, Labels: labels, Annotations: annotations,
-		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: gwv1.GroupVersion.String(), Kind: kindGateway, Name: gw.Name, UID: gw.UID,
-			Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
-		}},
-	}
+	maps.Copy(labels, r.selector(gw))
+	labels[GatewayLabel], labels[GatewayNamespaceLabel] = gw.Name, gw.Namespace
+	return metav1.ObjectMeta{Name: DataPlaneName(gw.Namespace, gw.Name), Namespace: r.opts.Namespace, Labels: labels, Annotations: annotations}
+}
+
+// selector picks the Gateway's data plane pods.
+func (r *reconciler) selector(gw *gwv1.Gateway) map[string]string {
+	return map[string]string{managedByLabel: managedBy, GatewayUIDLabel: string(gw.UID)}
 }
 
 // owned says whether an object was made by Outrigger for this very
-// Gateway (its UID, not its name).
+// Gateway: its UID, not its name.
 func owned(o metav1.Object, gw *gwv1.Gateway) bool {
-	return slices.ContainsFunc(o.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == gw.UID })
+	return o.GetLabels()[GatewayUIDLabel] == string(gw.UID) && o.GetLabels()[managedByLabel] == managedBy
 }
 
 // ensureService keeps the load balancer Service fronting the data plane:
 // its ports are the listeners', its class the provider's, its annotations
 // those of spec.infrastructure (how a user passes provider options).
 func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (*corev1.Service, error) {
-	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	key := r.key(gw)
 	var cur corev1.Service
 	err := r.client.Get(ctx, key, &cur)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -545,11 +642,11 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 		return nil, nil
 	}
 	want := corev1.Service{
-		ObjectMeta: r.ownedMeta(gw, key.Name),
+		ObjectMeta: r.ownedMeta(gw, true),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeLoadBalancer,
 			Ports:    ports,
-			Selector: map[string]string{GatewayLabel: gw.Name},
+			Selector: r.selector(gw),
 		},
 	}
 	if r.opts.LoadBalancerClass != "" {
@@ -595,7 +692,7 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 
 // writeGatewayStatus writes addresses, conditions and listeners; it says
 // whether the Gateway is programmed.
-func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, res *result, svc *corev1.Service) (bool, error) {
+func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, res *result, svc *corev1.Service, dataPlaneReady bool) (bool, error) {
 	orig := gw.DeepCopy()
 	var addrs []gwv1.GatewayStatusAddress
 	if svc != nil {
@@ -615,7 +712,10 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
 	case len(addrs) == 0:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
-			fmt.Sprintf("waiting for the load balancer of Service %s", svc.Name), gen)
+			fmt.Sprintf("waiting for the load balancer of Service %s/%s", svc.Namespace, svc.Name), gen)
+	case !dataPlaneReady:
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending),
+			fmt.Sprintf("waiting for the data plane Deployment %s/%s to be available", svc.Namespace, svc.Name), gen)
 	case len(gw.Spec.Addresses) == 1 && !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == gw.Spec.Addresses[0].Value }):
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
 			fmt.Sprintf("the provider gave %s, not the requested %s", addrs[0].Value, gw.Spec.Addresses[0].Value), gen)
@@ -734,7 +834,7 @@ func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w
 // Service first, which its own finalizer holds until the cloud's load
 // balancer is gone), then lets the Gateway go.
 func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.Result, error) {
-	key := types.NamespacedName{Namespace: gw.Namespace, Name: DataPlaneName(gw.Name)}
+	key := r.key(gw)
 	var svc corev1.Service
 	switch err := r.client.Get(ctx, key, &svc); {
 	case err == nil && owned(&svc, gw):
@@ -748,10 +848,12 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 	case err != nil && !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	var s corev1.Secret
-	if err := r.reader.Get(ctx, key, &s); err == nil && owned(&s, gw) {
-		if err := r.client.Delete(ctx, &s); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting Secret %s: %w", key, err)
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
+		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
+			continue
+		}
+		if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("deleting %T %s: %w", o, key, err)
 		}
 	}
 	// Routes lose this Gateway's entries.
@@ -768,4 +870,93 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// ensureDataPlane keeps the Gateway's data plane Deployment (when an image
+// is configured) and says whether it is available.
+func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (bool, error) {
+	if r.opts.DataPlaneImage == "" {
+		return true, nil
+	}
+	key := r.key(gw)
+	want := r.deployment(gw, ports)
+	var cur appsv1.Deployment
+	switch err := r.own.Get(ctx, key, &cur); {
+	case apierrors.IsNotFound(err):
+		if err := r.client.Create(ctx, want); err != nil {
+			return false, fmt.Errorf("creating data plane Deployment %s: %w", key, err)
+		}
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading data plane Deployment %s: %w", key, err)
+	}
+	if !owned(&cur, gw) {
+		return false, fmt.Errorf("deployment %s is not Outrigger's for this Gateway (UID %s); not touching it", key, gw.UID)
+	}
+	if !equality.Semantic.DeepDerivative(want.Spec.Template, cur.Spec.Template) || !maps.Equal(want.Labels, cur.Labels) {
+		upd := cur.DeepCopy()
+		upd.Labels = want.Labels
+		upd.Spec.Template = want.Spec.Template
+		if err := r.client.Update(ctx, upd); err != nil {
+			return false, fmt.Errorf("updating data plane Deployment %s: %w", key, err)
+		}
+		return false, nil
+	}
+	return cur.Status.ObservedGeneration >= cur.Generation && cur.Status.AvailableReplicas > 0, nil
+}
+
+// deployment is the data plane's Deployment: Outrigger's own image running
+// `outrigger gateway-dataplane`, under Pod Security "restricted" (listeners
+// below 1024 through the namespaced sysctl that allows them, not a
+// capability).
+func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *appsv1.Deployment {
+	meta := r.ownedMeta(gw, true)
+	podLabels := maps.Clone(meta.Labels)
+	var cports []corev1.ContainerPort
+	for _, p := range ports {
+		cports = append(cports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptrTo(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: r.selector(gw)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: r.opts.DataPlaneServiceAccount,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptrTo(true),
+						RunAsUser:      ptrTo(int64(65532)),
+						RunAsGroup:     ptrTo(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
+					},
+					Containers: []corev1.Container{{
+						Name:  "dataplane",
+						Image: r.opts.DataPlaneImage,
+						Args:  []string{"gateway-dataplane", "--namespace=" + r.opts.Namespace, "--secret=" + meta.Name},
+						Ports: cports,
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(dataplane.HealthPort)}},
+							PeriodSeconds: 2,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(dataplane.HealthPort)}},
+							PeriodSeconds: 10,
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptrTo(false),
+							ReadOnlyRootFilesystem:   ptrTo(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+					}},
+				},
+			},
+		},
+	}
 }

@@ -4,6 +4,13 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -268,8 +276,9 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 
 	// The address is the provider's: the load balancer the sim cloud
 	// holds for the Gateway's Service, recorded with that Service's UID.
+	dpKey := types.NamespacedName{Namespace: gateway.DefaultNamespace, Name: gateway.DataPlaneName(ns, "gw")}
 	var lbSvc corev1.Service
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: gateway.DataPlaneName("gw")}, &lbSvc); err != nil {
+	if err := c.Get(ctx, dpKey, &lbSvc); err != nil {
 		t.Fatal(err)
 	}
 	if len(programmed.Status.Addresses) != 1 || len(lbSvc.Status.LoadBalancer.Ingress) != 1 || programmed.Status.Addresses[0].Value != lbSvc.Status.LoadBalancer.Ingress[0].IP {
@@ -283,15 +292,8 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 		t.Errorf("load balancer listeners %+v, want HTTP 80 and TCP 9000 (not the invalid HTTPS one)", lbs[0].Listeners)
 	}
 
-	// The data plane, programmed from the stored config, routes traffic.
-	var secret corev1.Secret
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: gateway.DataPlaneName("gw")}, &secret); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dataplane.Unmarshal(secret.Data[gateway.ConfigKey])
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The data plane, watching the Secret Outrigger keeps (as
+	// `outrigger gateway-dataplane` does), routes traffic.
 	listening := map[int32]string{}
 	var mu sync.Mutex
 	proxy := dataplane.New(dataplane.Options{
@@ -314,11 +316,18 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 		},
 	})
 	t.Cleanup(proxy.Close)
-	if err := proxy.Apply(cfg); err != nil {
+	applied := make(chan error, 16)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	t.Cleanup(stopWatch)
+	go dataplane.Watch(watchCtx, testenv.Client, dpKey.Namespace, dpKey.Name, proxy, func(err error) { applied <- err })
+	if err := <-applied; err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	http80, tcp9000 := listening[80], listening[9000]
+	mu.Unlock()
 	for path, want := range map[string]string{"/a": "web-a", "/b/x": "web-b", "/other": "web-other"} {
-		resp, err := http.Get("http://" + listening[80] + path)
+		resp, err := http.Get("http://" + http80 + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,10 +337,10 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 			t.Errorf("GET %s: %d %q, want %q", path, resp.StatusCode, body, want)
 		}
 	}
-	if resp, err := http.Get("http://" + listening[80] + "/nowhere"); err != nil || resp.StatusCode != 404 {
+	if resp, err := http.Get("http://" + http80 + "/nowhere"); err != nil || resp.StatusCode != 404 {
 		t.Errorf("GET /nowhere: %v %v, want 404", resp, err)
 	}
-	conn, err := net.Dial("tcp", listening[9000])
+	conn, err := net.Dial("tcp", tcp9000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +376,165 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "route-a"}, &hr); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.Get(ctx, dpKey, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the data plane Secret outlived its Gateway: %v", err)
+	}
 	if len(hr.Status.Parents) != 0 {
 		t.Errorf("route-a keeps parent statuses of a deleted Gateway: %+v", hr.Status.Parents)
 	}
+}
+
+// TestDataPlaneDeployment: with an image configured, each Gateway's data
+// plane is a Deployment in the data plane namespace (made by Outrigger)
+// whose pods pass Pod Security "restricted" as the API server's own
+// admission enforces it; the Gateway is not Programmed before the pods are
+// available; an HTTPS listener's certificate reaches the programming.
+func TestDataPlaneDeployment(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	dpNS := testenv.Name("dataplanes")
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller",
+		"--gateway-namespace="+dpNS, "--gateway-data-plane-image=registry.example/outrigger:test")
+	ns := namespace(t, c)
+	certPEM, keyPEM := selfSigned(t, "secure.example.com")
+	create(t, c, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cert"},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	})
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(gateway.ClassNameFor("sim", "")),
+			Listeners: []gwv1.Listener{
+				{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
+				{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("secure.example.com")),
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "cert"}}}},
+			},
+		},
+	}
+	create(t, c, gw)
+	key := types.NamespacedName{Namespace: dpNS, Name: gateway.DataPlaneName(ns, "gw")}
+	var dep appsv1.Deployment
+	testenv.Eventually(t, time.Minute, "data plane Deployment made, Gateway waiting for it", func() (bool, error) {
+		if err := c.Get(ctx, key, &dep); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		var got gwv1.Gateway
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &got); err != nil {
+			return false, err
+		}
+		p := meta.FindStatusCondition(got.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+		return p != nil && p.Status == metav1.ConditionFalse && p.Reason == string(gwv1.GatewayReasonPending) && len(got.Status.Addresses) == 1, nil
+	})
+	if args := strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "); args != "gateway-dataplane --namespace="+dpNS+" --secret="+key.Name {
+		t.Errorf("data plane args %q", args)
+	}
+
+	// The API server's Pod Security admission, enforcing "restricted",
+	// admits the pods (a dry run creates nothing).
+	enforced := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("restricted"),
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	create(t, c, enforced)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: enforced.Name, Name: "dataplane"}, Spec: dep.Spec.Template.Spec}
+	if err := c.Create(ctx, pod, client.DryRunAll); err != nil {
+		t.Errorf("Pod Security restricted refuses the data plane pod: %v", err)
+	}
+
+	var secret corev1.Secret
+	if err := c.Get(ctx, key, &secret); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dataplane.Unmarshal(secret.Data[gateway.ConfigKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var https *dataplane.Port
+	for i := range cfg.Ports {
+		if cfg.Ports[i].Protocol == dataplane.HTTPS {
+			https = &cfg.Ports[i]
+		}
+	}
+	if https == nil || len(https.Certificates) != 1 || https.Certificates[0].Hostname != "secure.example.com" || string(https.Certificates[0].CertPEM) != string(certPEM) {
+		t.Fatalf("HTTPS programming %+v, want the Secret's certificate for secure.example.com", https)
+	}
+
+	// Deleted, the Gateway takes its Deployment along.
+	if err := c.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "data plane Deployment deleted", func() (bool, error) {
+		err := c.Get(ctx, key, &appsv1.Deployment{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+}
+
+// TestForeignObjectsUntouched: an object already at the data plane's name
+// that Outrigger did not make for this Gateway is never changed or
+// deleted; the Gateway says why it is not programmed.
+func TestForeignObjectsUntouched(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	dpNS := testenv.Name("dataplanes")
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller", "--gateway-namespace="+dpNS)
+	ns := namespace(t, c)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: dpNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	squatter := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dpNS, Name: gateway.DataPlaneName(ns, "gw"),
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "outrigger", gateway.GatewayUIDLabel: "someone-else"}},
+		Data: map[string][]byte{"config.json": []byte("theirs")}}
+	create(t, c, squatter)
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(gateway.ClassNameFor("sim", "")),
+			Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}},
+	}
+	create(t, c, gw)
+	testenv.Eventually(t, time.Minute, "the Gateway's Warning Event naming the Secret", func() (bool, error) {
+		evs, err := testenv.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "gw" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "not Outrigger's") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err := c.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "Gateway gone", func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(gw), &gwv1.Gateway{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	var got corev1.Secret
+	if err := c.Get(ctx, client.ObjectKeyFromObject(squatter), &got); err != nil || string(got.Data["config.json"]) != "theirs" {
+		t.Errorf("another's Secret changed or deleted: %v %q", err, got.Data["config.json"])
+	}
+	if len(cloud.LoadBalancers()) != 0 {
+		t.Errorf("load balancers left: %+v", cloud.LoadBalancers())
+	}
+}
+
+// selfSigned is a certificate and key for host.
+func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }

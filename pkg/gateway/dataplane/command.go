@@ -1,0 +1,146 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// ConfigKey is the key of the Secret's data holding the Config.
+const ConfigKey = "config.json"
+
+// HealthPort is where the data plane answers /healthz and /readyz unless
+// told otherwise; a Gateway listener cannot use it.
+const HealthPort = 15021
+
+// Watch programs p from the Config in one Secret until ctx ends: every
+// change of the Secret is applied as it arrives (a watch on that one
+// object, never a list of others). applied is told each outcome.
+func Watch(ctx context.Context, client kubernetes.Interface, namespace, name string, p *Proxy, applied func(error)) {
+	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "secrets", namespace, fields.OneTermEqualSelector("metadata.name", name))
+	var last atomic.Pointer[string]
+	apply := func(obj any) {
+		s, ok := obj.(*corev1.Secret)
+		if !ok {
+			return
+		}
+		if rv := s.ResourceVersion; last.Load() != nil && *last.Load() == rv {
+			return
+		}
+		last.Store(&s.ResourceVersion)
+		cfg, err := Unmarshal(s.Data[ConfigKey])
+		if err == nil {
+			err = p.Apply(cfg)
+		}
+		applied(err)
+	}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    apply,
+		UpdateFunc: func(_, obj any) { apply(obj) },
+	})
+	inf.Run(ctx.Done())
+}
+
+// NewCommand is `outrigger gateway-dataplane`: the data plane of one
+// Gateway, as the pods of the Deployment Outrigger makes for it run.
+func NewCommand() *cobra.Command {
+	var (
+		namespace, secret, kubeconfig string
+		healthPort                    int
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway-dataplane",
+		Short: "Serve one Gateway's listeners, programmed from the Secret Outrigger keeps for it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if namespace == "" || secret == "" {
+				return errors.New("--namespace and --secret are required")
+			}
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			cfg.UserAgent = "outrigger-gateway-dataplane"
+			client, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return fmt.Errorf("API client: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			log := klog.NewKlogr().WithName("gateway-dataplane")
+			return serve(ctx, log, client, namespace, secret, healthPort)
+		},
+	}
+	cmd.Flags().StringVar(&namespace, "namespace", "", "Namespace of the Secret holding the data plane's programming.")
+	cmd.Flags().StringVar(&secret, "secret", "", "Name of that Secret.")
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in a pod, its ServiceAccount is used.")
+	cmd.Flags().IntVar(&healthPort, "health-port", HealthPort, "Port of /healthz and /readyz (ready once programmed).")
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a pod: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading --kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, namespace, secret string, healthPort int) error {
+	p := New(Options{Log: log})
+	defer p.Close()
+	var ready atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not programmed yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	health := &http.Server{Addr: net.JoinHostPort("", strconv.Itoa(healthPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := health.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "Health endpoint failed")
+		}
+	}()
+	defer health.Close()
+	log.Info("Watching the data plane's programming", "namespace", namespace, "secret", secret)
+	Watch(ctx, client, namespace, secret, p, func(err error) {
+		if err != nil {
+			// The previous programming stays; the controller refuses
+			// what it can see is invalid, so this is rare.
+			log.Error(err, "Programming not applied")
+			return
+		}
+		ready.Store(true)
+		log.Info("Programmed")
+	})
+	return nil
+}
