@@ -58,12 +58,17 @@ func checkArgsParse(t testing.TB, c corev1.Container) {
 }
 
 // checkRBACEquals compares the chart's ServiceAccount and RBAC objects with
-// a deploy/ manifest's: the same objects (kind, namespace, name) with the
-// same rules, roleRef and subjects. Labels may differ.
-func checkRBACEquals(t testing.TB, objs []*unstructured.Unstructured, file string) {
+// those of deploy/ manifests: the same objects (kind, namespace, name) with
+// the same rules, roleRef and subjects. Labels may differ.
+func checkRBACEquals(t testing.TB, objs []*unstructured.Unstructured, files ...string) {
 	t.Helper()
-	kinds := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-	got, want := byKind(objs, kinds...), byKind(deployObjects(t, file), kinds...)
+	kinds := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Namespace"}
+	var deployed []*unstructured.Unstructured
+	for _, f := range files {
+		deployed = append(deployed, deployObjects(t, f)...)
+	}
+	file := strings.Join(files, ", ")
+	got, want := byKind(objs, kinds...), byKind(deployed, kinds...)
 	if !slices.Equal(keys(got), keys(want)) {
 		t.Fatalf("RBAC objects differ from deploy/%s:\nchart:%s\ndeploy:%s", file, joinLines(keys(got)), joinLines(keys(want)))
 	}
@@ -104,7 +109,8 @@ func TestRender(t *testing.T) {
 			}
 			spec := d.Spec.Template.Spec
 			c := container(t, d)
-			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)"}
+			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)",
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0"}
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args %q, want %q", c.Args, wantArgs)
 			}
@@ -173,7 +179,7 @@ func TestRender(t *testing.T) {
 			if !labels.SelectorFromSet(pdb.Spec.Selector.MatchLabels).Matches(podLabels) {
 				t.Errorf("PDB selector %v does not match pod labels %v", pdb.Spec.Selector.MatchLabels, podLabels)
 			}
-			checkRBACEquals(t, objs, "rbac.yaml")
+			checkRBACEquals(t, objs, "rbac.yaml", "rbac-gateway.yaml")
 		},
 	}, {
 		name: "cloud config rendered into a Secret",
@@ -222,7 +228,7 @@ cloudConfig:
 			if !hasArg(c, "--use-service-account-credentials=true") || !hasArg(c, "--leader-elect=true") {
 				t.Errorf("args %q", c.Args)
 			}
-			checkRBACEquals(t, objs, "rbac-service-account-credentials.yaml")
+			checkRBACEquals(t, objs, "rbac-service-account-credentials.yaml", "rbac-gateway.yaml")
 		},
 	}, {
 		name: "controllers, cluster CIDR, routes, extra args as a map",
@@ -242,6 +248,7 @@ extraArgs:
 			want := []string{
 				"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--controllers=*,-route",
 				"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=false", "--bind-address=$(POD_IP)",
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0",
 				// A map's keys in order, after the chart's own flags.
 				"--cluster-name=prod", "--logging-format=json", "--v=2",
 			}
@@ -254,7 +261,8 @@ extraArgs:
 		values: "cloudProvider: sim\nextraArgs: [--v=4, --concurrent-service-syncs=8, --configure-cloud-routes=true]\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			c := container(t, deployment(t, objs))
-			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
+			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)",
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args%s\nwant%s", joinLines(c.Args), joinLines(want))
 			}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
@@ -128,6 +129,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	kubeconfig, err := writeState(opts.StateDir, cp, cloudURL, opts.LBPool)
 	if err != nil {
 		return err
+	}
+
+	// The Gateway API's CRDs, so Gateways get the dev provider's load
+	// balancers; without them (no Go module cache here) the rest runs.
+	if err := gatewayapi.Install(ctx, cp.Config); err != nil {
+		log.Error(err, "Gateway API not installed; Gateways are off")
 	}
 
 	client := kubernetes.NewForConfigOrDie(cp.Config)

@@ -6,10 +6,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,6 +110,8 @@ func TestDev(t *testing.T) {
 		}
 	})
 
+	testGateway(t, kubeconfig)
+
 	sim := exec.Command(bin, "sim", "terminate", "node-2", "--cloud-config="+filepath.Join(state, "sim.yaml"))
 	if o, err := sim.CombinedOutput(); err != nil {
 		t.Fatalf("outrigger sim terminate: %v\n%s", err, o)
@@ -132,5 +137,49 @@ func TestDev(t *testing.T) {
 	}
 	if _, err := hc.Discovery().ServerVersion(); err == nil {
 		t.Errorf("the API server at %s still answers after outrigger dev exited", host)
+	}
+}
+
+// testGateway applies examples/gateway/dev.yaml with kubectl, as
+// getting-started does: the Gateway gets a VIP of the dev provider, and
+// its two routes reach their Services on the simulated nodes.
+func testGateway(t *testing.T, kubeconfig string) {
+	t.Helper()
+	kubectl := filepath.Join(apiserver.AssetsDir(), "kubectl")
+	if o, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "apply", "-f", "../../examples/gateway/dev.yaml").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, o)
+	}
+	var vip string
+	eventually(t, time.Minute, "the Gateway programmed with an address", func() bool {
+		o, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "gateway", "web",
+			"-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status} {.status.addresses[0].value}`).Output()
+		status, addr, _ := strings.Cut(string(o), " ")
+		vip = addr
+		return err == nil && status == "True" && addr != ""
+	})
+	for path, svc := range map[string]string{"/shop/cart": "default/shop port 80", "/blog": "default/blog port 80"} {
+		var body string
+		eventually(t, time.Minute, "GET "+path+" answered by "+svc, func() bool {
+			resp, err := http.Get("http://" + vip + path)
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			return resp.StatusCode == 200 && strings.Contains(body, svc)
+		})
+		t.Logf("GET %s: %s", path, strings.TrimSpace(body))
+	}
+	resp, err := http.Get("http://" + vip + "/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /nowhere: %d, want 404", resp.StatusCode)
+	}
+	if o, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "delete", "-f", "../../examples/gateway/dev.yaml", "--wait").CombinedOutput(); err != nil {
+		t.Fatalf("kubectl delete: %v\n%s", err, o)
 	}
 }

@@ -100,6 +100,12 @@ refusing a runAsUser set elsewhere to another.
 {{- if ne (int .Values.securePort) 10258 }}
 - --secure-port={{ .Values.securePort }}
 {{- end }}
+{{- if .Values.gateway.enabled }}
+- --gateway-data-plane-image={{ .Values.gateway.dataPlaneImage | default (printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion)) }}
+{{- if ne .Values.gateway.namespace "outrigger-gateways" }}
+- --gateway-namespace={{ .Values.gateway.namespace }}
+{{- end }}
+{{- end }}
 {{- if kindIs "slice" .Values.extraArgs }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}

@@ -116,6 +116,9 @@ extraArgs: [--v=4]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			createNamespace(t, tt.namespace)
+			// The Gateway data plane namespace the chart makes: a dry run
+			// cannot place objects in a namespace it only pretends to make.
+			createNamespace(t, "outrigger-gateways")
 			rel, err := charttest.Render(tt.namespace, tt.values)
 			if err != nil {
 				t.Fatalf("rendering: %v", err)
@@ -164,7 +167,8 @@ func TestInstallUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vals, err := charttest.UserValues("cloudProvider: sim\ncloudConfig: {content: \"endpoint: http://127.0.0.1:8080\\n\"}\n")
+	// A Gateway namespace of its own: the dry-run tests made the default.
+	vals, err := charttest.UserValues("cloudProvider: sim\ncloudConfig: {content: \"endpoint: http://127.0.0.1:8080\\n\"}\ngateway: {namespace: outrigger-gateways-install}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +226,13 @@ func TestInstallUninstall(t *testing.T) {
 		r, err := c.resource(obj)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if obj.GetAnnotations()["helm.sh/resource-policy"] == "keep" {
+			// Kept on purpose (the Gateway data plane namespace).
+			if _, err := r.Get(ctx, obj.GetName(), metav1.GetOptions{}); err != nil {
+				t.Errorf("%s is to be kept by helm uninstall: %v", charttest.ObjectKey(obj), err)
+			}
+			continue
 		}
 		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			_, err := r.Get(ctx, obj.GetName(), metav1.GetOptions{})

@@ -36,6 +36,7 @@ hostNetwork: false
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			createNamespace(t, charttest.Namespace)
+			createNamespace(t, "outrigger-gateways")
 			rel, err := charttest.Render(charttest.Namespace, tt.values)
 			if err != nil {
 				t.Fatalf("rendering: %v", err)

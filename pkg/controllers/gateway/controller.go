@@ -18,20 +18,20 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
@@ -57,8 +57,8 @@ const (
 	// DefaultDataPlaneServiceAccount is the data plane pods' identity: it
 	// may read the Secrets of the data plane namespace, nothing else.
 	DefaultDataPlaneServiceAccount = "outrigger-gateway-dataplane"
-	managedByLabel = "app.kubernetes.io/managed-by"
-	managedBy      = "outrigger"
+	managedByLabel                 = "app.kubernetes.io/managed-by"
+	managedBy                      = "outrigger"
 	// certificateRecheck is how often a Gateway with HTTPS listeners reads
 	// its certificate Secrets again (they are read, not watched, so that
 	// Outrigger caches no Secrets of the cluster).

@@ -34,9 +34,10 @@ type NodePorts struct {
 	// KubeProxyPort is kube-proxy's healthz port. Default 10256.
 	KubeProxyPort int32
 
-	mu     sync.Mutex
-	open   map[endpoint]func()
-	failed map[endpoint]bool
+	mu       sync.Mutex
+	open     map[endpoint]func()
+	failed   map[endpoint]bool
+	gateways map[string]*gatewayDataPlane // node/namespace/name of the Service
 }
 
 // endpoint is one port on one node address.
@@ -69,6 +70,10 @@ func (p *NodePorts) Run(ctx context.Context) {
 		stop()
 		delete(p.open, e)
 	}
+	for k, g := range p.gateways {
+		g.proxy.Close()
+		delete(p.gateways, k)
+	}
 }
 
 // Sync opens the ports that should be served and closes the others, once.
@@ -78,6 +83,7 @@ func (p *NodePorts) Sync(ctx context.Context) error {
 		return fmt.Errorf("listing services: %w", err)
 	}
 	want := map[endpoint]bool{}
+	wantGateways := map[string]bool{}
 	for _, in := range p.Cloud.List() {
 		if in.State != simcloud.StateRunning {
 			continue
@@ -89,6 +95,12 @@ func (p *NodePorts) Sync(ctx context.Context) error {
 		want[endpoint{node: in.Name, ip: ip, protocol: corev1.ProtocolTCP, port: p.KubeProxyPort, health: true}] = true
 		for _, s := range svcs.Items {
 			key := s.Namespace + "/" + s.Name
+			if isGatewayService(&s) {
+				// A Gateway's data plane answers its node ports.
+				p.syncGateway(ctx, in.Name, ip, &svcs.Items, &s)
+				wantGateways[in.Name+"/"+key] = true
+				continue
+			}
 			for _, sp := range s.Spec.Ports {
 				if sp.NodePort != 0 && (sp.Protocol == corev1.ProtocolTCP || sp.Protocol == corev1.ProtocolUDP) {
 					want[endpoint{node: in.Name, ip: ip, protocol: sp.Protocol, port: sp.NodePort, service: fmt.Sprintf("%s port %d", key, sp.Port)}] = true
@@ -110,6 +122,12 @@ func (p *NodePorts) Sync(ctx context.Context) error {
 			delete(p.open, e)
 		}
 	}
+	for k, g := range p.gateways {
+		if !wantGateways[k] {
+			g.proxy.Close()
+			delete(p.gateways, k)
+		}
+	}
 	for e := range want {
 		if _, ok := p.open[e]; ok {
 			continue
@@ -126,6 +144,28 @@ func (p *NodePorts) Sync(ctx context.Context) error {
 		p.open[e] = stop
 	}
 	return nil
+}
+
+// syncGateway keeps the simulated data plane of a Gateway's Service on one
+// node programmed.
+func (p *NodePorts) syncGateway(ctx context.Context, node string, ip netip.Addr, all *[]corev1.Service, svc *corev1.Service) {
+	secret, err := p.Client.CoreV1().Secrets(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{ResourceVersion: "0"})
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("No programming for a Gateway data plane yet", "service", svc.Namespace+"/"+svc.Name, "err", err)
+		return
+	}
+	key := node + "/" + svc.Namespace + "/" + svc.Name
+	p.mu.Lock()
+	if p.gateways == nil {
+		p.gateways = map[string]*gatewayDataPlane{}
+	}
+	g, ok := p.gateways[key]
+	if !ok {
+		g = newGatewayDataPlane(ip)
+		p.gateways[key] = g
+	}
+	p.mu.Unlock()
+	g.program(ctx, svc, secret, *all)
 }
 
 func instanceIPv4(in simcloud.Instance) (netip.Addr, bool) {
