@@ -224,6 +224,33 @@ $(ASSETS)/images/agnhost.tar: $(ASSETS)/agnhost controlplane/images/ocitar/main.
 	@mkdir -p $(dir $@)
 	cd controlplane && go run ./images/ocitar -binary $< -name outrigger.local/agnhost:$(K8S_VERSION) -o $@
 
+## gateway-images: the images the Gateway API conformance suite's manifests name, built from its
+## own source (sigs.k8s.io/gateway-api/conformance's echo-basic) and CoreDNS's, into
+## $(ASSETS)/gateway-images (no pulls).
+GATEWAY_IMAGES_DIR := $(ASSETS)/gateway-images
+ECHO_BASIC_TAGS := v1.5.1 v1.6.0-dev.2 v1.6.0-dev.3
+.PHONY: gateway-images gateway-conformance
+gateway-images: $(foreach t,$(ECHO_BASIC_TAGS),$(GATEWAY_IMAGES_DIR)/echo-basic-$(t).tar) $(GATEWAY_IMAGES_DIR)/coredns-v1.12.2.tar
+
+$(ASSETS)/echo-basic: test/gatewayconformance/go.mod
+	@mkdir -p $(ASSETS)
+	cd test/gatewayconformance && CGO_ENABLED=0 go build -o $@.$$$$.tmp sigs.k8s.io/gateway-api/conformance/echo-basic && mv $@.$$$$.tmp $@
+
+$(GATEWAY_IMAGES_DIR)/echo-basic-%.tar: $(ASSETS)/echo-basic controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name registry.k8s.io/gateway-api/echo-basic:$* -o $@
+
+$(GATEWAY_IMAGES_DIR)/coredns-v1.12.2.tar: $(ASSETS)/coredns controlplane/images/ocitar/main.go
+	@mkdir -p $(dir $@)
+	cd controlplane && go run ./images/ocitar -binary $< -name registry.k8s.io/coredns/coredns:v1.12.2 -o $@
+
+## gateway-conformance: the Gateway API conformance suite (v1.6, profiles GATEWAY-HTTP, GATEWAY-TCP,
+## GATEWAY-UDP) against Outrigger on the real cluster (root; docs/gateway.md). Reports into
+## .outrigger/gateway-conformance; GATEWAY_CONFORMANCE_FLAGS, e.g. -run-test HTTPRouteSimpleSameNamespace.
+GATEWAY_CONFORMANCE_FLAGS ?=
+gateway-conformance: cluster-binaries cluster-images gateway-images image
+	cd test/gatewayconformance && go run ./cmd/gateway-conformance $(GATEWAY_CONFORMANCE_FLAGS)
+
 ## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
 ## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name
 ## upstream manifests run), outrigger-local-lb beside it, user 65532.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outrigger-ccm/outrigger/deploy"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/pkg/version"
 )
 
@@ -40,7 +41,8 @@ var CloudConfig = fmt.Sprintf("pool: %s\ndataPlane: nodes\ninstances:\n  url: ht
 const cloudConfigSecret = "outrigger-cloud-config"
 
 // deployOutrigger deploys Outrigger as a user does: the manifests of
-// deploy/ (ServiceAccount and least-privilege RBAC, the two-replica
+// deploy/ (ServiceAccount and least-privilege RBAC, the Gateway API's
+// CRDs and the gateway-controller's RBAC, the two-replica
 // Deployment with leader election and its PodDisruptionBudget), with only
 // the image, the provider and the cloud-config Secret filled in (in a
 // hybrid cluster: the providers file and both cloud-configs, hybrid.go).
@@ -52,8 +54,14 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The Gateway API's CRDs, as a cluster offering Gateways has them:
+	// the gateway-controller serves them, each Gateway's data plane a
+	// Deployment of Outrigger's image.
+	if err := gatewayapi.Install(ctx, c.Config); err != nil {
+		return err
+	}
 	var objs []client.Object
-	for _, file := range []string{"rbac.yaml", "deployment.yaml"} {
+	for _, file := range []string{"rbac.yaml", "rbac-gateway.yaml", "deployment.yaml"} {
 		data, err := deploy.Manifests.ReadFile(file)
 		if err != nil {
 			return err
@@ -86,7 +94,7 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 			if d := secretMountPath(spec, ct, cloudConfigSecret); d != "" {
 				dir = d
 			}
-			ct.Args = c.outriggerArgs(ct.Args, dir)
+			ct.Args = append(c.outriggerArgs(ct.Args, dir), "--gateway-data-plane-image="+c.opts.OutriggerImageName)
 		}
 	}
 	if dir == "" {

@@ -33,6 +33,9 @@ type world struct {
 	secrets    map[types.NamespacedName]*corev1.Secret
 	grants     []*gwv1.ReferenceGrant
 	namespaces map[string]*corev1.Namespace
+	// missingSecrets is set by compile when a certificate Secret a
+	// listener names does not exist (yet).
+	missingSecrets bool
 }
 
 // result is what one Gateway compiles to: the data plane's programming,
@@ -319,6 +322,7 @@ func (ls *listenerState) resolveCertificates(w *world) (string, string) {
 		}
 		s, ok := w.secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
 		if !ok {
+			w.missingSecrets = true
 			return string(gwv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)
 		}
 		certPEM, keyPEM := s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey]

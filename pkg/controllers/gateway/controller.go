@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -52,6 +53,9 @@ const (
 	GatewayUIDLabel       = "gateway.outrigger.dev/uid"
 	// ConfigKey is the data plane's programming in its Secret.
 	ConfigKey = dataplane.ConfigKey
+	// templateHashAnnotation records, on a data plane Deployment, what its
+	// pod template was made from.
+	templateHashAnnotation = "gateway.outrigger.dev/template-hash"
 	// DefaultNamespace is where data planes run unless told otherwise.
 	DefaultNamespace = "outrigger-gateways"
 	// DefaultDataPlaneServiceAccount is the data plane pods' identity: it
@@ -63,6 +67,9 @@ const (
 	// its certificate Secrets again (they are read, not watched, so that
 	// Outrigger caches no Secrets of the cluster).
 	certificateRecheck = time.Minute
+	// missingSecretRecheck is how soon a certificate Secret that did not
+	// exist is read again.
+	missingSecretRecheck = 2 * time.Second
 )
 
 // Options configure the Gateway API controllers of one provider.
@@ -398,6 +405,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	log.V(4).Info("Gateway reconciled", "programmed", programmed)
+	if w.missingSecrets {
+		// Secrets are read, not watched: one made after its Gateway is
+		// seen at the next read.
+		return reconcile.Result{RequeueAfter: missingSecretRecheck}, nil
+	}
 	if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
 		return reconcile.Result{RequeueAfter: certificateRecheck}, nil
 	}
@@ -893,9 +905,15 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	if !owned(&cur, gw) {
 		return false, fmt.Errorf("deployment %s is not Outrigger's for this Gateway (UID %s); not touching it", key, gw.UID)
 	}
-	if !equality.Semantic.DeepDerivative(want.Spec.Template, cur.Spec.Template) || !maps.Equal(want.Labels, cur.Labels) {
+	// What the API server defaults in the template makes it differ from
+	// what was asked; the hash of what was asked tells a change.
+	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) {
 		upd := cur.DeepCopy()
 		upd.Labels = want.Labels
+		if upd.Annotations == nil {
+			upd.Annotations = map[string]string{}
+		}
+		upd.Annotations[templateHashAnnotation] = want.Annotations[templateHashAnnotation]
 		upd.Spec.Template = want.Spec.Template
 		if err := r.client.Update(ctx, upd); err != nil {
 			return false, fmt.Errorf("updating data plane Deployment %s: %w", key, err)
@@ -916,7 +934,7 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 	for _, p := range ports {
 		cports = append(cports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
 	}
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptrTo(int32(1)),
@@ -959,4 +977,12 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 			},
 		},
 	}
+	template, _ := json.Marshal(d.Spec.Template)
+	sum := sha256.Sum256(template)
+	d.Annotations = maps.Clone(d.Annotations)
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[templateHashAnnotation] = hex.EncodeToString(sum[:8])
+	return d
 }

@@ -1,0 +1,140 @@
+// Command gateway-conformance runs the Gateway API's official conformance
+// suite against Outrigger on the real cluster (root): it starts the cluster
+// of cluster/ with the suite's echo backends (built from the suite's own
+// source by `make gateway-images`), compiles this module's test, runs it in
+// the harness's network namespace (where the load balancers' VIPs are
+// routed), and writes the suite's report and a summary.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/outrigger-ccm/outrigger/cluster"
+	"github.com/outrigger-ccm/outrigger/cluster/e2e"
+	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway-conformance:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	assets := apiserver.AssetsDir()
+	fs := flag.NewFlagSet("gateway-conformance", flag.ExitOnError)
+	reportDir := fs.String("report-dir", "../../.outrigger/gateway-conformance", "directory for the suite's report (report.yaml), its output (conformance.log), the summary (summary.md) and every cluster process's log")
+	runTest := fs.String("run-test", "", "run only this test (its short name, e.g. HTTPRouteSimpleSameNamespace)")
+	skip := fs.String("skip", "", "tests to skip, by short name, comma separated")
+	timeout := fs.Duration("timeout", 40*time.Minute, "bound on the suite")
+	nodes := fs.Int("nodes", 2, "number of nodes")
+	outrigger := fs.String("outrigger-image", "../../bin/outrigger-image.tar", "Outrigger's image tarball (make image)")
+	images := fs.String("images", filepath.Join(assets, "images"), "the cluster's OCI image tarballs (make cluster-images)")
+	gatewayImages := fs.String("gateway-images", filepath.Join(assets, "gateway-images"), "the suite's images, built from its source (make gateway-images)")
+	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "the cluster's work directory")
+	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
+	_ = fs.Parse(os.Args[1:])
+
+	var imgs []string
+	for _, dir := range []string{*images, *gatewayImages} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.tar"))
+		if len(m) == 0 {
+			return fmt.Errorf("no images in %s: run 'make cluster-images gateway-images'", dir)
+		}
+		imgs = append(imgs, m...)
+	}
+	if err := os.MkdirAll(*reportDir, 0o755); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(*reportDir)
+	if err != nil {
+		return err
+	}
+	*reportDir = abs
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tmp, err := os.MkdirTemp("", "gateway-conformance-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The test binary first: a compile error should not cost a cluster.
+	testBin := filepath.Join(tmp, "conformance.test")
+	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", testBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("compiling the conformance test: %w", err)
+	}
+
+	release, err := e2e.WaitNoCluster(ctx, *work, 10*time.Second, *waitFree, os.Stderr)
+	if err != nil {
+		return err
+	}
+	release()
+	start := time.Now()
+	c, err := cluster.Up(ctx, cluster.Options{
+		WorkDir:        *work,
+		Nodes:          *nodes,
+		OutriggerImage: *outrigger,
+		Images:         imgs,
+		LogDir:         filepath.Join(*reportDir, "logs"),
+	})
+	if err != nil {
+		return fmt.Errorf("starting the cluster: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "Cluster up in %s\n", time.Since(start).Round(time.Second))
+	runErr := runSuite(ctx, c, testBin, tmp, *reportDir, *runTest, *skip, *timeout)
+	fmt.Fprintln(os.Stderr, "Stopping the cluster")
+	downErr := c.Down()
+	summary, sumErr := summarize(filepath.Join(*reportDir, "report.yaml"), filepath.Join(*reportDir, "summary.md"))
+	if sumErr == nil {
+		fmt.Print(summary)
+	}
+	return errors.Join(runErr, downErr, sumErr)
+}
+
+// runSuite runs the compiled test in the harness's network namespace.
+func runSuite(ctx context.Context, c *cluster.Cluster, testBin, tmp, reportDir, runTest, skip string, timeout time.Duration) error {
+	kubeconfig := filepath.Join(tmp, "harness.kubeconfig")
+	if err := e2e.RewriteKubeconfig(c.Kubeconfig, kubeconfig, c.APIServerAddress()); err != nil {
+		return err
+	}
+	logf, err := os.Create(filepath.Join(reportDir, "conformance.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--net=/var/run/netns/"+cluster.HarnessNetns(), "--",
+		testBin, "-test.v", "-test.timeout", timeout.String(), "-test.run", "^TestGatewayConformance$")
+	cmd.Env = append(os.Environ(),
+		"GATEWAY_CONFORMANCE_KUBECONFIG="+kubeconfig,
+		"GATEWAY_CONFORMANCE_REPORT="+filepath.Join(reportDir, "report.yaml"),
+		"GATEWAY_CONFORMANCE_RUN_TEST="+runTest,
+		"GATEWAY_CONFORMANCE_SKIP="+skip,
+	)
+	cmd.Stdout = io.MultiWriter(logf, os.Stdout)
+	cmd.Stderr = cmd.Stdout
+	fmt.Fprintf(os.Stderr, "Running %s\n", cmd)
+	started := time.Now()
+	err = cmd.Run()
+	fmt.Fprintf(os.Stderr, "The suite ran %s\n", time.Since(started).Round(time.Second))
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return fmt.Errorf("the conformance suite failed: %w (the summary names the tests)", err)
+	}
+	return err
+}
