@@ -39,7 +39,7 @@ dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 # waiting on API servers, clouds and processes, and the builds take only the CPU they leave
 # (PREBUILD=0: one after the other). Its log is .outrigger/prebuild.log.
 PREBUILD ?= 1
-REAL_CLUSTER_ASSETS := cluster-binaries cluster-images image e2e-binaries e2e-images
+REAL_CLUSTER_ASSETS := cluster-binaries cluster-images image e2e-binaries e2e-images gateway-images
 # At its end, also when a step failed, it prints each step's wall time (tools/steptimes.sh), the
 # steps of docs/testing.md's "How long"; TEST_STEPS keeps them, one name<TAB>seconds<TAB>result a line.
 TEST_STEPS := .outrigger/test-steps.tsv
@@ -58,15 +58,18 @@ test:
 	step -C examples/aws 'the AWS example' go test -count=1 ./...; \
 	step -C charts/test 'the chart' go test -count=1 ./...; \
 	step -C controlplane 'the image tools' go test -count=1 ./images/...; \
+	step -C test/gatewayconformance 'the Gateway conformance runner' go test -count=1 ./...; \
 	if [ -n "$$prebuild" ]; then \
 		step "waiting for the real cluster's builds" wait $$prebuild || { tail -50 .outrigger/prebuild.log; echo "make test: building $(REAL_CLUSTER_ASSETS) failed (.outrigger/prebuild.log)"; exit 1; }; \
 	fi; \
 	step -C tools/release 'the release, built twice and verified' go test -count=1 ./...; \
-	if [ "$$(id -u)" != 0 ]; then echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast): they need root for network namespaces"; \
-		step_skipped '`make cluster-test`' 'skipped (needs root)'; step_skipped '`make e2e-fast`' 'skipped (needs root)'; exit 0; \
+	if [ "$$(id -u)" != 0 ]; then echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast, gateway-conformance): they need root for network namespaces"; \
+		step_skipped '`make cluster-test`' 'skipped (needs root)'; step_skipped '`make e2e-fast`' 'skipped (needs root)'; \
+		step_skipped '`make gateway-conformance`' 'skipped (needs root)'; exit 0; \
 	fi; \
 	step '`make cluster-test`' $(MAKE) --no-print-directory cluster-test; \
-	step '`make e2e-fast`' $(MAKE) --no-print-directory e2e-fast
+	step '`make e2e-fast`' $(MAKE) --no-print-directory e2e-fast; \
+	step '`make gateway-conformance`' $(MAKE) --no-print-directory gateway-conformance
 
 ## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
 ## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
@@ -157,6 +160,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/scale $(SCALE_SETUP) -append -nodes 1000 -services 1000 -limits 0 -ccms outrigger-plugin
 	go run ./bench/scale -refresh 1m -idle-periods 1 -bound 15m -nodes 50000 -services 10000 -limits 0 -ccms outrigger,upstream-tuned -out docs/performance/scale-10k
 	go run ./bench/hung -hung 0,12,100,1000 -bound 2m
+	go run ./bench/gateway -gateways 100 -routes 1000
 
 # What every bench/scale row shares (-append refuses another setup).
 SCALE_SETUP := -refresh 1m -idle-periods 1 -bound 5m
@@ -248,8 +252,14 @@ $(GATEWAY_IMAGES_DIR)/coredns-v1.12.2.tar: $(ASSETS)/coredns controlplane/images
 ## GATEWAY-UDP) against Outrigger on the real cluster (root; docs/gateway.md). Reports into
 ## .outrigger/gateway-conformance; GATEWAY_CONFORMANCE_FLAGS, e.g. -run-test HTTPRouteSimpleSameNamespace.
 GATEWAY_CONFORMANCE_FLAGS ?=
+.PHONY: gateway-conformance-publish
 gateway-conformance: cluster-binaries cluster-images gateway-images image
 	cd test/gatewayconformance && go run ./cmd/gateway-conformance $(GATEWAY_CONFORMANCE_FLAGS)
+
+## gateway-conformance-publish: gateway-conformance, its report then committed as
+## docs/gateway/conformance-report.yaml and summarized in docs/gateway.md.
+gateway-conformance-publish: cluster-binaries cluster-images gateway-images image
+	cd test/gatewayconformance && go run ./cmd/gateway-conformance -publish $(CURDIR)
 
 ## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
 ## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name

@@ -17,13 +17,29 @@ import (
 )
 
 // SupportedFeatures are the features a class of Outrigger's states in its
-// status: the core of the HTTP, TCP and UDP profiles.
+// status: the core of the HTTP, TCP and UDP profiles, and the extended
+// features the conformance suite passes (docs/gateway.md).
 var SupportedFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
 	features.SupportTCPRoute,
 	features.SupportUDPRoute,
+	features.SupportGatewayPort8080,
+	features.SupportHTTPRouteQueryParamMatching,
+	features.SupportHTTPRouteMethodMatching,
+	features.SupportHTTPRouteResponseHeaderModification,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportHTTPRoutePortRedirect,
+	features.SupportHTTPRouteSchemeRedirect,
+	features.SupportHTTPRoutePathRedirect,
+	features.SupportHTTPRouteHostRewrite,
+	features.SupportHTTPRoutePathRewrite,
+	features.SupportHTTPRoute303RedirectStatusCode,
+	features.SupportHTTPRoute307RedirectStatusCode,
+	features.SupportHTTPRoute308RedirectStatusCode,
+	features.SupportHTTPRouteParentRefPort,
+	features.SupportHTTPRouteBackendProtocolWebSocket,
 }
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.

@@ -72,7 +72,14 @@ var groupGateway = gwv1.Group(gwv1.GroupName)
 type listenerState struct {
 	spec       gwv1.Listener
 	status     gwv1.ListenerStatus
-	valid      bool // accepted, not conflicted, refs resolved
+	valid      bool // accepted, not conflicted, refs resolved: programmed
+	// attachable: accepted and not conflicted. Routes attach (and count)
+	// even while its references are unresolved, as the specification
+	// asks; only a valid listener is programmed.
+	attachable bool
+	// l4owner is the route whose backends a TCP or UDP listener serves:
+	// the oldest attached.
+	l4owner string
 	certs      []dataplane.Certificate
 	hostname   string
 	attached   int32
@@ -165,6 +172,7 @@ func compile(w *world) *result {
 				hostSeen[hk] = true
 			}
 		}
+		ls.attachable = ls.valid
 		if ls.valid && l.Protocol == gwv1.HTTPSProtocolType {
 			if reason, msg := ls.resolveCertificates(w); reason != "" {
 				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, reason, msg, gen)
@@ -445,7 +453,7 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 
 	var allowed, hostMatched []*listenerState
 	for _, ls := range selected {
-		if !ls.valid || !kindAllowed(ls, rt.kind) || !namespaceAllowed(w, ls, rt.obj.GetNamespace()) {
+		if !ls.attachable || !kindAllowed(ls, rt.kind) || !namespaceAllowed(w, ls, rt.obj.GetNamespace()) {
 			continue
 		}
 		allowed = append(allowed, ls)
@@ -467,7 +475,14 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 				ls.hosts[h] = append(ls.hosts[h], backends.http...)
 			}
 		default:
-			ls.l4backends = append(ls.l4backends, backends.l4...)
+			// One route per TCP or UDP listener serves: the oldest
+			// (routes come oldest first). The others are accepted and
+			// counted, as the specification has it.
+			name := rt.obj.GetNamespace() + "/" + rt.obj.GetName()
+			if ls.l4owner == "" || ls.l4owner == name {
+				ls.l4owner = name
+				ls.l4backends = append(ls.l4backends, backends.l4...)
+			}
 		}
 	}
 	if len(hostMatched) == 0 {
@@ -672,11 +687,17 @@ func portString(p *gwv1.PortNumber) string {
 
 // serviceAddress is where the data plane sends a Service's traffic: its
 // cluster IP, which kube-proxy spreads over the endpoints; a headless
-// Service by its DNS name.
+// Service's pods by its DNS name (which resolves to them) at the target
+// port.
 func serviceAddress(svc *corev1.Service, port int32) string {
 	host := svc.Spec.ClusterIP
 	if host == "" || host == corev1.ClusterIPNone {
 		host = svc.Name + "." + svc.Namespace + ".svc"
+		for _, p := range svc.Spec.Ports {
+			if p.Port == port && p.TargetPort.IntValue() > 0 {
+				port = int32(p.TargetPort.IntValue())
+			}
+		}
 	}
 	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }

@@ -259,7 +259,9 @@ func TestGatewayThroughTheProvider(t *testing.T) {
 		wantProgrammed, wantAttached := metav1.ConditionTrue, int32(1)
 		switch ls.Name {
 		case "https":
-			wantProgrammed, wantAttached = metav1.ConditionFalse, 0
+			// Not programmed, yet routes attach and count while its
+			// certificate is missing, as the specification asks.
+			wantProgrammed, wantAttached = metav1.ConditionFalse, 3
 			if rr := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)); rr == nil || rr.Reason != string(gwv1.ListenerReasonInvalidCertificateRef) {
 				t.Errorf("https listener ResolvedRefs = %+v, want InvalidCertificateRef", rr)
 			}

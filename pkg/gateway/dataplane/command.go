@@ -63,8 +63,8 @@ func Watch(ctx context.Context, client kubernetes.Interface, namespace, name str
 // Gateway, as the pods of the Deployment Outrigger makes for it run.
 func NewCommand() *cobra.Command {
 	var (
-		namespace, secret, kubeconfig string
-		healthPort                    int
+		namespace, secret, kubeconfig, listen string
+		healthPort                            int
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway-dataplane",
@@ -86,13 +86,14 @@ func NewCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log := klog.NewKlogr().WithName("gateway-dataplane")
-			return serve(ctx, log, client, namespace, secret, healthPort)
+			return serve(ctx, log, client, namespace, secret, listen, healthPort)
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", "", "Namespace of the Secret holding the data plane's programming.")
 	cmd.Flags().StringVar(&secret, "secret", "", "Name of that Secret.")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in a pod, its ServiceAccount is used.")
 	cmd.Flags().IntVar(&healthPort, "health-port", HealthPort, "Port of /healthz and /readyz (ready once programmed).")
+	cmd.Flags().StringVar(&listen, "listen-address", "", "Address the listeners and the health port bind; empty: every address (as in a pod).")
 	return cmd
 }
 
@@ -111,8 +112,16 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, namespace, secret string, healthPort int) error {
-	p := New(Options{Log: log})
+func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, namespace, secret, listen string, healthPort int) error {
+	p := New(Options{
+		Log: log,
+		ListenTCP: func(port int32) (net.Listener, error) {
+			return net.Listen("tcp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
+		},
+		ListenUDP: func(port int32) (net.PacketConn, error) {
+			return net.ListenPacket("udp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
+		},
+	})
 	defer p.Close()
 	var ready atomic.Bool
 	mux := http.NewServeMux()
@@ -124,7 +133,7 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	health := &http.Server{Addr: net.JoinHostPort("", strconv.Itoa(healthPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	health := &http.Server{Addr: net.JoinHostPort(listen, strconv.Itoa(healthPort)), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := health.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error(err, "Health endpoint failed")

@@ -44,6 +44,7 @@ func run() error {
 	gatewayImages := fs.String("gateway-images", filepath.Join(assets, "gateway-images"), "the suite's images, built from its source (make gateway-images)")
 	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "the cluster's work directory")
 	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
+	publish := fs.String("publish", "", "the repository's root: copy the report to docs/gateway/conformance-report.yaml and its summary into docs/gateway.md (a full run only)")
 	_ = fs.Parse(os.Args[1:])
 
 	var imgs []string
@@ -102,7 +103,14 @@ func run() error {
 	if sumErr == nil {
 		fmt.Print(summary)
 	}
-	return errors.Join(runErr, downErr, sumErr)
+	var pubErr error
+	switch {
+	case *publish != "" && (*runTest != "" || *skip != ""):
+		pubErr = errors.New("-publish takes a full run, without -run-test or -skip")
+	case *publish != "" && sumErr == nil:
+		pubErr = Publish(filepath.Join(*reportDir, "report.yaml"), *publish)
+	}
+	return errors.Join(runErr, downErr, sumErr, pubErr)
 }
 
 // runSuite runs the compiled test in the harness's network namespace.
