@@ -70,16 +70,16 @@ var groupGateway = gwv1.Group(gwv1.GroupName)
 
 // listenerState is one listener as compiled so far.
 type listenerState struct {
-	spec       gwv1.Listener
-	status     gwv1.ListenerStatus
-	valid      bool // accepted, not conflicted, refs resolved: programmed
+	spec   gwv1.Listener
+	status gwv1.ListenerStatus
+	valid  bool // accepted, not conflicted, refs resolved: programmed
 	// attachable: accepted and not conflicted. Routes attach (and count)
 	// even while its references are unresolved, as the specification
 	// asks; only a valid listener is programmed.
 	attachable bool
 	// l4owner is the route whose backends a TCP or UDP listener serves:
 	// the oldest attached.
-	l4owner string
+	l4owner    string
 	certs      []dataplane.Certificate
 	hostname   string
 	attached   int32
