@@ -23,6 +23,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/dev"
+	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
@@ -37,6 +38,7 @@ var subcommandPackages = []string{
 	"github.com/outrigger-ccm/outrigger/pkg/conformance",
 	"github.com/outrigger-ccm/outrigger/pkg/console",
 	"github.com/outrigger-ccm/outrigger/pkg/dev",
+	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane",
 	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli",
 }
 
@@ -45,7 +47,7 @@ var subcommandPackages = []string{
 // Execute adds them.
 func outriggerCommand() *cobra.Command {
 	reg := provider.NewRegistry()
-	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), conformance.NewCommand(reg), console.NewCommand())
+	cmd := manager.NewCommand(reg, dev.NewCommand(), simcli.NewCommand(), conformance.NewCommand(reg), console.NewCommand(), dataplane.NewCommand())
 	cmd.InitDefaultHelpCmd()
 	var initHelp func(*cobra.Command)
 	initHelp = func(c *cobra.Command) {

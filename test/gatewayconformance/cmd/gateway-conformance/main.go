@@ -45,7 +45,14 @@ func run() error {
 	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "the cluster's work directory")
 	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
 	publish := fs.String("publish", "", "the repository's root: copy the report to docs/gateway/conformance-report.yaml and its summary into docs/gateway.md (a full run only)")
+	publishReport := fs.String("publish-report", "", "publish this report of an earlier full run (with -publish) and start nothing")
 	_ = fs.Parse(os.Args[1:])
+	if *publishReport != "" {
+		if *publish == "" {
+			return errors.New("-publish-report needs -publish")
+		}
+		return Publish(*publishReport, *publish)
+	}
 
 	var imgs []string
 	for _, dir := range []string{*images, *gatewayImages} {

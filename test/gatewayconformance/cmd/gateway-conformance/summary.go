@@ -39,6 +39,9 @@ func Publish(report, root string) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Join(root, "docs", "gateway"), 0o755); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(root, "docs", "gateway", "conformance-report.yaml"), data, 0o644); err != nil {
 		return err
 	}
