@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 )
 
@@ -136,6 +139,13 @@ func DataPlaneName(namespace, name string) string {
 	return strings.TrimSuffix(base, "-") + "-" + hex.EncodeToString(sum[:4])
 }
 
+// The Gateway API's types join client-go's scheme when the process starts,
+// as client-go's own do: registering them later would write a map other
+// goroutines (Event sinks, caches) read.
+func init() {
+	utilruntime.Must(gwv1.Install(clientgoscheme.Scheme))
+}
+
 type reconciler struct {
 	client client.Client
 	// reader reads certificate Secrets from the API (never cached).
@@ -155,8 +165,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.DataPlaneServiceAccount == "" {
 		opts.DataPlaneServiceAccount = DefaultDataPlaneServiceAccount
 	}
-	if err := gwv1.Install(mgr.GetScheme()); err != nil {
-		return fmt.Errorf("registering Gateway API types: %w", err)
+	// Registered at init in client-go's scheme, the managers' default;
+	// another scheme gets them here, before its manager runs.
+	if !mgr.GetScheme().Recognizes(gwv1.SchemeGroupVersion.WithKind(kindGateway)) {
+		if err := gwv1.Install(mgr.GetScheme()); err != nil {
+			return fmt.Errorf("registering Gateway API types: %w", err)
+		}
 	}
 	if err := setupClass(mgr, opts); err != nil {
 		return err
@@ -723,8 +737,14 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	case svc == nil:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
 	case len(addrs) == 0:
-		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned),
-			fmt.Sprintf("waiting for the load balancer of Service %s/%s", svc.Namespace, svc.Name), gen)
+		msg := fmt.Sprintf("waiting for the load balancer of Service %s/%s", svc.Namespace, svc.Name)
+		// The provider's refusal (a quota, a protocol it lacks) is on the
+		// Service; the Gateway says it too.
+		if lb := meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady); lb != nil &&
+			lb.Status == metav1.ConditionFalse && lb.Reason != service.ConditionReasonProvisioning {
+			msg = fmt.Sprintf("the provider did not make the load balancer of Service %s/%s: %s: %s", svc.Namespace, svc.Name, lb.Reason, lb.Message)
+		}
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), msg, gen)
 	case !dataPlaneReady:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending),
 			fmt.Sprintf("waiting for the data plane Deployment %s/%s to be available", svc.Namespace, svc.Name), gen)
@@ -766,6 +786,10 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	wasProgrammed := meta.IsStatusConditionTrue(orig.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
 	if programmed.Status == metav1.ConditionTrue && !wasProgrammed {
 		r.recorder.Eventf(gw, corev1.EventTypeNormal, "Programmed", "Gateway programmed at %s", addrs[0].Value)
+	}
+	if prev := meta.FindStatusCondition(orig.Status.Conditions, programmed.Type); programmed.Status == metav1.ConditionFalse &&
+		strings.HasPrefix(programmed.Message, "the provider did not") && (prev == nil || prev.Message != programmed.Message) {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "%s", programmed.Message)
 	}
 	if res.accepted.Status == metav1.ConditionFalse && meta.FindStatusCondition(orig.Status.Conditions, res.accepted.Type) == nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, res.accepted.Reason, "Gateway not accepted: %s", res.accepted.Message)

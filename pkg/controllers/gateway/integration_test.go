@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -539,4 +541,57 @@ func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// TestProviderRefusalOnGateway: a load balancer the provider refuses (its
+// quota) leaves that Gateway unprogrammed with the provider's reason and a
+// Warning Event, the other Gateway programmed; once the provider has room,
+// it is programmed.
+func TestProviderRefusalOnGateway(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	dpNS := testenv.Name("dataplanes")
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller", "--gateway-namespace="+dpNS)
+	ns := namespace(t, c)
+	cloud.SetSettings(simcloud.Settings{MaxLoadBalancers: 1})
+	gw := func(name string) *gwv1.Gateway {
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(gateway.ClassNameFor("sim", "")),
+				Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+	}
+	programmed := func(name string) *metav1.Condition {
+		var got gwv1.Gateway
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &got); err != nil {
+			return nil
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+	}
+	create(t, c, gw("first"))
+	testenv.Eventually(t, time.Minute, "the first Gateway programmed", func() (bool, error) {
+		p := programmed("first")
+		return p != nil && p.Status == metav1.ConditionTrue, nil
+	})
+	create(t, c, gw("second"))
+	testenv.Eventually(t, time.Minute, "the second Gateway saying the provider refused", func() (bool, error) {
+		p := programmed("second")
+		return p != nil && p.Status == metav1.ConditionFalse && p.Reason == string(gwv1.GatewayReasonAddressNotAssigned) &&
+			strings.Contains(p.Message, "the provider did not make the load balancer") && strings.Contains(p.Message, "quota"), nil
+	})
+	testenv.Eventually(t, time.Minute, "a Warning Event on the second Gateway", func() (bool, error) {
+		evs, err := testenv.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Name == "second" && e.Reason == "SyncLoadBalancerFailed" && strings.Contains(e.Message, "quota")
+		}), nil
+	})
+	if p := programmed("first"); p == nil || p.Status != metav1.ConditionTrue {
+		t.Errorf("the first Gateway lost Programmed: %+v", p)
+	}
+	cloud.SetSettings(simcloud.Settings{MaxLoadBalancers: 2})
+	testenv.Eventually(t, 2*time.Minute, "the second Gateway programmed once the provider has room", func() (bool, error) {
+		p := programmed("second")
+		return p != nil && p.Status == metav1.ConditionTrue, nil
+	})
 }
