@@ -167,7 +167,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	// Registered at init in client-go's scheme, the managers' default;
 	// another scheme gets them here, before its manager runs.
-	if !mgr.GetScheme().Recognizes(gwv1.SchemeGroupVersion.WithKind(kindGateway)) {
+	if !mgr.GetScheme().Recognizes(gwv1.GroupVersion.WithKind(kindGateway)) {
 		if err := gwv1.Install(mgr.GetScheme()); err != nil {
 			return fmt.Errorf("registering Gateway API types: %w", err)
 		}
