@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -167,7 +168,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	// Registered at init in client-go's scheme, the managers' default;
 	// another scheme gets them here, before its manager runs.
-	if !mgr.GetScheme().Recognizes(gwv1.GroupVersion.WithKind(kindGateway)) {
+	if !mgr.GetScheme().Recognizes(schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: kindGateway}) {
 		if err := gwv1.Install(mgr.GetScheme()); err != nil {
 			return fmt.Errorf("registering Gateway API types: %w", err)
 		}
