@@ -57,10 +57,17 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, nil
 	}
 	orig := gc.DeepCopy()
-	meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
+	accepted := metav1.Condition{
 		Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gwv1.GatewayClassReasonAccepted), ObservedGeneration: gc.Generation,
-	})
+	}
+	if gc.Spec.ParametersRef != nil {
+		// Nothing is read from a parameters object yet: refused, not
+		// ignored.
+		accepted.Status, accepted.Reason = metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters)
+		accepted.Message = "parametersRef is not supported"
+	}
+	meta.SetStatusCondition(&gc.Status.Conditions, accepted)
 	meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
 		Type: string(gwv1.GatewayClassConditionStatusSupportedVersion), Status: metav1.ConditionTrue,
 		Reason: string(gwv1.GatewayClassReasonSupportedVersion), ObservedGeneration: gc.Generation,

@@ -33,6 +33,8 @@ type world struct {
 	secrets    map[types.NamespacedName]*corev1.Secret
 	grants     []*gwv1.ReferenceGrant
 	namespaces map[string]*corev1.Namespace
+	// classParameters: the GatewayClass names a parametersRef.
+	classParameters bool
 	// missingSecrets is set by compile when a certificate Secret a
 	// listener names does not exist (yet).
 	missingSecrets bool
@@ -246,6 +248,14 @@ func compile(w *world) *result {
 	switch {
 	case len(listeners) > 0 && valid == 0:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid", gen)
+	case gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil:
+		// Nothing is read from a parameters object yet: refused, not
+		// ignored.
+		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters),
+			"spec.infrastructure.parametersRef is not supported", gen)
+	case w.classParameters:
+		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters),
+			"the GatewayClass's parametersRef is not supported", gen)
 	case addressUnsupported(gw) != "":
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), addressUnsupported(gw), gen)
 	case valid < len(listeners):

@@ -322,43 +322,60 @@ func (r *reconciler) gatewaysOfService(ctx context.Context, o client.Object) []r
 			}
 		}
 	}
+	for _, route := range r.allRoutes(ctx) {
+		refers(route, backendRefs(route))
+	}
+	return out
+}
+
+// allRoutes lists the cached routes of every kind served.
+func (r *reconciler) allRoutes(ctx context.Context) []client.Object {
+	var out []client.Object
 	var hrs gwv1.HTTPRouteList
 	if err := r.client.List(ctx, &hrs); err == nil {
 		for i := range hrs.Items {
-			var refs []gwv1.BackendObjectReference
-			for _, rule := range hrs.Items[i].Spec.Rules {
-				for _, b := range rule.BackendRefs {
-					refs = append(refs, b.BackendObjectReference)
-				}
-			}
-			refers(&hrs.Items[i], refs)
+			out = append(out, &hrs.Items[i])
 		}
 	}
 	var trs gwv1.TCPRouteList
 	if err := r.client.List(ctx, &trs); err == nil {
 		for i := range trs.Items {
-			var refs []gwv1.BackendObjectReference
-			for _, rule := range trs.Items[i].Spec.Rules {
-				for _, b := range rule.BackendRefs {
-					refs = append(refs, b.BackendObjectReference)
-				}
-			}
-			refers(&trs.Items[i], refs)
+			out = append(out, &trs.Items[i])
 		}
 	}
 	var urs gwv1.UDPRouteList
 	if err := r.client.List(ctx, &urs); err == nil {
 		for i := range urs.Items {
-			var refs []gwv1.BackendObjectReference
-			for _, rule := range urs.Items[i].Spec.Rules {
-				for _, b := range rule.BackendRefs {
-					refs = append(refs, b.BackendObjectReference)
-				}
-			}
-			refers(&urs.Items[i], refs)
+			out = append(out, &urs.Items[i])
 		}
 	}
 	return out
+}
+
+// backendRefs are the backends a route of any kind names.
+func backendRefs(o client.Object) []gwv1.BackendObjectReference {
+	var refs []gwv1.BackendObjectReference
+	switch rt := o.(type) {
+	case *gwv1.HTTPRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+	case *gwv1.TCPRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+	case *gwv1.UDPRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+	}
+	return refs
 }
 
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -370,11 +387,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	ours, err := r.ours(ctx, &gw)
+	class, err := r.ours(ctx, &gw)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !ours || !gw.DeletionTimestamp.IsZero() {
+	if class == nil || !gw.DeletionTimestamp.IsZero() {
 		// Not (or no longer) ours: undo only what the finalizer says
 		// Outrigger made.
 		if !controllerutil.ContainsFinalizer(&gw, Finalizer) {
@@ -394,7 +411,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	w.classParameters = class.Spec.ParametersRef != nil
 	res := compile(w)
+	if res.accepted.Status == metav1.ConditionFalse {
+		// Not accepted: nothing is programmed, no load balancer kept.
+		res.ports = nil
+	}
 
 	if err := r.writeConfig(ctx, &gw, &res.config); err != nil {
 		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
@@ -432,15 +454,18 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // ours says whether the Gateway's class names Outrigger's controller.
-func (r *reconciler) ours(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
+func (r *reconciler) ours(ctx context.Context, gw *gwv1.Gateway) (*gwv1.GatewayClass, error) {
 	var gc gwv1.GatewayClass
 	if err := r.client.Get(ctx, types.NamespacedName{Name: string(gw.Spec.GatewayClassName)}, &gc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
-	return gc.Spec.ControllerName == r.opts.ControllerName, nil
+	if gc.Spec.ControllerName != r.opts.ControllerName {
+		return nil, nil
+	}
+	return &gc, nil
 }
 
 // gather reads from the cache (certificates from the API) what compiling
@@ -526,25 +551,19 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 		return nil
 	}
 	var errs []error
+	var routes []client.Object
 	for _, hr := range w.httpRoutes {
-		for _, rule := range hr.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				errs = append(errs, addService(hr.Namespace, b.BackendObjectReference))
-			}
-		}
+		routes = append(routes, hr)
 	}
 	for _, tr := range w.tcpRoutes {
-		for _, rule := range tr.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				errs = append(errs, addService(tr.Namespace, b.BackendObjectReference))
-			}
-		}
+		routes = append(routes, tr)
 	}
 	for _, ur := range w.udpRoutes {
-		for _, rule := range ur.Spec.Rules {
-			for _, b := range rule.BackendRefs {
-				errs = append(errs, addService(ur.Namespace, b.BackendObjectReference))
-			}
+		routes = append(routes, ur)
+	}
+	for _, route := range routes {
+		for _, ref := range backendRefs(route) {
+			errs = append(errs, addService(route.GetNamespace(), ref))
 		}
 	}
 	// Certificates, read from the API: Outrigger caches no Secrets.
@@ -735,6 +754,8 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	gen := gw.Generation
 	programmed := cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
 	switch {
+	case res.accepted.Status == metav1.ConditionFalse:
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "not accepted: "+res.accepted.Message, gen)
 	case svc == nil:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
 	case len(addrs) == 0:
