@@ -4,15 +4,8 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +28,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/testcert"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
@@ -400,7 +394,7 @@ func TestDataPlaneDeployment(t *testing.T) {
 	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller",
 		"--gateway-namespace="+dpNS, "--gateway-data-plane-image=registry.example/outrigger:test")
 	ns := namespace(t, c)
-	certPEM, keyPEM := selfSigned(t, "secure.example.com")
+	certPEM, keyPEM := testcert.SelfSigned(t, "secure.example.com")
 	create(t, c, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cert"},
 		Type:       corev1.SecretTypeTLS,
@@ -521,26 +515,6 @@ func TestForeignObjectsUntouched(t *testing.T) {
 	if len(cloud.LoadBalancers()) != 0 {
 		t.Errorf("load balancers left: %+v", cloud.LoadBalancers())
 	}
-}
-
-// selfSigned is a certificate and key for host.
-func selfSigned(t *testing.T, host string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 // TestProviderRefusalOnGateway: a load balancer the provider refuses (its

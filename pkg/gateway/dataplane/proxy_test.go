@@ -1,16 +1,9 @@
 package dataplane
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +14,8 @@ import (
 
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/testcert"
 )
 
 // loopback opens every port on 127.0.0.1 at a free port and remembers
@@ -227,7 +222,7 @@ func TestWeights(t *testing.T) {
 
 func TestHTTPS(t *testing.T) {
 	a := echo(t, "a")
-	certPEM, keyPEM := testCertPEM(t)
+	certPEM, keyPEM := testcert.SelfSigned(t, "example.com")
 	var l loopback
 	p := New(l.options())
 	t.Cleanup(p.Close)
@@ -324,25 +319,4 @@ func TestTCPAndUDP(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", l.at(t, "tcp/5000"), time.Second); err == nil {
 		t.Error("a removed TCP port still accepts")
 	}
-}
-
-// testCertPEM is a self-signed certificate for example.com.
-func testCertPEM(t *testing.T) (certPEM, keyPEM []byte) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "example.com"}, DNSNames: []string{"example.com"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
