@@ -271,11 +271,20 @@ func skipController(name string, u *unit, opts *Options) string {
 		if _, ok := u.layer.Instances(); !ok {
 			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", u.name)
 		}
-	case service.Name, gateway.Name:
+	case service.Name:
 		if _, ok := u.layer.LoadBalancer(); !ok {
 			return fmt.Sprintf("provider %q has no load balancers", u.name)
 		}
-		if enabled, _ := opts.EnabledControllers(); name == gateway.Name && !slices.Contains(enabled, service.Name) {
+	case gateway.Name:
+		// The provider's own layer-7 load balancers serve Gateways without
+		// a Service; otherwise a Service of type LoadBalancer does.
+		if _, ok := u.layer.GatewayLoadBalancer(); ok {
+			break
+		}
+		if _, ok := u.layer.LoadBalancer(); !ok {
+			return fmt.Sprintf("provider %q has no load balancers", u.name)
+		}
+		if enabled, _ := opts.EnabledControllers(); !slices.Contains(enabled, service.Name) {
 			return "Gateways are served through the service controller, which is off"
 		}
 	case nodeipam.Name:
@@ -346,7 +355,8 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 		return nil
 	case gateway.Name:
 		// One per class, as the service controller: a Gateway's load
-		// balancer is a Service of that class.
+		// balancer is a Service of that class, or the provider's own.
+		cloudGateways, _ := layer.GatewayLoadBalancer()
 		for _, class := range u.classes {
 			tag := u.tag
 			if len(u.classes) > 1 {
@@ -359,6 +369,9 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 				Provider:          tag,
 				Namespace:         opts.GatewayNamespace,
 				DataPlaneImage:    opts.GatewayDataPlaneImage,
+				Cloud:             cloudGateways,
+				ClusterName:       opts.ClusterName,
+				ClusterID:         u.init.cluster.get,
 			}); err != nil {
 				return err
 			}

@@ -128,6 +128,7 @@ func Dial(ctx context.Context, cfg Config) (cloudprovider.Interface, error) {
 	}
 	go watchConnection(watchCtx, conn, cfg.Endpoint)
 	c.name, c.hasClusterID, c.platforms = info.GetName(), caps.GetHasClusterId(), caps.GetPlatforms()
+	c.gatewayFeatures = caps.GetGatewayFeatures()
 	c.caps = map[pluginpb.Capability]bool{}
 	for _, cp := range caps.GetCapabilities() {
 		c.caps[cp] = true
@@ -188,7 +189,9 @@ type Client struct {
 	hasClusterID bool
 	caps         map[pluginpb.Capability]bool
 	platforms    []string
-	stopWatch    context.CancelFunc
+	// gatewayFeatures are those the plugin's Gateway load balancers serve.
+	gatewayFeatures []string
+	stopWatch       context.CancelFunc
 	// nodeCache is what this process sent a NODE_CACHE plugin; nil when
 	// the plugin does not offer it.
 	nodeCache *sentNodes

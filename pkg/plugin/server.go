@@ -47,6 +47,7 @@ type server struct {
 	routes    cloudprovider.Routes
 	cidrs     provider.NodeCIDRSource
 	owners    provider.LoadBalancerOwnership
+	gateways  provider.GatewayLoadBalancer
 	// nodes holds the load balancers' backend Nodes (NODE_CACHE).
 	nodes *serverNodeCache
 	// clusterID is the identity last handed the provider (identify).
@@ -78,6 +79,7 @@ func NewServer(p cloudprovider.Interface, info Info) pluginpb.CloudProviderServe
 		s.routes = r
 	}
 	s.cidrs, _ = p.(provider.NodeCIDRSource)
+	s.gateways = gatewaysOf(p)
 	return s
 }
 
@@ -100,6 +102,10 @@ func (s *server) GetCapabilities(context.Context, *pluginpb.GetCapabilitiesReque
 	add(s.lb != nil, pluginpb.Capability_LOAD_BALANCER_STREAM)
 	add(s.owners != nil, pluginpb.Capability_LOAD_BALANCER_OWNERSHIP)
 	add(s.lb != nil, pluginpb.Capability_NODE_CACHE)
+	add(s.gateways != nil, pluginpb.Capability_GATEWAY_LOAD_BALANCER)
+	if s.gateways != nil {
+		resp.GatewayFeatures = s.gateways.GatewayFeatures()
+	}
 	if p, ok := s.provider.(provider.Platforms); ok {
 		resp.Platforms = p.Platforms()
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -46,6 +47,26 @@ var SupportedFeatures = []features.FeatureName{
 type classReconciler struct {
 	client     client.Client
 	controller gwv1.GatewayController
+	// features are those stated: SupportedFeatures, less those a
+	// provider's own load balancers do not serve.
+	features []features.FeatureName
+}
+
+// classFeatures are the features a class states: what Outrigger compiles
+// and what serves it (its data plane, or the provider's load balancers)
+// serves.
+func classFeatures(opts Options) []features.FeatureName {
+	if opts.Cloud == nil {
+		return SupportedFeatures
+	}
+	served := opts.Cloud.GatewayFeatures()
+	var fs []features.FeatureName
+	for _, f := range SupportedFeatures {
+		if slices.Contains(served, string(f)) {
+			fs = append(fs, f)
+		}
+	}
+	return fs
 }
 
 func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -73,7 +94,7 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		Reason: string(gwv1.GatewayClassReasonSupportedVersion), ObservedGeneration: gc.Generation,
 	})
 	gc.Status.SupportedFeatures = gc.Status.SupportedFeatures[:0]
-	for _, f := range SupportedFeatures {
+	for _, f := range r.features {
 		gc.Status.SupportedFeatures = append(gc.Status.SupportedFeatures, gwv1.SupportedFeature{Name: gwv1.FeatureName(f)})
 	}
 	if err := r.client.Status().Patch(ctx, &gc, client.MergeFrom(orig)); err != nil {
@@ -83,7 +104,7 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 }
 
 func setupClass(mgr ctrl.Manager, opts Options) error {
-	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName}
+	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName, features: classFeatures(opts)}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		gc, ok := o.(*gwv1.GatewayClass)
 		return ok && gc.Spec.ControllerName == opts.ControllerName

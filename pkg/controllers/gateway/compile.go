@@ -623,6 +623,7 @@ func resolveBackends(w *world, rt routeMeta) (string, string, resolvedBackends) 
 			return b
 		}
 		b.Address = serviceAddress(svc, *ref.Port)
+		b.Service = &dataplane.ServicePort{Namespace: ns, Name: string(ref.Name), Port: *ref.Port}
 		return b
 	}
 

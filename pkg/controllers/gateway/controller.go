@@ -40,6 +40,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Name is the controller's name in --controllers.
@@ -99,6 +100,15 @@ type Options struct {
 	// DataPlaneServiceAccount is the pods' ServiceAccount. Default
 	// DefaultDataPlaneServiceAccount.
 	DataPlaneServiceAccount string
+	// Cloud is the provider's own layer-7 load balancers
+	// (provider.Gateways), through the cloud-call layer. With it, they
+	// serve the Gateways and Outrigger runs no data plane; nil: the data
+	// plane above, behind a load balancer Service.
+	Cloud provider.GatewayLoadBalancer
+	// ClusterName and ClusterID are handed to Cloud, which records them
+	// with each load balancer.
+	ClusterName string
+	ClusterID   func() string
 }
 
 func (o Options) name(base string) string {
@@ -156,6 +166,8 @@ type reconciler struct {
 	own      client.Reader
 	recorder record.EventRecorder
 	opts     Options
+	// applied is what Cloud was last given, per Gateway.
+	applied applied
 }
 
 // Setup adds the GatewayClass and Gateway controllers to mgr.
@@ -196,8 +208,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
 		opts:     opts,
 	}
-	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return r.ensureNamespace(ctx) })); err != nil {
-		return err
+	if opts.Cloud == nil {
+		if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return r.ensureNamespace(ctx) })); err != nil {
+			return err
+		}
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if opts.DataPlaneImage != "" {
@@ -418,6 +432,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res.ports = nil
 	}
 
+	if r.opts.Cloud != nil {
+		return r.reconcileCloud(ctx, &gw, w, res)
+	}
 	if err := r.writeConfig(ctx, &gw, &res.config); err != nil {
 		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
 		return reconcile.Result{}, err
@@ -437,20 +454,25 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeRouteStatuses(ctx, &gw, w, res); err != nil {
 		return reconcile.Result{}, err
 	}
-	programmed, err := r.writeGatewayStatus(ctx, &gw, res, svc, dataPlaneReady)
+	programmed, err := r.writeGatewayStatus(ctx, &gw, res, serviceFront(svc, dataPlaneReady))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	log.V(4).Info("Gateway reconciled", "programmed", programmed)
+	return recheck(&gw, w), nil
+}
+
+// recheck is when to read a reconciled Gateway's certificates again:
+// Secrets are read, not watched, so one made or renewed after its Gateway
+// is seen at the next read.
+func recheck(gw *gwv1.Gateway, w *world) reconcile.Result {
 	if w.missingSecrets {
-		// Secrets are read, not watched: one made after its Gateway is
-		// seen at the next read.
-		return reconcile.Result{RequeueAfter: missingSecretRecheck}, nil
+		return reconcile.Result{RequeueAfter: missingSecretRecheck}
 	}
 	if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
-		return reconcile.Result{RequeueAfter: certificateRecheck}, nil
+		return reconcile.Result{RequeueAfter: certificateRecheck}
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}
 }
 
 // ours says whether the Gateway's class names Outrigger's controller.
@@ -736,19 +758,56 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 	return upd, nil
 }
 
+// front is what serves a Gateway's addresses, as the status tells it: a
+// load balancer Service with Outrigger's data plane behind it, or the
+// cloud's own layer-7 load balancer.
+type front struct {
+	// exists: something is made to serve the Gateway (it has a valid
+	// listener).
+	exists  bool
+	ingress []corev1.LoadBalancerIngress
+	// waiting says why there is no address yet; a provider's refusal
+	// starts with refusedPrefix.
+	waiting string
+	// pending says why the addresses do not serve yet ("" they do).
+	pending string
+}
+
+// refusedPrefix starts the Programmed message of a Gateway whose load
+// balancer the provider refused; such a message is also a Warning Event.
+const refusedPrefix = "the provider did not make the load balancer"
+
+// serviceFront is the state of a Gateway served by Outrigger's data plane
+// behind svc (nil: none).
+func serviceFront(svc *corev1.Service, dataPlaneReady bool) front {
+	if svc == nil {
+		return front{}
+	}
+	f := front{exists: true, ingress: svc.Status.LoadBalancer.Ingress}
+	f.waiting = fmt.Sprintf("waiting for the load balancer of Service %s/%s", svc.Namespace, svc.Name)
+	// The provider's refusal (a quota, a protocol it lacks) is on the
+	// Service; the Gateway says it too.
+	if lb := meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady); lb != nil &&
+		lb.Status == metav1.ConditionFalse && lb.Reason != service.ConditionReasonProvisioning {
+		f.waiting = fmt.Sprintf("%s of Service %s/%s: %s: %s", refusedPrefix, svc.Namespace, svc.Name, lb.Reason, lb.Message)
+	}
+	if !dataPlaneReady {
+		f.pending = fmt.Sprintf("waiting for the data plane Deployment %s/%s to be available", svc.Namespace, svc.Name)
+	}
+	return f
+}
+
 // writeGatewayStatus writes addresses, conditions and listeners; it says
 // whether the Gateway is programmed.
-func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, res *result, svc *corev1.Service, dataPlaneReady bool) (bool, error) {
+func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, res *result, f front) (bool, error) {
 	orig := gw.DeepCopy()
 	var addrs []gwv1.GatewayStatusAddress
-	if svc != nil {
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			switch {
-			case in.IP != "":
-				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.IPAddressType), Value: in.IP})
-			case in.Hostname != "":
-				addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.HostnameAddressType), Value: in.Hostname})
-			}
+	for _, in := range f.ingress {
+		switch {
+		case in.IP != "":
+			addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.IPAddressType), Value: in.IP})
+		case in.Hostname != "":
+			addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.HostnameAddressType), Value: in.Hostname})
 		}
 	}
 	gen := gw.Generation
@@ -756,20 +815,12 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	switch {
 	case res.accepted.Status == metav1.ConditionFalse:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "not accepted: "+res.accepted.Message, gen)
-	case svc == nil:
+	case !f.exists:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
 	case len(addrs) == 0:
-		msg := fmt.Sprintf("waiting for the load balancer of Service %s/%s", svc.Namespace, svc.Name)
-		// The provider's refusal (a quota, a protocol it lacks) is on the
-		// Service; the Gateway says it too.
-		if lb := meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady); lb != nil &&
-			lb.Status == metav1.ConditionFalse && lb.Reason != service.ConditionReasonProvisioning {
-			msg = fmt.Sprintf("the provider did not make the load balancer of Service %s/%s: %s: %s", svc.Namespace, svc.Name, lb.Reason, lb.Message)
-		}
-		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), msg, gen)
-	case !dataPlaneReady:
-		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending),
-			fmt.Sprintf("waiting for the data plane Deployment %s/%s to be available", svc.Namespace, svc.Name), gen)
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), f.waiting, gen)
+	case f.pending != "":
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending), f.pending, gen)
 	case len(gw.Spec.Addresses) == 1 && !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == gw.Spec.Addresses[0].Value }):
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
 			fmt.Sprintf("the provider gave %s, not the requested %s", addrs[0].Value, gw.Spec.Addresses[0].Value), gen)
@@ -810,7 +861,7 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 		r.recorder.Eventf(gw, corev1.EventTypeNormal, "Programmed", "Gateway programmed at %s", addrs[0].Value)
 	}
 	if prev := meta.FindStatusCondition(orig.Status.Conditions, programmed.Type); programmed.Status == metav1.ConditionFalse &&
-		strings.HasPrefix(programmed.Message, "the provider did not") && (prev == nil || prev.Message != programmed.Message) {
+		strings.HasPrefix(programmed.Message, refusedPrefix) && (prev == nil || prev.Message != programmed.Message) {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "%s", programmed.Message)
 	}
 	if res.accepted.Status == metav1.ConditionFalse && meta.FindStatusCondition(orig.Status.Conditions, res.accepted.Type) == nil {
@@ -888,30 +939,16 @@ func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w
 	return errors.Join(errs...)
 }
 
-// cleanup deletes what Outrigger made for a Gateway (the load balancer's
-// Service first, which its own finalizer holds until the cloud's load
-// balancer is gone), then lets the Gateway go.
+// cleanup deletes what Outrigger made for a Gateway (its data plane, or
+// the cloud's own load balancer), then lets the Gateway go.
 func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.Result, error) {
-	key := r.key(gw)
-	var svc corev1.Service
-	switch err := r.client.Get(ctx, key, &svc); {
-	case err == nil && owned(&svc, gw):
-		if svc.DeletionTimestamp.IsZero() {
-			if err := r.client.Delete(ctx, &svc); err != nil && !apierrors.IsNotFound(err) {
-				return reconcile.Result{}, fmt.Errorf("deleting Service %s: %w", key, err)
-			}
-		}
+	if gone, err := r.deleteDataPlane(ctx, gw); err != nil || !gone {
 		// The Service's deletion brings this Gateway back.
-		return reconcile.Result{}, nil
-	case err != nil && !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
-		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
-			continue
-		}
-		if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("deleting %T %s: %w", o, key, err)
+	if r.opts.Cloud != nil {
+		if err := r.deleteCloud(ctx, gw); err != nil {
+			return reconcile.Result{}, err
 		}
 	}
 	// Routes lose this Gateway's entries.
@@ -928,6 +965,35 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// deleteDataPlane deletes what Outrigger made for a Gateway's data plane:
+// the load balancer's Service first, which its own finalizer holds until
+// the cloud's load balancer is gone, then the Deployment and the Secret.
+// It says whether they are all gone.
+func (r *reconciler) deleteDataPlane(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
+	key := r.key(gw)
+	var svc corev1.Service
+	switch err := r.client.Get(ctx, key, &svc); {
+	case err == nil && owned(&svc, gw):
+		if svc.DeletionTimestamp.IsZero() {
+			if err := r.client.Delete(ctx, &svc); err != nil && !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("deleting Service %s: %w", key, err)
+			}
+		}
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, err
+	}
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
+		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
+			continue
+		}
+		if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("deleting %T %s: %w", o, key, err)
+		}
+	}
+	return true, nil
 }
 
 // ensureDataPlane keeps the Gateway's data plane Deployment (when an image

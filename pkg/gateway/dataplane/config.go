@@ -77,10 +77,21 @@ type Rule struct {
 // specification asks.
 type Backend struct {
 	Address string `json:"address,omitempty"`
-	Weight  int32  `json:"weight"`
-	Invalid bool   `json:"invalid,omitempty"`
+	// Service is the Service the address belongs to: the proxy needs only
+	// the address; a cloud's own load balancer (provider.Gateways) may
+	// resolve the Service to what it reaches instead.
+	Service *ServicePort `json:"service,omitempty"`
+	Weight  int32        `json:"weight"`
+	Invalid bool         `json:"invalid,omitempty"`
 	// Filters apply to requests sent to this backend only.
 	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
+}
+
+// ServicePort is a port of a Service.
+type ServicePort struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Port      int32  `json:"port"`
 }
 
 // Marshal encodes a config for the Secret the data plane reads.

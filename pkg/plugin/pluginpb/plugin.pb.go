@@ -84,6 +84,9 @@ const (
 	// The plugin keeps the Nodes of EnsureLoadBalancer and UpdateLoadBalancer
 	// (see "Node cache" above).
 	Capability_NODE_CACHE Capability = 8
+	// EnsureGatewayLoadBalancer and EnsureGatewayLoadBalancerDeleted; the
+	// features served are GetCapabilitiesResponse.gateway_features.
+	Capability_GATEWAY_LOAD_BALANCER Capability = 9
 )
 
 // Enum value maps for Capability.
@@ -98,6 +101,7 @@ var (
 		6: "LOAD_BALANCER_STREAM",
 		7: "LOAD_BALANCER_OWNERSHIP",
 		8: "NODE_CACHE",
+		9: "GATEWAY_LOAD_BALANCER",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":  0,
@@ -109,6 +113,7 @@ var (
 		"LOAD_BALANCER_STREAM":    6,
 		"LOAD_BALANCER_OWNERSHIP": 7,
 		"NODE_CACHE":              8,
+		"GATEWAY_LOAD_BALANCER":   9,
 	}
 )
 
@@ -281,9 +286,13 @@ type GetCapabilitiesResponse struct {
 	HasClusterId bool `protobuf:"varint,2,opt,name=has_cluster_id,json=hasClusterId,proto3" json:"has_cluster_id,omitempty"`
 	// The providerID schemes (the part before "://") of the nodes the
 	// provider serves (provider.Platforms); empty: not stated.
-	Platforms     []string `protobuf:"bytes,3,rep,name=platforms,proto3" json:"platforms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Platforms []string `protobuf:"bytes,3,rep,name=platforms,proto3" json:"platforms,omitempty"`
+	// With GATEWAY_LOAD_BALANCER: the Gateway API features its load
+	// balancers serve, by name ("Gateway", "HTTPRoute",
+	// "HTTPRouteQueryParamMatching", ...).
+	GatewayFeatures []string `protobuf:"bytes,4,rep,name=gateway_features,json=gatewayFeatures,proto3" json:"gateway_features,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetCapabilitiesResponse) Reset() {
@@ -333,6 +342,13 @@ func (x *GetCapabilitiesResponse) GetHasClusterId() bool {
 func (x *GetCapabilitiesResponse) GetPlatforms() []string {
 	if x != nil {
 		return x.Platforms
+	}
+	return nil
+}
+
+func (x *GetCapabilitiesResponse) GetGatewayFeatures() []string {
+	if x != nil {
+		return x.GatewayFeatures
 	}
 	return nil
 }
@@ -2117,6 +2133,63 @@ func (x *NodeCIDRsResponse) GetCidrs() []string {
 	return nil
 }
 
+type GatewayLoadBalancerRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// JSON of provider.Gateway: namespace, name, uid, clusterID, class,
+	// addresses, annotations and config, the compiled listeners (ports with
+	// protocol, certificates, virtual hosts with their rules in precedence
+	// order, backends with their Service and its cluster address). Absent
+	// from the config of EnsureGatewayLoadBalancerDeleted.
+	Gateway       []byte `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayLoadBalancerRequest) Reset() {
+	*x = GatewayLoadBalancerRequest{}
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayLoadBalancerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayLoadBalancerRequest) ProtoMessage() {}
+
+func (x *GatewayLoadBalancerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_outrigger_plugin_v1_plugin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayLoadBalancerRequest.ProtoReflect.Descriptor instead.
+func (*GatewayLoadBalancerRequest) Descriptor() ([]byte, []int) {
+	return file_outrigger_plugin_v1_plugin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GatewayLoadBalancerRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *GatewayLoadBalancerRequest) GetGateway() []byte {
+	if x != nil {
+		return x.Gateway
+	}
+	return nil
+}
+
 var File_outrigger_plugin_v1_plugin_proto protoreflect.FileDescriptor
 
 const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
@@ -2127,11 +2200,12 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12+\n" +
 	"\x11protocol_versions\x18\x03 \x03(\tR\x10protocolVersions\"\x18\n" +
-	"\x16GetCapabilitiesRequest\"\xa2\x01\n" +
+	"\x16GetCapabilitiesRequest\"\xcd\x01\n" +
 	"\x17GetCapabilitiesResponse\x12C\n" +
 	"\fcapabilities\x18\x01 \x03(\x0e2\x1f.outrigger.plugin.v1.CapabilityR\fcapabilities\x12$\n" +
 	"\x0ehas_cluster_id\x18\x02 \x01(\bR\fhasClusterId\x12\x1c\n" +
-	"\tplatforms\x18\x03 \x03(\tR\tplatforms\"\x0e\n" +
+	"\tplatforms\x18\x03 \x03(\tR\tplatforms\x12)\n" +
+	"\x10gateway_features\x18\x04 \x03(\tR\x0fgatewayFeatures\"\x0e\n" +
 	"\fProbeRequest\"?\n" +
 	"\rProbeResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
@@ -2246,7 +2320,10 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x15\n" +
 	"\x13DeleteRouteResponse\")\n" +
 	"\x11NodeCIDRsResponse\x12\x14\n" +
-	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs*\xc2\x01\n" +
+	"\x05cidrs\x18\x01 \x03(\tR\x05cidrs\"Y\n" +
+	"\x1aGatewayLoadBalancerRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x18\n" +
+	"\agateway\x18\x02 \x01(\fR\agateway*\xdd\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12\r\n" +
@@ -2260,7 +2337,8 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"\x14LOAD_BALANCER_STREAM\x10\x06\x12\x1b\n" +
 	"\x17LOAD_BALANCER_OWNERSHIP\x10\a\x12\x0e\n" +
 	"\n" +
-	"NODE_CACHE\x10\b2\x94\x11\n" +
+	"NODE_CACHE\x10\b\x12\x19\n" +
+	"\x15GATEWAY_LOAD_BALANCER\x10\t2\xa1\x13\n" +
 	"\rCloudProvider\x12f\n" +
 	"\rGetPluginInfo\x12).outrigger.plugin.v1.GetPluginInfoRequest\x1a*.outrigger.plugin.v1.GetPluginInfoResponse\x12l\n" +
 	"\x0fGetCapabilities\x12+.outrigger.plugin.v1.GetCapabilitiesRequest\x1a,.outrigger.plugin.v1.GetCapabilitiesResponse\x12N\n" +
@@ -2282,7 +2360,9 @@ const file_outrigger_plugin_v1_plugin_proto_rawDesc = "" +
 	"ListRoutes\x12&.outrigger.plugin.v1.ListRoutesRequest\x1a'.outrigger.plugin.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.outrigger.plugin.v1.CreateRouteRequest\x1a(.outrigger.plugin.v1.CreateRouteResponse\x12`\n" +
 	"\vDeleteRoute\x12'.outrigger.plugin.v1.DeleteRouteRequest\x1a(.outrigger.plugin.v1.DeleteRouteResponse\x12Y\n" +
-	"\tNodeCIDRs\x12$.outrigger.plugin.v1.InstanceRequest\x1a&.outrigger.plugin.v1.NodeCIDRsResponseBAZ?github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb;pluginpbb\x06proto3"
+	"\tNodeCIDRs\x12$.outrigger.plugin.v1.InstanceRequest\x1a&.outrigger.plugin.v1.NodeCIDRsResponse\x12}\n" +
+	"\x19EnsureGatewayLoadBalancer\x12/.outrigger.plugin.v1.GatewayLoadBalancerRequest\x1a/.outrigger.plugin.v1.EnsureLoadBalancerResponse\x12\x8b\x01\n" +
+	" EnsureGatewayLoadBalancerDeleted\x12/.outrigger.plugin.v1.GatewayLoadBalancerRequest\x1a6.outrigger.plugin.v1.EnsureLoadBalancerDeletedResponseBAZ?github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb;pluginpbb\x06proto3"
 
 var (
 	file_outrigger_plugin_v1_plugin_proto_rawDescOnce sync.Once
@@ -2297,7 +2377,7 @@ func file_outrigger_plugin_v1_plugin_proto_rawDescGZIP() []byte {
 }
 
 var file_outrigger_plugin_v1_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_outrigger_plugin_v1_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(Capability)(0),                           // 0: outrigger.plugin.v1.Capability
 	(*GetPluginInfoRequest)(nil),              // 1: outrigger.plugin.v1.GetPluginInfoRequest
@@ -2337,12 +2417,13 @@ var file_outrigger_plugin_v1_plugin_proto_goTypes = []any{
 	(*DeleteRouteRequest)(nil),                // 35: outrigger.plugin.v1.DeleteRouteRequest
 	(*DeleteRouteResponse)(nil),               // 36: outrigger.plugin.v1.DeleteRouteResponse
 	(*NodeCIDRsResponse)(nil),                 // 37: outrigger.plugin.v1.NodeCIDRsResponse
-	nil,                                       // 38: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*GatewayLoadBalancerRequest)(nil),        // 38: outrigger.plugin.v1.GatewayLoadBalancerRequest
+	nil,                                       // 39: outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 }
 var file_outrigger_plugin_v1_plugin_proto_depIdxs = []int32{
 	0,  // 0: outrigger.plugin.v1.GetCapabilitiesResponse.capabilities:type_name -> outrigger.plugin.v1.Capability
 	10, // 1: outrigger.plugin.v1.InstanceMetadata.node_addresses:type_name -> outrigger.plugin.v1.NodeAddress
-	38, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
+	39, // 2: outrigger.plugin.v1.InstanceMetadata.additional_labels:type_name -> outrigger.plugin.v1.InstanceMetadata.AdditionalLabelsEntry
 	11, // 3: outrigger.plugin.v1.InstanceMetadataResponse.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	11, // 4: outrigger.plugin.v1.InstanceStatus.metadata:type_name -> outrigger.plugin.v1.InstanceMetadata
 	14, // 5: outrigger.plugin.v1.InstancesStatusResponse.statuses:type_name -> outrigger.plugin.v1.InstanceStatus
@@ -2374,28 +2455,32 @@ var file_outrigger_plugin_v1_plugin_proto_depIdxs = []int32{
 	33, // 31: outrigger.plugin.v1.CloudProvider.CreateRoute:input_type -> outrigger.plugin.v1.CreateRouteRequest
 	35, // 32: outrigger.plugin.v1.CloudProvider.DeleteRoute:input_type -> outrigger.plugin.v1.DeleteRouteRequest
 	7,  // 33: outrigger.plugin.v1.CloudProvider.NodeCIDRs:input_type -> outrigger.plugin.v1.InstanceRequest
-	2,  // 34: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
-	4,  // 35: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
-	6,  // 36: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
-	8,  // 37: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
-	9,  // 38: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
-	12, // 39: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
-	15, // 40: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
-	20, // 41: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
-	21, // 42: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
-	22, // 43: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	23, // 44: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	24, // 45: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
-	22, // 46: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
-	23, // 47: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
-	26, // 48: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:output_type -> outrigger.plugin.v1.LoadBalancerOwnerResponse
-	29, // 49: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:output_type -> outrigger.plugin.v1.ListLoadBalancerOwnersResponse
-	32, // 50: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
-	34, // 51: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
-	36, // 52: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
-	37, // 53: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
-	34, // [34:54] is the sub-list for method output_type
-	14, // [14:34] is the sub-list for method input_type
+	38, // 34: outrigger.plugin.v1.CloudProvider.EnsureGatewayLoadBalancer:input_type -> outrigger.plugin.v1.GatewayLoadBalancerRequest
+	38, // 35: outrigger.plugin.v1.CloudProvider.EnsureGatewayLoadBalancerDeleted:input_type -> outrigger.plugin.v1.GatewayLoadBalancerRequest
+	2,  // 36: outrigger.plugin.v1.CloudProvider.GetPluginInfo:output_type -> outrigger.plugin.v1.GetPluginInfoResponse
+	4,  // 37: outrigger.plugin.v1.CloudProvider.GetCapabilities:output_type -> outrigger.plugin.v1.GetCapabilitiesResponse
+	6,  // 38: outrigger.plugin.v1.CloudProvider.Probe:output_type -> outrigger.plugin.v1.ProbeResponse
+	8,  // 39: outrigger.plugin.v1.CloudProvider.InstanceExists:output_type -> outrigger.plugin.v1.InstanceExistsResponse
+	9,  // 40: outrigger.plugin.v1.CloudProvider.InstanceShutdown:output_type -> outrigger.plugin.v1.InstanceShutdownResponse
+	12, // 41: outrigger.plugin.v1.CloudProvider.InstanceMetadata:output_type -> outrigger.plugin.v1.InstanceMetadataResponse
+	15, // 42: outrigger.plugin.v1.CloudProvider.InstancesStatus:output_type -> outrigger.plugin.v1.InstancesStatusResponse
+	20, // 43: outrigger.plugin.v1.CloudProvider.GetLoadBalancerName:output_type -> outrigger.plugin.v1.GetLoadBalancerNameResponse
+	21, // 44: outrigger.plugin.v1.CloudProvider.GetLoadBalancer:output_type -> outrigger.plugin.v1.GetLoadBalancerResponse
+	22, // 45: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	23, // 46: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancer:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	24, // 47: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	22, // 48: outrigger.plugin.v1.CloudProvider.EnsureLoadBalancerStream:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	23, // 49: outrigger.plugin.v1.CloudProvider.UpdateLoadBalancerStream:output_type -> outrigger.plugin.v1.UpdateLoadBalancerResponse
+	26, // 50: outrigger.plugin.v1.CloudProvider.LoadBalancerOwner:output_type -> outrigger.plugin.v1.LoadBalancerOwnerResponse
+	29, // 51: outrigger.plugin.v1.CloudProvider.ListLoadBalancerOwners:output_type -> outrigger.plugin.v1.ListLoadBalancerOwnersResponse
+	32, // 52: outrigger.plugin.v1.CloudProvider.ListRoutes:output_type -> outrigger.plugin.v1.ListRoutesResponse
+	34, // 53: outrigger.plugin.v1.CloudProvider.CreateRoute:output_type -> outrigger.plugin.v1.CreateRouteResponse
+	36, // 54: outrigger.plugin.v1.CloudProvider.DeleteRoute:output_type -> outrigger.plugin.v1.DeleteRouteResponse
+	37, // 55: outrigger.plugin.v1.CloudProvider.NodeCIDRs:output_type -> outrigger.plugin.v1.NodeCIDRsResponse
+	22, // 56: outrigger.plugin.v1.CloudProvider.EnsureGatewayLoadBalancer:output_type -> outrigger.plugin.v1.EnsureLoadBalancerResponse
+	24, // 57: outrigger.plugin.v1.CloudProvider.EnsureGatewayLoadBalancerDeleted:output_type -> outrigger.plugin.v1.EnsureLoadBalancerDeletedResponse
+	36, // [36:58] is the sub-list for method output_type
+	14, // [14:36] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2412,7 +2497,7 @@ func file_outrigger_plugin_v1_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_outrigger_plugin_v1_plugin_proto_rawDesc), len(file_outrigger_plugin_v1_plugin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

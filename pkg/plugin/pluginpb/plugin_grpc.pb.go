@@ -64,26 +64,28 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CloudProvider_GetPluginInfo_FullMethodName             = "/outrigger.plugin.v1.CloudProvider/GetPluginInfo"
-	CloudProvider_GetCapabilities_FullMethodName           = "/outrigger.plugin.v1.CloudProvider/GetCapabilities"
-	CloudProvider_Probe_FullMethodName                     = "/outrigger.plugin.v1.CloudProvider/Probe"
-	CloudProvider_InstanceExists_FullMethodName            = "/outrigger.plugin.v1.CloudProvider/InstanceExists"
-	CloudProvider_InstanceShutdown_FullMethodName          = "/outrigger.plugin.v1.CloudProvider/InstanceShutdown"
-	CloudProvider_InstanceMetadata_FullMethodName          = "/outrigger.plugin.v1.CloudProvider/InstanceMetadata"
-	CloudProvider_InstancesStatus_FullMethodName           = "/outrigger.plugin.v1.CloudProvider/InstancesStatus"
-	CloudProvider_GetLoadBalancerName_FullMethodName       = "/outrigger.plugin.v1.CloudProvider/GetLoadBalancerName"
-	CloudProvider_GetLoadBalancer_FullMethodName           = "/outrigger.plugin.v1.CloudProvider/GetLoadBalancer"
-	CloudProvider_EnsureLoadBalancer_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancer"
-	CloudProvider_UpdateLoadBalancer_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancer"
-	CloudProvider_EnsureLoadBalancerDeleted_FullMethodName = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerDeleted"
-	CloudProvider_EnsureLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerStream"
-	CloudProvider_UpdateLoadBalancerStream_FullMethodName  = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancerStream"
-	CloudProvider_LoadBalancerOwner_FullMethodName         = "/outrigger.plugin.v1.CloudProvider/LoadBalancerOwner"
-	CloudProvider_ListLoadBalancerOwners_FullMethodName    = "/outrigger.plugin.v1.CloudProvider/ListLoadBalancerOwners"
-	CloudProvider_ListRoutes_FullMethodName                = "/outrigger.plugin.v1.CloudProvider/ListRoutes"
-	CloudProvider_CreateRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/CreateRoute"
-	CloudProvider_DeleteRoute_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/DeleteRoute"
-	CloudProvider_NodeCIDRs_FullMethodName                 = "/outrigger.plugin.v1.CloudProvider/NodeCIDRs"
+	CloudProvider_GetPluginInfo_FullMethodName                    = "/outrigger.plugin.v1.CloudProvider/GetPluginInfo"
+	CloudProvider_GetCapabilities_FullMethodName                  = "/outrigger.plugin.v1.CloudProvider/GetCapabilities"
+	CloudProvider_Probe_FullMethodName                            = "/outrigger.plugin.v1.CloudProvider/Probe"
+	CloudProvider_InstanceExists_FullMethodName                   = "/outrigger.plugin.v1.CloudProvider/InstanceExists"
+	CloudProvider_InstanceShutdown_FullMethodName                 = "/outrigger.plugin.v1.CloudProvider/InstanceShutdown"
+	CloudProvider_InstanceMetadata_FullMethodName                 = "/outrigger.plugin.v1.CloudProvider/InstanceMetadata"
+	CloudProvider_InstancesStatus_FullMethodName                  = "/outrigger.plugin.v1.CloudProvider/InstancesStatus"
+	CloudProvider_GetLoadBalancerName_FullMethodName              = "/outrigger.plugin.v1.CloudProvider/GetLoadBalancerName"
+	CloudProvider_GetLoadBalancer_FullMethodName                  = "/outrigger.plugin.v1.CloudProvider/GetLoadBalancer"
+	CloudProvider_EnsureLoadBalancer_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancer"
+	CloudProvider_UpdateLoadBalancer_FullMethodName               = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancer"
+	CloudProvider_EnsureLoadBalancerDeleted_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerDeleted"
+	CloudProvider_EnsureLoadBalancerStream_FullMethodName         = "/outrigger.plugin.v1.CloudProvider/EnsureLoadBalancerStream"
+	CloudProvider_UpdateLoadBalancerStream_FullMethodName         = "/outrigger.plugin.v1.CloudProvider/UpdateLoadBalancerStream"
+	CloudProvider_LoadBalancerOwner_FullMethodName                = "/outrigger.plugin.v1.CloudProvider/LoadBalancerOwner"
+	CloudProvider_ListLoadBalancerOwners_FullMethodName           = "/outrigger.plugin.v1.CloudProvider/ListLoadBalancerOwners"
+	CloudProvider_ListRoutes_FullMethodName                       = "/outrigger.plugin.v1.CloudProvider/ListRoutes"
+	CloudProvider_CreateRoute_FullMethodName                      = "/outrigger.plugin.v1.CloudProvider/CreateRoute"
+	CloudProvider_DeleteRoute_FullMethodName                      = "/outrigger.plugin.v1.CloudProvider/DeleteRoute"
+	CloudProvider_NodeCIDRs_FullMethodName                        = "/outrigger.plugin.v1.CloudProvider/NodeCIDRs"
+	CloudProvider_EnsureGatewayLoadBalancer_FullMethodName        = "/outrigger.plugin.v1.CloudProvider/EnsureGatewayLoadBalancer"
+	CloudProvider_EnsureGatewayLoadBalancerDeleted_FullMethodName = "/outrigger.plugin.v1.CloudProvider/EnsureGatewayLoadBalancerDeleted"
 )
 
 // CloudProviderClient is the client API for CloudProvider service.
@@ -126,6 +128,11 @@ type CloudProviderClient interface {
 	DeleteRoute(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error)
 	// NODE_CIDRS: the pod CIDRs the cloud assigns a node (CloudAllocator).
 	NodeCIDRs(ctx context.Context, in *InstanceRequest, opts ...grpc.CallOption) (*NodeCIDRsResponse, error)
+	// GATEWAY_LOAD_BALANCER: the cloud's own layer-7 load balancers serve
+	// Gateways (Go SDK: provider.Gateways). Outrigger then runs no data
+	// plane for them.
+	EnsureGatewayLoadBalancer(ctx context.Context, in *GatewayLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error)
+	EnsureGatewayLoadBalancerDeleted(ctx context.Context, in *GatewayLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error)
 }
 
 type cloudProviderClient struct {
@@ -342,6 +349,26 @@ func (c *cloudProviderClient) NodeCIDRs(ctx context.Context, in *InstanceRequest
 	return out, nil
 }
 
+func (c *cloudProviderClient) EnsureGatewayLoadBalancer(ctx context.Context, in *GatewayLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnsureLoadBalancerResponse)
+	err := c.cc.Invoke(ctx, CloudProvider_EnsureGatewayLoadBalancer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cloudProviderClient) EnsureGatewayLoadBalancerDeleted(ctx context.Context, in *GatewayLoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnsureLoadBalancerDeletedResponse)
+	err := c.cc.Invoke(ctx, CloudProvider_EnsureGatewayLoadBalancerDeleted_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CloudProviderServer is the server API for CloudProvider service.
 // All implementations must embed UnimplementedCloudProviderServer
 // for forward compatibility.
@@ -382,6 +409,11 @@ type CloudProviderServer interface {
 	DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error)
 	// NODE_CIDRS: the pod CIDRs the cloud assigns a node (CloudAllocator).
 	NodeCIDRs(context.Context, *InstanceRequest) (*NodeCIDRsResponse, error)
+	// GATEWAY_LOAD_BALANCER: the cloud's own layer-7 load balancers serve
+	// Gateways (Go SDK: provider.Gateways). Outrigger then runs no data
+	// plane for them.
+	EnsureGatewayLoadBalancer(context.Context, *GatewayLoadBalancerRequest) (*EnsureLoadBalancerResponse, error)
+	EnsureGatewayLoadBalancerDeleted(context.Context, *GatewayLoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error)
 	mustEmbedUnimplementedCloudProviderServer()
 }
 
@@ -451,6 +483,12 @@ func (UnimplementedCloudProviderServer) DeleteRoute(context.Context, *DeleteRout
 }
 func (UnimplementedCloudProviderServer) NodeCIDRs(context.Context, *InstanceRequest) (*NodeCIDRsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NodeCIDRs not implemented")
+}
+func (UnimplementedCloudProviderServer) EnsureGatewayLoadBalancer(context.Context, *GatewayLoadBalancerRequest) (*EnsureLoadBalancerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method EnsureGatewayLoadBalancer not implemented")
+}
+func (UnimplementedCloudProviderServer) EnsureGatewayLoadBalancerDeleted(context.Context, *GatewayLoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method EnsureGatewayLoadBalancerDeleted not implemented")
 }
 func (UnimplementedCloudProviderServer) mustEmbedUnimplementedCloudProviderServer() {}
 func (UnimplementedCloudProviderServer) testEmbeddedByValue()                       {}
@@ -811,6 +849,42 @@ func _CloudProvider_NodeCIDRs_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CloudProvider_EnsureGatewayLoadBalancer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayLoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CloudProviderServer).EnsureGatewayLoadBalancer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CloudProvider_EnsureGatewayLoadBalancer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CloudProviderServer).EnsureGatewayLoadBalancer(ctx, req.(*GatewayLoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CloudProvider_EnsureGatewayLoadBalancerDeleted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GatewayLoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CloudProviderServer).EnsureGatewayLoadBalancerDeleted(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CloudProvider_EnsureGatewayLoadBalancerDeleted_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CloudProviderServer).EnsureGatewayLoadBalancerDeleted(ctx, req.(*GatewayLoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CloudProvider_ServiceDesc is the grpc.ServiceDesc for CloudProvider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -889,6 +963,14 @@ var CloudProvider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeCIDRs",
 			Handler:    _CloudProvider_NodeCIDRs_Handler,
+		},
+		{
+			MethodName: "EnsureGatewayLoadBalancer",
+			Handler:    _CloudProvider_EnsureGatewayLoadBalancer_Handler,
+		},
+		{
+			MethodName: "EnsureGatewayLoadBalancerDeleted",
+			Handler:    _CloudProvider_EnsureGatewayLoadBalancerDeleted_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
