@@ -18,6 +18,7 @@ import (
 )
 
 func main() {
+	profileOnSignals()
 	reg := provider.NewRegistry()
 	reg.Register(plugin.ProviderName, plugin.NewProvider)
 	reg.Register(sim.ProviderName, sim.New)

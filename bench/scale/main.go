@@ -56,12 +56,24 @@ func main() {
 	flag.DurationVar(&rc.latency, "cloud-latency", 20*time.Millisecond, "latency of every cloud call")
 	flag.DurationVar(&rc.refresh, "refresh", time.Minute, "--node-status-update-frequency of both CCMs (default 5m) for the idle measurement")
 	flag.IntVar(&rc.idlePeriods, "idle-periods", 2, "refresh periods the idle cost is measured over")
+	flag.StringVar(&rc.profileDir, "profile", "", "a directory for CPU profiles of Outrigger's process over the load balancer phase and the idle window (go tool pprof)")
 	out := flag.String("out", "docs/performance", "directory for scale.json, scale.md and the pictures")
 	commit := flag.String("commit", gitCommit(), "the commit measured, for the results file")
 	appendTo := flag.Bool("append", false, "add this run's rows to -out's scale.json (same commit and setup: one set of figures measured in pieces) instead of replacing it")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	flag.Parse()
+	if rc.profileDir != "" {
+		if err := os.MkdirAll(rc.profileDir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		abs, _ := filepath.Abs(rc.profileDir)
+		rc.profileDir = abs
+		// bench/outrigger-ccm profiles on signals with this set
+		// (bench/outrigger-ccm/profile.go).
+		os.Setenv("OUTRIGGER_BENCH_PROFILE", abs)
+	}
 	_ = klogFlags.Set("logtostderr", "false")
 	_ = klogFlags.Set("stderrthreshold", "ERROR")
 	ctrl.SetLogger(klog.NewKlogr())

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,27 @@ type runConfig struct {
 	churn        int
 	outriggerBin string
 	upstreamBin  string
+	// profileDir, when set, receives CPU profiles of Outrigger's
+	// process over the load balancer phase and the idle window.
+	profileDir string
+}
+
+// profile starts a CPU profile of an Outrigger row's process, named
+// <phase>-<ccm>-<nodes>-<services>, and returns what ends it; it does
+// nothing for the upstream CCM or without -profile.
+func profile(rc runConfig, proc *benchenv.Process, ccm, phase string, n, m int) (stop func()) {
+	if rc.profileDir == "" || (ccm != outrigger && ccm != outriggerPlugin) {
+		return func() {}
+	}
+	name := fmt.Sprintf("%s-%s-%d-%d", phase, ccm, n, m)
+	if err := os.WriteFile(filepath.Join(rc.profileDir, "next"), []byte(name), 0o644); err != nil {
+		progress("profile %s: %v", name, err)
+		return func() {}
+	}
+	if err := proc.Signal(syscall.SIGUSR1); err != nil {
+		progress("profile %s: %v", name, err)
+	}
+	return func() { _ = proc.Signal(syscall.SIGUSR2) }
 }
 
 // notCCMWrites are resources whose writes the rows leave out: the
@@ -397,11 +419,22 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	// Load balancers.
 	row.Provision = Phase{Ran: true, Want: m}
 	start = time.Now()
+	endProfile := profile(rc, proc, ccm, "lb", n, m)
 	created, err := createServices(ctx, client, m, rc.bound)
 	if err != nil {
 		return row, err
 	}
-	ok, err = await(done, start.Add(rc.bound), func() bool { return withIngress.Load() >= int64(m) })
+	createdAfter, atCreated := time.Since(start), withIngress.Load()
+	half := time.Duration(0)
+	ok, err = await(done, start.Add(rc.bound), func() bool {
+		n := withIngress.Load()
+		if half == 0 && n >= int64(m)/2 {
+			half = time.Since(start)
+		}
+		return n >= int64(m)
+	})
+	endProfile()
+	progress("%s: Services created in %.1f s (%d with an address then), half with an address at %.1f s", ccm, createdAfter.Seconds(), atCreated, half.Seconds())
 	row.Provision.Seconds, row.Provision.Done, row.Provision.Finished = time.Since(start).Seconds(), int(withIngress.Load()), ok
 	c1 := calls()
 	row.Provision.count(c0, c1, lbOps)
@@ -428,9 +461,11 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	if werr != nil {
 		return row, werr
 	}
+	endProfile = profile(rc, proc, ccm, "idle", n, m)
 	if err := sleep(done, time.Duration(rc.idlePeriods)*rc.refresh); err != nil {
 		return endRow(row, err, measure), nil
 	}
+	endProfile()
 	i1 := calls()
 	cpu1, _ := proc.CPUSeconds()
 	iw1, _, werr := apiWrites(ctx, client)

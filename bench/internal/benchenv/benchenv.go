@@ -40,6 +40,9 @@ type Process struct {
 	Done <-chan error
 }
 
+// Signal sends the process sig.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
 // StartProcess runs a CCM binary with args until ctx ends (then interrupts
 // it); its output goes to a log file in the temp dir named logName.
 func StartProcess(ctx context.Context, bin string, args []string, logName string) (*Process, error) {

@@ -90,6 +90,43 @@ const (
 	ConditionReasonProvisioning = "Provisioning"
 )
 
+// provisioningAfter is how long a first EnsureLoadBalancer runs before the
+// Service says Provisioning: a cloud that answers sooner (most updates,
+// a fast cloud's creations) costs no status write for it, and the API
+// server, busy creating a burst of Services, one write less per Service.
+const provisioningAfter = time.Second
+
+// provisioningNote writes the Provisioning condition on a copy of a
+// Service once its first EnsureLoadBalancer has run provisioningAfter.
+type provisioningNote struct {
+	timer *time.Timer
+	svc   *corev1.Service
+	done  chan struct{}
+}
+
+func (r *reconciler) noteProvisioning(ctx context.Context, svc *corev1.Service) *provisioningNote {
+	n := &provisioningNote{svc: svc.DeepCopy(), done: make(chan struct{})}
+	n.timer = time.AfterFunc(provisioningAfter, func() {
+		defer close(n.done)
+		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ConditionReasonProvisioning, Message: "Creating the load balancer in the cloud"}
+		if err := patchStatus(ctx, r.client, n.svc, n.svc.Status.LoadBalancer, &cond); err != nil {
+			klog.FromContext(ctx).V(2).Info("Recording that the load balancer is being created", "service", klog.KObj(n.svc), "err", err)
+		}
+	})
+	return n
+}
+
+// stop ends the wait once the call returned; when the condition was
+// written, svc takes the status written, so that the next status patch
+// replaces it.
+func (n *provisioningNote) stop(svc *corev1.Service) {
+	if n == nil || n.timer.Stop() {
+		return
+	}
+	<-n.done
+	n.svc.Status.DeepCopyInto(&svc.Status)
+}
+
 // errNilStatus is a provider's EnsureLoadBalancer answering neither a status
 // nor an error; upstream counts that as a failed sync and leaves the
 // Service's status alone.
@@ -334,16 +371,15 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 		return r.syncFailed(svc, fmt.Errorf("failed to add load balancer cleanup finalizer: %w", err))
 	}
 	wasElsewhere := known && last.elsewhere
+	var provisioning *provisioningNote
 	if !wasElsewhere && len(svc.Status.LoadBalancer.Ingress) == 0 && meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) == nil {
-		cond := metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ConditionReasonProvisioning, Message: "Creating the load balancer in the cloud"}
-		if err := patchStatus(ctx, r.client, svc, svc.Status.LoadBalancer, &cond); err != nil {
-			return err
-		}
+		provisioning = r.noteProvisioning(ctx, svc)
 	}
 	if len(nodes) == 0 {
 		r.recorder.Event(svc, corev1.EventTypeWarning, EventNoNodes, "There are no available nodes for LoadBalancer")
 	}
 	status, err := r.opts.LoadBalancer.EnsureLoadBalancer(ctx, r.opts.ClusterName, svc, nodes)
+	provisioning.stop(svc)
 	if elsewhere(err) {
 		log.V(4).Info("Load balancer implemented by another component; leaving it alone", "service", key)
 		r.memory.remember(key, applied{service: svc.DeepCopy(), spec: spec, nodes: nodesFP, elsewhere: true})

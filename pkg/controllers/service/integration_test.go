@@ -712,6 +712,28 @@ func TestCloudFaults(t *testing.T) {
 	c.SetSettings(simcloud.Settings{})
 }
 
+// TestProvisioningCondition: a first EnsureLoadBalancer that runs past a
+// second shows as Provisioning until the cloud answers (here: the call's
+// deadline passes, and the condition says CloudTimeout).
+func TestProvisioningCondition(t *testing.T) {
+	c := testenv.StartCloud(t)
+	node(t, "198.18.6.2", nil)
+	c.SetSettings(simcloud.Settings{Hang: true})
+	startOutrigger(t, c, "--cloud-call-timeout=5s")
+	ns := namespace(t)
+	create(t, lbService(ns, "slow", 80))
+	testenv.Eventually(t, 20*time.Second, "Provisioning condition", func() (bool, error) {
+		cond := condition(t, ns, "slow")
+		return cond != nil && cond.Reason == service.ConditionReasonProvisioning, nil
+	})
+	testenv.Eventually(t, 20*time.Second, "CloudTimeout condition", func() (bool, error) {
+		cond := condition(t, ns, "slow")
+		return cond != nil && cond.Reason == cloud.ReasonTimeout, nil
+	})
+	c.SetSettings(simcloud.Settings{})
+	waitProvisionedWithin(t, c, ns, "slow", 90*time.Second)
+}
+
 func waitProvisionedWithin(t *testing.T, c *testenv.Cloud, ns, name string, d time.Duration) {
 	t.Helper()
 	testenv.Eventually(t, d, ns+"/"+name+" provisioned", func() (bool, error) {
