@@ -17,12 +17,13 @@ import (
 )
 
 // SupportedFeatures are the features a class of Outrigger's states in its
-// status: the core of the HTTP, TCP and UDP profiles, and the extended
+// status: the core of the HTTP, GRPC, TCP and UDP profiles, and the extended
 // features the conformance suite passes (docs/gateway.md).
 var SupportedFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
+	features.SupportGRPCRoute,
 	features.SupportTCPRoute,
 	features.SupportUDPRoute,
 	features.SupportGatewayPort8080,
@@ -40,6 +41,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportGRPCRouteNamedRouteRule,
 }
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.
