@@ -25,18 +25,38 @@ func gatewayAPIServed(mgr manager.Manager) string {
 	return ""
 }
 
+// grpcRouteServed says why GRPCRoutes are not served, or "": their CRD is
+// optional (a cluster may have installed the Gateway API before it was
+// standard, or left it out), and the other kinds are served without it.
+func grpcRouteServed(ctx context.Context, mgr manager.Manager) string {
+	gk := schema.GroupKind{Group: gwv1.GroupName, Kind: "GRPCRoute"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, gwv1.GroupVersion.Version); err != nil {
+		return fmt.Sprintf("GRPCRoute (%s) is not served", gwv1.GroupVersion)
+	}
+	return watchAllowed(ctx, mgr, "grpcroutes")
+}
+
+// watchAllowed says why the controller's identity may not watch a
+// resource of the Gateway API, or "".
+func watchAllowed(ctx context.Context, mgr manager.Manager, res string) string {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gwv1.GroupName, Resource: res, Verb: "watch"},
+	}}
+	if err := mgr.GetClient().Create(ctx, review); err != nil {
+		return fmt.Sprintf("cannot check access to %s: %v", res, err)
+	}
+	if !review.Status.Allowed {
+		return fmt.Sprintf("not allowed to watch %s.%s (deploy/rbac-gateway.yaml grants it)", res, gwv1.GroupName)
+	}
+	return ""
+}
+
 // gatewayAPIAllowed says why the controller's identity may not watch the
 // Gateway API, or "".
 func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
 	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "tcproutes", "udproutes", "referencegrants"} {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gwv1.GroupName, Resource: res, Verb: "watch"},
-		}}
-		if err := mgr.GetClient().Create(ctx, review); err != nil {
-			return fmt.Sprintf("cannot check access to %s: %v", res, err)
-		}
-		if !review.Status.Allowed {
-			return fmt.Sprintf("not allowed to watch %s.%s (deploy/rbac-gateway.yaml grants it)", res, gwv1.GroupName)
+		if why := watchAllowed(ctx, mgr, res); why != "" {
+			return why
 		}
 	}
 	return ""

@@ -240,7 +240,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 				log.Info("Not running controller", "controller", name, "provider", u.name, "reason", skip)
 				continue
 			}
-			if err := setupController(afterInit{Manager: target, done: u.init.done}, name, u, units, siblings, opts); err != nil {
+			if err := setupController(ctx, afterInit{Manager: target, done: u.init.done}, name, u, units, siblings, opts); err != nil {
 				return nil, err
 			}
 			log.Info("Enabled controller", "controller", name, "provider", u.name, "lease", lease)
@@ -307,7 +307,7 @@ func skipController(name string, u *unit, opts *Options) string {
 // setupController adds one controller for provider u to mgr; units are all
 // of this Outrigger's providers, siblings their node controllers' meeting
 // point (nil with one provider).
-func setupController(mgr manager.Manager, name string, u *unit, units []*unit, siblings *node.Siblings, opts *Options) error {
+func setupController(ctx context.Context, mgr manager.Manager, name string, u *unit, units []*unit, siblings *node.Siblings, opts *Options) error {
 	layer := u.layer
 	switch name {
 	case node.Name:
@@ -357,6 +357,10 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 		// One per class, as the service controller: a Gateway's load
 		// balancer is a Service of that class, or the provider's own.
 		cloudGateways, _ := layer.GatewayLoadBalancer()
+		grpc := grpcRouteServed(ctx, mgr)
+		if grpc != "" {
+			klog.FromContext(ctx).Info("Not serving GRPCRoutes", "provider", u.name, "reason", grpc)
+		}
 		for _, class := range u.classes {
 			tag := u.tag
 			if len(u.classes) > 1 {
@@ -372,6 +376,7 @@ func setupController(mgr manager.Manager, name string, u *unit, units []*unit, s
 				Cloud:             cloudGateways,
 				ClusterName:       opts.ClusterName,
 				ClusterID:         u.init.cluster.get,
+				GRPCRoute:         grpc == "",
 			}); err != nil {
 				return err
 			}

@@ -36,6 +36,7 @@ import (
 // Profiles are the conformance profiles Outrigger claims.
 var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayHTTPConformanceProfileName,
+	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTCPConformanceProfileName,
 	suite.GatewayUDPConformanceProfileName,
 }

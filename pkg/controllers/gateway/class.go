@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,12 +19,13 @@ import (
 )
 
 // SupportedFeatures are the features a class of Outrigger's states in its
-// status: the core of the HTTP, TCP and UDP profiles, and the extended
+// status: the core of the HTTP, GRPC, TCP and UDP profiles, and the extended
 // features the conformance suite passes (docs/gateway.md).
 var SupportedFeatures = []features.FeatureName{
 	features.SupportGateway,
 	features.SupportHTTPRoute,
 	features.SupportReferenceGrant,
+	features.SupportGRPCRoute,
 	features.SupportTCPRoute,
 	features.SupportUDPRoute,
 	features.SupportGatewayPort8080,
@@ -41,6 +43,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRoute308RedirectStatusCode,
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
+	features.SupportGRPCRouteNamedRouteRule,
 }
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.
@@ -53,18 +56,22 @@ type classReconciler struct {
 }
 
 // classFeatures are the features a class states: what Outrigger compiles
-// and what serves it (its data plane, or the provider's load balancers)
-// serves.
+// (GRPCRoute's only where it serves GRPCRoutes) and what serves it (its
+// data plane, or the provider's load balancers) serves.
 func classFeatures(opts Options) []features.FeatureName {
-	if opts.Cloud == nil {
-		return SupportedFeatures
+	var served []string
+	if opts.Cloud != nil {
+		served = opts.Cloud.GatewayFeatures()
 	}
-	served := opts.Cloud.GatewayFeatures()
 	var fs []features.FeatureName
 	for _, f := range SupportedFeatures {
-		if slices.Contains(served, string(f)) {
-			fs = append(fs, f)
+		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") {
+			continue
 		}
+		if opts.Cloud != nil && !slices.Contains(served, string(f)) {
+			continue
+		}
+		fs = append(fs, f)
 	}
 	return fs
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
@@ -23,8 +24,12 @@ import (
 // from the cache so compile itself is a pure function.
 type world struct {
 	controller gwv1.GatewayController
+	// grpc: GRPCRoutes are served (their CRD is there); HTTP listeners
+	// support them.
+	grpc       bool
 	gateway    *gwv1.Gateway
 	httpRoutes []*gwv1.HTTPRoute
+	grpcRoutes []*gwv1.GRPCRoute
 	tcpRoutes  []*gwv1.TCPRoute
 	udpRoutes  []*gwv1.UDPRoute
 	// services by namespace/name.
@@ -61,6 +66,7 @@ type routeKey struct {
 
 const (
 	kindHTTPRoute = "HTTPRoute"
+	kindGRPCRoute = "GRPCRoute"
 	kindTCPRoute  = "TCPRoute"
 	kindUDPRoute  = "UDPRoute"
 	kindService   = "Service"
@@ -81,7 +87,11 @@ type listenerState struct {
 	attachable bool
 	// l4owner is the route whose backends a TCP or UDP listener serves:
 	// the oldest attached.
-	l4owner    string
+	l4owner string
+	// l7hosts are the effective hostnames of the HTTPRoutes and
+	// GRPCRoutes attached, by kind: a route of one kind whose hostnames
+	// meet the other kind's is not attached (the older route wins).
+	l7hosts    map[string][]string
 	certs      []dataplane.Certificate
 	hostname   string
 	attached   int32
@@ -89,13 +99,19 @@ type listenerState struct {
 	l4backends []dataplane.Backend
 }
 
-// ruleEntry is one match of one HTTPRoute rule, with what orders it.
+// ruleEntry is one match of one HTTPRoute or GRPCRoute rule, with what
+// orders it.
 type ruleEntry struct {
 	rule    dataplane.Rule
 	created metav1.Time
 	route   string
 	index   int
+	// grpc is the length of the service and method a GRPCRoute match
+	// names, which order GRPCRoute rules; nil for an HTTPRoute's.
+	grpc *grpcRank
 }
+
+type grpcRank struct{ service, method int }
 
 func cond(t string, ok bool, reason string, msg string, gen int64) metav1.Condition {
 	s := metav1.ConditionFalse
@@ -105,10 +121,14 @@ func cond(t string, ok bool, reason string, msg string, gen int64) metav1.Condit
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
 }
 
-// routeKinds are the kinds a listener of each protocol serves.
-func routeKinds(p gwv1.ProtocolType) []gwv1.RouteGroupKind {
+// routeKinds are the kinds a listener of each protocol serves; grpc: with
+// GRPCRoutes on HTTP and HTTPS.
+func routeKinds(p gwv1.ProtocolType, grpc bool) []gwv1.RouteGroupKind {
 	switch p {
 	case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType:
+		if grpc {
+			return []gwv1.RouteGroupKind{{Group: &groupGateway, Kind: kindHTTPRoute}, {Group: &groupGateway, Kind: kindGRPCRoute}}
+		}
 		return []gwv1.RouteGroupKind{{Group: &groupGateway, Kind: kindHTTPRoute}}
 	case gwv1.TCPProtocolType:
 		return []gwv1.RouteGroupKind{{Group: &groupGateway, Kind: kindTCPRoute}}
@@ -130,12 +150,12 @@ func compile(w *world) *result {
 	portProto := map[gwv1.PortNumber]gwv1.ProtocolType{}
 	hostSeen := map[string]bool{}
 	for _, l := range gw.Spec.Listeners {
-		ls := &listenerState{spec: l, valid: true, hosts: map[string][]ruleEntry{}}
+		ls := &listenerState{spec: l, valid: true, hosts: map[string][]ruleEntry{}, l7hosts: map[string][]string{}}
 		if l.Hostname != nil {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
 		ls.status.Name = l.Name
-		kinds, kindsOK := allowedKinds(l)
+		kinds, kindsOK := allowedKinds(l, w.grpc)
 		ls.status.SupportedKinds = kinds
 		accepted := cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "", gen)
 		resolved := cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "", gen)
@@ -292,8 +312,8 @@ func addressUnsupported(gw *gwv1.Gateway) string {
 
 // allowedKinds is the listener's supported kinds and whether every kind it
 // asks for is one of them.
-func allowedKinds(l gwv1.Listener) ([]gwv1.RouteGroupKind, bool) {
-	served := routeKinds(l.Protocol)
+func allowedKinds(l gwv1.Listener, grpc bool) ([]gwv1.RouteGroupKind, bool) {
+	served := routeKinds(l.Protocol, grpc)
 	if l.AllowedRoutes == nil || len(l.AllowedRoutes.Kinds) == 0 {
 		return served, true
 	}
@@ -386,6 +406,9 @@ func attachRoutes(w *world, listeners []*listenerState, r *result) {
 	for _, hr := range w.httpRoutes {
 		routes = append(routes, routeMeta{kindHTTPRoute, hr, hr.Spec.ParentRefs, hr.Spec.Hostnames, hr.Status.Parents})
 	}
+	for _, gr := range w.grpcRoutes {
+		routes = append(routes, routeMeta{kindGRPCRoute, gr, gr.Spec.ParentRefs, gr.Spec.Hostnames, gr.Status.Parents})
+	}
 	for _, tr := range w.tcpRoutes {
 		routes = append(routes, routeMeta{kindTCPRoute, tr, tr.Spec.ParentRefs, nil, tr.Status.Parents})
 	}
@@ -461,7 +484,7 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 		resolved = cond(string(gwv1.RouteConditionResolvedRefs), false, reason, msg, 0)
 	}
 
-	var allowed, hostMatched []*listenerState
+	var allowed, hostMatched, kindConflicted []*listenerState
 	for _, ls := range selected {
 		if !ls.attachable || !kindAllowed(ls, rt.kind) || !namespaceAllowed(w, ls, rt.obj.GetNamespace()) {
 			continue
@@ -478,9 +501,14 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 			continue
 		}
 		hostMatched = append(hostMatched, ls)
-		ls.attached++
 		switch rt.kind {
-		case kindHTTPRoute:
+		case kindHTTPRoute, kindGRPCRoute:
+			if l7Conflict(ls, rt.kind, hosts) {
+				kindConflicted = append(kindConflicted, ls)
+				continue
+			}
+			ls.attached++
+			ls.l7hosts[rt.kind] = append(ls.l7hosts[rt.kind], hosts...)
 			for _, h := range hosts {
 				ls.hosts[h] = append(ls.hosts[h], backends.http...)
 			}
@@ -488,6 +516,7 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 			// One route per TCP or UDP listener serves: the oldest
 			// (routes come oldest first). The others are accepted and
 			// counted, as the specification has it.
+			ls.attached++
 			name := rt.obj.GetNamespace() + "/" + rt.obj.GetName()
 			if ls.l4owner == "" || ls.l4owner == name {
 				ls.l4owner = name
@@ -495,10 +524,37 @@ func attachOne(w *world, listeners []*listenerState, rt routeMeta, ref gwv1.Pare
 			}
 		}
 	}
-	if len(hostMatched) == 0 {
+	switch {
+	case len(hostMatched) == 0:
 		accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonNoMatchingListenerHostname), "no hostname of the route matches a listener's", 0)
+	case len(kindConflicted) == len(hostMatched):
+		other := kindHTTPRoute
+		if rt.kind == kindHTTPRoute {
+			other = kindGRPCRoute
+		}
+		accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonNotAllowedByListeners),
+			fmt.Sprintf("an older %s on the listener serves a hostname of this route", other), 0)
 	}
 	return accepted, resolved
+}
+
+// l7Conflict says whether a listener already has a route of the other of
+// HTTPRoute and GRPCRoute with a hostname in common with hosts: the
+// specification accepts only the older of the two (routes come oldest
+// first, then by name).
+func l7Conflict(ls *listenerState, kind string, hosts []string) bool {
+	other := kindHTTPRoute
+	if kind == kindHTTPRoute {
+		other = kindGRPCRoute
+	}
+	for _, a := range ls.l7hosts[other] {
+		for _, b := range hosts {
+			if a == "" || b == "" || hostMatches(a, b) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func kindAllowed(ls *listenerState, kind string) bool {
@@ -615,22 +671,26 @@ func resolveBackends(w *world, rt routeMeta) (string, string, resolvedBackends) 
 			b.Invalid = true
 			return b
 		}
-		if ref.Port == nil || !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
-			return p.Port == *ref.Port && p.Protocol == protocol
-		}) {
+		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
+			return ref.Port != nil && p.Port == *ref.Port && p.Protocol == protocol
+		})
+		if i < 0 {
 			fail(gwv1.RouteReasonBackendNotFound, fmt.Sprintf("Service %s/%s has no %s port %v", ns, ref.Name, protocol, portString(ref.Port)))
 			b.Invalid = true
 			return b
 		}
 		b.Address = serviceAddress(svc, *ref.Port)
 		b.Service = &dataplane.ServicePort{Namespace: ns, Name: string(ref.Name), Port: *ref.Port}
+		// gRPC is HTTP/2 only; other backends speak it when their port
+		// says so.
+		b.H2C = rt.kind == kindGRPCRoute || slices.Contains(h2cAppProtocols, ptr.Deref(svc.Spec.Ports[i].AppProtocol, ""))
 		return b
 	}
-
-	switch route := rt.obj.(type) {
-	case *gwv1.HTTPRoute:
-		name := route.Namespace + "/" + route.Name
-		for ri, rule := range route.Spec.Rules {
+	// l7Rules compiles HTTPRoute rules, and GRPCRoute rules made into
+	// them, with their backends.
+	l7Rules := func(rules []gwv1.HTTPRouteRule, grpc []gwv1.GRPCRouteRule) {
+		name := rt.obj.GetNamespace() + "/" + rt.obj.GetName()
+		for ri, rule := range rules {
 			var backends []dataplane.Backend
 			for _, br := range rule.BackendRefs {
 				b := resolve(br.BackendObjectReference, br.Weight, corev1.ProtocolTCP)
@@ -645,13 +705,34 @@ func resolveBackends(w *world, rt routeMeta) (string, string, resolvedBackends) 
 			if len(matches) == 0 {
 				matches = []gwv1.HTTPRouteMatch{{}}
 			}
-			for _, m := range matches {
-				out.http = append(out.http, ruleEntry{
+			for mi, m := range matches {
+				e := ruleEntry{
 					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends},
-					created: route.CreationTimestamp, route: name, index: ri,
-				})
+					created: rt.obj.GetCreationTimestamp(), route: name, index: ri,
+				}
+				if grpc != nil {
+					e.rule.GRPC = true
+					e.grpc = &grpcRank{}
+					if mi < len(grpc[ri].Matches) {
+						if mm := grpc[ri].Matches[mi].Method; mm != nil {
+							e.grpc = &grpcRank{service: len(ptr.Deref(mm.Service, "")), method: len(ptr.Deref(mm.Method, ""))}
+						}
+					}
+				}
+				out.http = append(out.http, e)
 			}
 		}
+	}
+
+	switch route := rt.obj.(type) {
+	case *gwv1.HTTPRoute:
+		l7Rules(route.Spec.Rules, nil)
+	case *gwv1.GRPCRoute:
+		rules := make([]gwv1.HTTPRouteRule, 0, len(route.Spec.Rules))
+		for _, rule := range route.Spec.Rules {
+			rules = append(rules, httpRule(rule))
+		}
+		l7Rules(rules, route.Spec.Rules)
 	case *gwv1.TCPRoute:
 		for _, rule := range route.Spec.Rules {
 			for _, br := range rule.BackendRefs {
@@ -675,6 +756,13 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression && m.Path.Value != nil {
 			if _, err := regexp.Compile(*m.Path.Value); err != nil {
 				return fmt.Sprintf("path regular expression: %v", err)
+			}
+		}
+		for _, h := range m.Headers {
+			if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+				if _, err := regexp.Compile(h.Value); err != nil {
+					return fmt.Sprintf("header %s regular expression: %v", h.Name, err)
+				}
 			}
 		}
 	}
@@ -713,19 +801,36 @@ func serviceAddress(svc *corev1.Service, port int32) string {
 	return net.JoinHostPort(host, strconv.Itoa(int(port)))
 }
 
-// precedence orders matches: exact paths, then longer prefixes, then
-// regular expressions; then a method; then more headers; then more query
-// parameters; then the older route, its name, its rule order.
+// precedence orders matches. An HTTPRoute's: exact paths, then longer
+// prefixes, then regular expressions; then a method; then more headers;
+// then more query parameters. A GRPCRoute's: the longer service, then the
+// longer method, then more headers. Then the older route, its name, its
+// rule order. (HTTPRoutes and GRPCRoutes never share a hostname.)
 func precedence(a, b ruleEntry) int {
-	pa, pb := pathRank(a.rule.Match), pathRank(b.rule.Match)
-	if pa != pb {
-		return pb - pa
-	}
-	if ma, mb := a.rule.Match.Method != nil, b.rule.Match.Method != nil; ma != mb {
-		if ma {
-			return -1
+	switch ga, gb := a.grpc, b.grpc; {
+	case ga != nil && gb != nil:
+		if d := gb.service - ga.service; d != 0 {
+			return d
 		}
-		return 1
+		if d := gb.method - ga.method; d != 0 {
+			return d
+		}
+	case ga != nil || gb != nil:
+		if ga != nil {
+			return 1
+		}
+		return -1
+	default:
+		pa, pb := pathRank(a.rule.Match), pathRank(b.rule.Match)
+		if pa != pb {
+			return pb - pa
+		}
+		if ma, mb := a.rule.Match.Method != nil, b.rule.Match.Method != nil; ma != mb {
+			if ma {
+				return -1
+			}
+			return 1
+		}
 	}
 	if d := len(b.rule.Match.Headers) - len(a.rule.Match.Headers); d != 0 {
 		return d

@@ -109,6 +109,10 @@ type Options struct {
 	// with each load balancer.
 	ClusterName string
 	ClusterID   func() string
+	// GRPCRoute serves GRPCRoutes: set where their CRD is served and the
+	// controller may watch them. Unset, GRPCRoutes are neither watched nor
+	// among the kinds HTTP listeners support.
+	GRPCRoute bool
 }
 
 func (o Options) name(base string) string {
@@ -217,6 +221,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.DataPlaneImage != "" {
 		b = b.WatchesRawSource(source.Kind(own, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(r.gatewayOf)))
 	}
+	if opts.GRPCRoute {
+		b = b.Watches(&gwv1.GRPCRoute{}, handler.EnqueueRequestsFromMapFunc(r.parentsOf))
+	}
 	return b.
 		Named(opts.name(Name)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
@@ -309,6 +316,8 @@ func routeParents(o client.Object) ([]gwv1.ParentReference, []gwv1.RouteParentSt
 	switch rt := o.(type) {
 	case *gwv1.HTTPRoute:
 		return rt.Spec.ParentRefs, rt.Status.Parents
+	case *gwv1.GRPCRoute:
+		return rt.Spec.ParentRefs, rt.Status.Parents
 	case *gwv1.TCPRoute:
 		return rt.Spec.ParentRefs, rt.Status.Parents
 	case *gwv1.UDPRoute:
@@ -351,6 +360,14 @@ func (r *reconciler) allRoutes(ctx context.Context) []client.Object {
 			out = append(out, &hrs.Items[i])
 		}
 	}
+	if r.opts.GRPCRoute {
+		var grs gwv1.GRPCRouteList
+		if err := r.client.List(ctx, &grs); err == nil {
+			for i := range grs.Items {
+				out = append(out, &grs.Items[i])
+			}
+		}
+	}
 	var trs gwv1.TCPRouteList
 	if err := r.client.List(ctx, &trs); err == nil {
 		for i := range trs.Items {
@@ -371,6 +388,12 @@ func backendRefs(o client.Object) []gwv1.BackendObjectReference {
 	var refs []gwv1.BackendObjectReference
 	switch rt := o.(type) {
 	case *gwv1.HTTPRoute:
+		for _, rule := range rt.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				refs = append(refs, b.BackendObjectReference)
+			}
+		}
+	case *gwv1.GRPCRoute:
 		for _, rule := range rt.Spec.Rules {
 			for _, b := range rule.BackendRefs {
 				refs = append(refs, b.BackendObjectReference)
@@ -495,6 +518,7 @@ func (r *reconciler) ours(ctx context.Context, gw *gwv1.Gateway) (*gwv1.GatewayC
 func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, error) {
 	w := &world{
 		controller: r.opts.ControllerName,
+		grpc:       r.opts.GRPCRoute,
 		gateway:    gw,
 		services:   map[types.NamespacedName]*corev1.Service{},
 		secrets:    map[types.NamespacedName]*corev1.Secret{},
@@ -521,6 +545,17 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 	for i := range hrs.Items {
 		if names(&hrs.Items[i]) {
 			w.httpRoutes = append(w.httpRoutes, &hrs.Items[i])
+		}
+	}
+	if r.opts.GRPCRoute {
+		var grs gwv1.GRPCRouteList
+		if err := r.client.List(ctx, &grs); err != nil {
+			return nil, fmt.Errorf("listing GRPCRoutes: %w", err)
+		}
+		for i := range grs.Items {
+			if names(&grs.Items[i]) {
+				w.grpcRoutes = append(w.grpcRoutes, &grs.Items[i])
+			}
 		}
 	}
 	var trs gwv1.TCPRouteList
@@ -576,6 +611,9 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 	var routes []client.Object
 	for _, hr := range w.httpRoutes {
 		routes = append(routes, hr)
+	}
+	for _, gr := range w.grpcRoutes {
+		routes = append(routes, gr)
 	}
 	for _, tr := range w.tcpRoutes {
 		routes = append(routes, tr)
@@ -927,6 +965,10 @@ func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w
 	for _, hr := range w.httpRoutes {
 		hr = hr.DeepCopy()
 		update(hr, &hr.Status.Parents, kindHTTPRoute)
+	}
+	for _, gr := range w.grpcRoutes {
+		gr = gr.DeepCopy()
+		update(gr, &gr.Status.Parents, kindGRPCRoute)
 	}
 	for _, tr := range w.tcpRoutes {
 		tr = tr.DeepCopy()

@@ -1,6 +1,7 @@
 // Package dataplane is the proxy that serves a Gateway's listeners: HTTP
 // and HTTPS routing by host, path, headers, query and method with the
-// standard filters, and TCP and UDP forwarding, to weighted backends.
+// standard filters (HTTP/1.1 and HTTP/2, gRPC included, in cleartext and
+// over TLS), and TCP and UDP forwarding, to weighted backends.
 //
 // It is programmed with a Config the gateway controller compiles from the
 // Gateway API objects: every decision that needs the API (which routes
@@ -63,13 +64,17 @@ type VirtualHost struct {
 	Rules    []Rule `json:"rules"`
 }
 
-// Rule is one match of an HTTPRoute rule with what the rule does.
+// Rule is one match of an HTTPRoute or GRPCRoute rule with what the rule
+// does.
 type Rule struct {
 	// Route is namespace/name of the HTTPRoute, for logs.
 	Route    string                 `json:"route"`
 	Match    gwv1.HTTPRouteMatch    `json:"match"`
 	Filters  []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
 	Backends []Backend              `json:"backends,omitempty"`
+	// GRPC: the rule is a GRPCRoute's (its match is the path and headers
+	// of the calls it takes); its errors are answered as gRPC statuses.
+	GRPC bool `json:"grpc,omitempty"`
 }
 
 // Backend is one destination with its weight. An Invalid one (not found,
@@ -83,6 +88,9 @@ type Backend struct {
 	Service *ServicePort `json:"service,omitempty"`
 	Weight  int32        `json:"weight"`
 	Invalid bool         `json:"invalid,omitempty"`
+	// H2C: the backend speaks HTTP/2 in cleartext with prior knowledge
+	// (gRPC, a Service port of appProtocol kubernetes.io/h2c).
+	H2C bool `json:"h2c,omitempty"`
 	// Filters apply to requests sent to this backend only.
 	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
 }

@@ -37,6 +37,7 @@ type rule struct {
 	query    []valueMatch
 	filters  []gwv1.HTTPRouteFilter
 	backends []Backend
+	grpc     bool
 }
 
 type valueMatch struct {
@@ -88,7 +89,7 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 }
 
 func compileRule(cr Rule) (*rule, error) {
-	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, path: gwv1.PathMatchPathPrefix, value: "/"}
+	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, path: gwv1.PathMatchPathPrefix, value: "/"}
 	if p := cr.Match.Path; p != nil {
 		if p.Type != nil {
 			ru.path = *p.Type
@@ -215,7 +216,7 @@ func prefixMatch(path, prefix string) bool {
 func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	v := r.host(req.Host)
 	if v == nil {
-		http.Error(w, "no route for this host", http.StatusNotFound)
+		notFound(w, req, "no route for this host")
 		return
 	}
 	for _, ru := range v.rules {
@@ -224,7 +225,17 @@ func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	http.Error(w, "no route matches", http.StatusNotFound)
+	notFound(w, req, "no route matches")
+}
+
+// notFound answers a request no rule takes: a gRPC call with the status
+// UNIMPLEMENTED, as for a method no server has.
+func notFound(w http.ResponseWriter, req *http.Request, msg string) {
+	if isGRPC(req) {
+		grpcError(w, grpcUnimplemented, msg)
+		return
+	}
+	http.Error(w, msg, http.StatusNotFound)
 }
 
 func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
@@ -245,6 +256,10 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
 	}
 	b, ok := pickBackend(ru.backends)
 	if !ok {
+		if ru.grpc {
+			grpcError(w, grpcUnavailable, "backend not available")
+			return
+		}
 		http.Error(w, "backend not available", http.StatusInternalServerError)
 		return
 	}
@@ -257,7 +272,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
 			respMods = append(respMods, f.ResponseHeaderModifier)
 		}
 	}
-	ctx := withTarget(req.Context(), target{address: b.Address, respMods: respMods})
+	ctx := withTarget(req.Context(), target{address: b.Address, h2c: b.H2C, respMods: respMods})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

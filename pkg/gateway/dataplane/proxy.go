@@ -83,13 +83,8 @@ func New(o Options) *Proxy {
 		o.UDPIdle = time.Minute
 	}
 	p := &Proxy{opts: o, ports: map[portKey]*served{}}
-	transport := &http.Transport{
-		DialContext:         o.Dial,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
 	p.reverse = &httputil.ReverseProxy{
-		Transport: transport,
+		Transport: newBackendTransport(o.Dial),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
@@ -104,6 +99,10 @@ func New(o Options) *Proxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
+			if isGRPC(r) {
+				grpcError(w, grpcUnavailable, "backend unreachable")
+				return
+			}
 			http.Error(w, "backend unreachable", http.StatusServiceUnavailable)
 		},
 		ErrorLog: nil,
@@ -115,6 +114,7 @@ type targetKey struct{}
 
 type target struct {
 	address  string
+	h2c      bool
 	respMods []*gwv1.HTTPHeaderFilter
 }
 
@@ -239,6 +239,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 			}),
 			ReadHeaderTimeout: 30 * time.Second,
 			ErrorLog:          nil,
+			Protocols:         listenerProtocols(),
 		}
 		if s.protocol == HTTPS {
 			srv.TLSConfig = &tls.Config{
@@ -247,14 +248,19 @@ func (p *Proxy) open(k portKey, s *served) error {
 					return pickCertificate(*s.certs.Load(), hello.ServerName)
 				},
 			}
-			l = tls.NewListener(l, srv.TLSConfig)
 		}
 		s.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(ctx)
 		}
-		go func() { _ = srv.Serve(l) }()
+		if s.protocol == HTTPS {
+			// ServeTLS offers h2 and http/1.1 by ALPN; the certificate
+			// comes from GetCertificate.
+			go func() { _ = srv.ServeTLS(l, "", "") }()
+		} else {
+			go func() { _ = srv.Serve(l) }()
+		}
 	}
 	return nil
 }

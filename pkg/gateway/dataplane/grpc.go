@@ -1,0 +1,76 @@
+package dataplane
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// gRPC status codes the data plane answers with itself
+// (https://grpc.github.io/grpc/core/md_doc_statuscodes.html).
+const (
+	grpcUnimplemented = 12
+	grpcUnavailable   = 14
+)
+
+// listenerProtocols are what HTTP and HTTPS listeners speak: HTTP/1.1,
+// HTTP/2 over TLS (ALPN h2) and HTTP/2 in cleartext with prior knowledge,
+// as gRPC clients connect, side by side on one port.
+func listenerProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+// isGRPC says whether a request is a gRPC call.
+func isGRPC(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return r.ProtoMajor == 2 && (ct == "application/grpc" || strings.HasPrefix(ct, "application/grpc+") || strings.HasPrefix(ct, "application/grpc;"))
+}
+
+// grpcError answers a call with a status and no message: a gRPC
+// "trailers-only" response, the status in the headers.
+func grpcError(w http.ResponseWriter, code int, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/grpc")
+	h.Set("Grpc-Status", strconv.Itoa(code))
+	h.Set("Grpc-Message", url.PathEscape(msg))
+	w.WriteHeader(http.StatusOK)
+}
+
+// backendTransport reaches each backend in the protocol it speaks:
+// HTTP/1.1 (upgraded to WebSocket where asked), or HTTP/2 in cleartext
+// with prior knowledge.
+type backendTransport struct {
+	http1, h2c *http.Transport
+}
+
+func newBackendTransport(dial func(ctx context.Context, network, address string) (net.Conn, error)) *backendTransport {
+	var h2c http.Protocols
+	h2c.SetUnencryptedHTTP2(true)
+	return &backendTransport{
+		http1: &http.Transport{
+			DialContext:         dial,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		h2c: &http.Transport{
+			DialContext:     dial,
+			IdleConnTimeout: 90 * time.Second,
+			Protocols:       &h2c,
+		},
+	}
+}
+
+func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if targetOf(r.Context()).h2c {
+		return t.h2c.RoundTrip(r)
+	}
+	return t.http1.RoundTrip(r)
+}
