@@ -46,7 +46,12 @@ func TestGatewaysInBrowser(t *testing.T) {
 	ctx := browser(t)
 	cloud := testenv.StartCloud(t)
 	cloud.SetSettings(simcloud.Settings{MaxLoadBalancers: 1}) // the second Gateway is refused
-	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller", "--gateway-namespace="+testenv.Name("dataplanes"))
+	// A class of its own: the Services other tests left behind (their
+	// namespaces go in the background) are not this Outrigger's to
+	// serve, nor to count against the quota.
+	lbClass := "example.com/" + testenv.Name("gateways")
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller",
+		"--gateway-namespace="+testenv.Name("dataplanes"), "--load-balancer-class="+lbClass)
 	ns := testenv.Name("gateways")
 	if _, err := testenv.Client.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -61,7 +66,7 @@ func TestGatewaysInBrowser(t *testing.T) {
 		})
 		_ = testenv.Client.CoreV1().Namespaces().Delete(bg, ns, metav1.DeleteOptions{})
 	})
-	url := serveConsole(t, console.Options{Gateway: gw, Owners: []console.Owner{{Provider: "sim"}}})
+	url := serveConsole(t, console.Options{Gateway: gw, Owners: []console.Owner{{Provider: "sim", Class: lbClass}}})
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +91,7 @@ func TestGatewaysInBrowser(t *testing.T) {
 		}
 		return meta.FindStatusCondition(g.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
 	}
-	ours := gateway.ClassNameFor("sim", "")
+	ours := gateway.ClassNameFor("sim", lbClass)
 	newGateway("shop", ours)
 	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "front"}, Spec: gwv1.HTTPRouteSpec{
 		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "shop"}}},
