@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 // commandOptions are `outrigger console`'s flags.
@@ -69,7 +70,11 @@ func (o commandOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return fmt.Errorf("building the client: %w", err)
 	}
-	opts := Options{Client: client, Ranges: ranges, Class: o.class, Interval: o.interval, Log: klog.FromContext(ctx)}
+	gw, err := gwclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the Gateway API client: %w", err)
+	}
+	opts := Options{Client: client, Gateway: gw, Ranges: ranges, Class: o.class, Interval: o.interval, Log: klog.FromContext(ctx)}
 	if o.metricsURL != "" {
 		hc, err := metricsClient(cfg, o.metricsURL, o.metricsInsecure)
 		if err != nil {

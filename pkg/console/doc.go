@@ -1,14 +1,17 @@
 // Package console is Outrigger's web console: one page that shows the
 // LoadBalancer Services with their VIPs, backends and why a pending one is
-// pending, the IP pools and node CIDRs with their usage, the nodes' cloud
-// state, the cloud-call layer's rates, latencies, throttles and limits as
-// charts, and a timeline of what the controllers did, all kept current over
-// server-sent events.
+// pending, the Gateways of every class with their addresses, listeners,
+// routes and why one is not programmed, the IP pools and node CIDRs with
+// their usage, the nodes' cloud state, the cloud-call layer's rates,
+// latencies, throttles and limits as charts, and a timeline of what the
+// controllers did, all kept current over server-sent events.
 //
 // It reads only what any cluster has (Services, Nodes, EndpointSlices and
-// Events through informers; the outrigger_cloud_* metrics from a Prometheus
-// gatherer), so it works for every provider; a provider can add its own
-// address ranges through RangeSource. It is read-only unless given Actions
+// Events through informers; the Gateway API's GatewayClasses, Gateways,
+// HTTPRoutes, TCPRoutes and UDPRoutes too where discovery says they are
+// served; the outrigger_cloud_* metrics from a Prometheus gatherer), so it
+// works for every provider; a provider can add its own address ranges
+// through RangeSource. It is read-only unless given Actions
 // (the sim cloud's, in `outrigger dev --console-actions`). The page and its
 // script are embedded: nothing is fetched from elsewhere at run time.
 package console

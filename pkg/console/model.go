@@ -28,10 +28,17 @@ type Snapshot struct {
 	Pools             []Pool         `json:"pools"`
 	// Nodes are the first maxRows nodes matching the view, by name;
 	// NodeCount counts them all.
-	Nodes     []Node   `json:"nodes"`
-	NodeCount Count    `json:"nodeCount"`
-	Timeline  []Entry  `json:"timeline"`
-	Actions   []Action `json:"actions,omitempty"`
+	Nodes     []Node `json:"nodes"`
+	NodeCount Count  `json:"nodeCount"`
+	// Gateways are the first maxRows Gateways matching the view, by
+	// namespace and name; GatewayCount counts them all (Ready:
+	// Programmed). NoGatewayAPI says why there are none to show when the
+	// Gateway API is not read at all (its CRDs are not served, say).
+	Gateways     []Gateway `json:"gateways"`
+	GatewayCount Count     `json:"gatewayCount"`
+	NoGatewayAPI string    `json:"noGatewayAPI,omitempty"`
+	Timeline     []Entry   `json:"timeline"`
+	Actions      []Action  `json:"actions,omitempty"`
 	// Warnings say what the console cannot show and why (a resource it
 	// may not list), so that an empty table is not mistaken for none.
 	Warnings []string `json:"warnings,omitempty"`
@@ -61,20 +68,25 @@ type View struct {
 	// Nodes keeps the nodes whose name, zone, state, providerID or
 	// instance type contain it (case-insensitive).
 	Nodes string
+	// Gateways keeps the Gateways whose namespace/name, class,
+	// controller, state, reason, message or addresses contain it
+	// (case-insensitive).
+	Gateways string
 }
 
 // maxFilter bounds a view's filter text.
 const maxFilter = 256
 
-// ParseView reads a view from a request's query: services, notReady=1 and
-// nodes.
+// ParseView reads a view from a request's query: services, notReady=1,
+// nodes and gateways.
 func ParseView(q url.Values) (View, error) {
 	v := View{
 		Services: strings.ToLower(strings.TrimSpace(q.Get("services"))),
 		NotReady: q.Get("notReady") == "1" || q.Get("notReady") == "true",
 		Nodes:    strings.ToLower(strings.TrimSpace(q.Get("nodes"))),
+		Gateways: strings.ToLower(strings.TrimSpace(q.Get("gateways"))),
 	}
-	if len(v.Services) > maxFilter || len(v.Nodes) > maxFilter {
+	if len(v.Services) > maxFilter || len(v.Nodes) > maxFilter || len(v.Gateways) > maxFilter {
 		return View{}, fmt.Errorf("a filter is longer than %d bytes", maxFilter)
 	}
 	return v, nil
@@ -237,6 +249,7 @@ type inputs struct {
 	nodes    []*corev1.Node
 	slices   []*discoveryv1.EndpointSlice
 	events   []*corev1.Event
+	gateways gatewayInputs
 	ranges   []Range
 	// owners are the providers of this Outrigger, with what each serves.
 	owners []Owner
@@ -344,6 +357,8 @@ func build(in inputs) Snapshot {
 			lb.Backends, lb.BackendsTotal, lb.BackendsHealthy = backendsOf(svc, backends, readyBackends, readyNodes[i])
 		}
 	}
+
+	buildGateways(&s, in.gateways, in.services, in.owners, byObject, in.view)
 
 	for _, r := range in.ranges {
 		s.Pools = append(s.Pools, poolUsage(r, in.services, nodes))

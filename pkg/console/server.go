@@ -23,6 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	gwinformers "sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/outrigger-ccm/outrigger/pkg/controllers/cachednodes"
 	"k8s.io/client-go/kubernetes"
@@ -37,8 +40,13 @@ const syncWait = 30 * time.Second
 
 // Options configure a console.
 type Options struct {
-	// Client reads Services, Nodes, EndpointSlices and Events.
+	// Client reads Services, Nodes, EndpointSlices and Events, and
+	// discovers whether the Gateway API is served.
 	Client kubernetes.Interface
+	// Gateway, when set, reads GatewayClasses, Gateways and their routes
+	// (HTTPRoute, TCPRoute, UDPRoute) where the Gateway API is served.
+	// Nil: the page says Gateways are not read.
+	Gateway gwclient.Interface
 	// Gatherer gives the call layer's metrics: controller-runtime's
 	// registry in-process, a ScrapeGatherer apart. Nil leaves the charts
 	// empty.
@@ -134,7 +142,9 @@ type watches struct {
 	listers  listers
 	ready    chan struct{} // closed once they synced
 	warnings []string
-	stop     context.CancelFunc
+	// noGateways says why Gateways are not read at all, or "".
+	noGateways string
+	stop       context.CancelFunc
 	// users is how many requests use them now (an open stream is one);
 	// lastUsed when the last ended.
 	users    int
@@ -146,6 +156,7 @@ type listers struct {
 	nodes     func() []*corev1.Node
 	slices    func() []*discoveryv1.EndpointSlice
 	events    func() []*corev1.Event
+	gateways  func() gatewayInputs
 	hasSynced []cache.InformerSynced
 }
 
@@ -308,6 +319,7 @@ func (s *Server) startWatches() *watches {
 		nodes:    func() []*corev1.Node { return nil },
 		slices:   func() []*discoveryv1.EndpointSlice { return nil },
 		events:   func() []*corev1.Event { return nil },
+		gateways: func() gatewayInputs { return gatewayInputs{} },
 	}
 	probe := func(what string, list func(context.Context, metav1.ListOptions) error) bool {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -353,14 +365,18 @@ func (s *Server) startWatches() *watches {
 		w.listers.slices = func() []*discoveryv1.EndpointSlice { l, _ := inf.Lister().List(labels.Everything()); return l }
 		w.listers.hasSynced = append(w.listers.hasSynced, inf.Informer().HasSynced)
 	}
-	// Events only about Services and Nodes: the rest of a busy
+	eventKinds := []string{"Service", "Node"}
+	if s.watchGateways(ctx, w, handler, probe) {
+		eventKinds = append(eventKinds, "Gateway")
+	}
+	// Events only about what the page shows: the rest of a busy
 	// cluster's Events would cost memory and show nothing of ours.
 	var eventListers []func() []*corev1.Event
 	if probe("Events", func(ctx context.Context, o metav1.ListOptions) error {
 		_, err := c.CoreV1().Events("").List(ctx, o)
 		return err
 	}) {
-		for _, kind := range []string{"Service", "Node"} {
+		for _, kind := range eventKinds {
 			f := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(strip),
 				informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=" + kind }))
 			inf := f.Core().V1().Events()
@@ -409,12 +425,14 @@ func (s *Server) Snapshot(view View) Snapshot {
 		nodes:    w.listers.nodes(),
 		slices:   w.listers.slices(),
 		events:   w.listers.events(),
+		gateways: w.listers.gateways(),
 		ranges:   ranges,
 		owners:   s.owners(),
 		calls:    calls,
 		view:     view,
 	})
 	snap.Warnings = append([]string(nil), w.warnings...)
+	snap.NoGatewayAPI = w.noGateways
 	if s.opts.Degraded != nil {
 		snap.Degraded = s.opts.Degraded()
 	}
@@ -639,4 +657,95 @@ func (s *Server) shareNodes(ctx context.Context, w *watches, handler cache.Resou
 		return nodes
 	}
 	w.listers.hasSynced = append(w.listers.hasSynced, reg.HasSynced)
+}
+
+// watchGateways starts informers on GatewayClasses, Gateways and the
+// routes the cluster serves, and reports whether it did. A cluster without
+// the Gateway API's CRDs is no error: the page says so in place of the
+// table. w.warnings names what the console may not list.
+func (s *Server) watchGateways(ctx context.Context, w *watches, handler cache.ResourceEventHandler, probe func(string, func(context.Context, metav1.ListOptions) error) bool) bool {
+	if s.opts.Gateway == nil {
+		w.noGateways = "This console does not read the Gateway API."
+		return false
+	}
+	// Discovery, as the gateway controller's setup: the CRDs may be
+	// missing, or some of them (an older release without TCPRoute).
+	list, err := s.opts.Client.Discovery().ServerResourcesForGroupVersion(gwv1.GroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		w.noGateways = fmt.Sprintf("The Gateway API (%s) is not served on this cluster: its CRDs are not installed.", gwv1.GroupVersion)
+		return false
+	case err != nil:
+		w.warnings = append(w.warnings, fmt.Sprintf("Gateways are not shown: discovering %s: %v", gwv1.GroupVersion, err))
+		return false
+	}
+	served := map[string]bool{}
+	for _, r := range list.APIResources {
+		served[r.Name] = true
+	}
+	if !served["gateways"] || !served["gatewayclasses"] {
+		w.noGateways = fmt.Sprintf("The Gateway API (%s) is served without Gateways or GatewayClasses.", gwv1.GroupVersion)
+		return false
+	}
+	gc := s.opts.Gateway.GatewayV1()
+	if !probe("GatewayClasses", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.GatewayClasses().List(ctx, o)
+		return err
+	}) || !probe("Gateways", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.Gateways("").List(ctx, o)
+		return err
+	}) {
+		return false
+	}
+	strip := func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}
+	f := gwinformers.NewSharedInformerFactoryWithOptions(s.opts.Gateway, 0, gwinformers.WithTransform(strip))
+	v1 := f.Gateway().V1()
+	watch := func(inf cache.SharedIndexInformer) {
+		_, _ = inf.AddEventHandler(handler)
+		w.listers.hasSynced = append(w.listers.hasSynced, inf.HasSynced)
+	}
+	classes, gateways := v1.GatewayClasses(), v1.Gateways()
+	watch(classes.Informer())
+	watch(gateways.Informer())
+	var routes []func() []routeIn
+	if served["httproutes"] && probe("HTTPRoutes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.HTTPRoutes("").List(ctx, o)
+		return err
+	}) {
+		inf := v1.HTTPRoutes()
+		watch(inf.Informer())
+		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return httpRoutesIn(l) })
+	}
+	if served["tcproutes"] && probe("TCPRoutes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.TCPRoutes("").List(ctx, o)
+		return err
+	}) {
+		inf := v1.TCPRoutes()
+		watch(inf.Informer())
+		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return tcpRoutesIn(l) })
+	}
+	if served["udproutes"] && probe("UDPRoutes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.UDPRoutes("").List(ctx, o)
+		return err
+	}) {
+		inf := v1.UDPRoutes()
+		watch(inf.Informer())
+		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return udpRoutesIn(l) })
+	}
+	w.listers.gateways = func() gatewayInputs {
+		var in gatewayInputs
+		in.classes, _ = classes.Lister().List(labels.Everything())
+		in.gateways, _ = gateways.Lister().List(labels.Everything())
+		for _, r := range routes {
+			in.routes = append(in.routes, r()...)
+		}
+		return in
+	}
+	f.Start(ctx.Done())
+	return true
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/pkg/console"
@@ -166,7 +167,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	consoleURL, err := startConsole(ctx, opts, client, cloud)
+	gw, err := gwclient.NewForConfig(cp.Config)
+	if err != nil {
+		return fmt.Errorf("building the Gateway API client: %w", err)
+	}
+	consoleURL, err := startConsole(ctx, opts, client, gw, cloud)
 	if err != nil {
 		return err
 	}
@@ -214,7 +219,7 @@ answers its Service node ports itself:
 // ends, and returns its URL ("" when it is off). It samples the call
 // layer's metrics from this process's registry, where the manager
 // records them.
-func startConsole(ctx context.Context, opts Options, client kubernetes.Interface, cloud *simcloud.Cloud) (string, error) {
+func startConsole(ctx context.Context, opts Options, client kubernetes.Interface, gw gwclient.Interface, cloud *simcloud.Cloud) (string, error) {
 	if opts.ConsoleAddress == "" {
 		return "", nil
 	}
@@ -226,7 +231,7 @@ func startConsole(ctx context.Context, opts Options, client kubernetes.Interface
 		}
 		ranges = append(ranges, pods...)
 	}
-	co := console.Options{Client: client, Gatherer: ctrlmetrics.Registry, Ranges: ranges,
+	co := console.Options{Client: client, Gateway: gw, Gatherer: ctrlmetrics.Registry, Ranges: ranges,
 		Class: opts.Outrigger.LoadBalancerClass, Log: klog.FromContext(ctx).WithName("console")}
 	if opts.ConsoleActions {
 		co.Actions = SimActions{Cloud: cloud}

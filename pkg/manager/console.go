@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/outrigger-ccm/outrigger/pkg/console"
 	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
@@ -30,9 +31,15 @@ func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Confi
 	if err != nil {
 		return fmt.Errorf("console client: %w", err)
 	}
+	// The same identity as the controllers': deploy/rbac-gateway.yaml lets
+	// it list and watch the Gateway API's kinds.
+	gw, err := gwclient.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		return fmt.Errorf("console Gateway API client: %w", err)
+	}
 	// The nodes come from the manager's cache, shared with the
 	// controllers: one copy of each node in the process.
-	co := console.Options{Client: client, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Degraded: degraded, Log: klog.Background().WithName("console")}
+	co := console.Options{Client: client, Gateway: gw, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Degraded: degraded, Log: klog.Background().WithName("console")}
 	for _, u := range units {
 		for _, class := range u.classes {
 			co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: class, Platforms: u.platforms.Schemes()})

@@ -9,7 +9,7 @@
   const LIMIT = 200; // rows of a pool's taken list
   const COLORS = ["#0550ae", "#a40e26", "#116329", "#7d4e00", "#6639ba", "#0a6e6e", "#8a4600", "#4a535e"];
   let snap = null, calls = null;
-  const open = new Set(); // Services whose details are open
+  const open = new Set(); // Services and Gateways whose details are open
 
   const $ = (sel) => document.querySelector(sel);
   function el(tag, attrs, ...kids) {
@@ -52,7 +52,7 @@
     d.addEventListener("toggle", () => { if (d.open) open.add(key); else open.delete(key); });
     d.append(el("summary", { "data-key": key, text: `${lb.namespace}/${lb.name}` }));
     const box = el("div", { class: "detail" });
-    box.append(el("h3", { text: `Backends (${lb.backendsHealthy} of ${lb.backendsTotal} healthy${lb.backends.length < lb.backendsTotal ? `, ${lb.backends.length} listed, unhealthy first` : ""})` }));
+    box.append(el("h3", { text: `Backends (${lb.backendsHealthy} of ${lb.backendsTotal} healthy${(lb.backends || []).length < lb.backendsTotal ? `, ${(lb.backends || []).length} listed, unhealthy first` : ""})` }));
     const ul = el("ul", { class: "backends" });
     for (const b of lb.backends || []) {
       ul.append(el("li", { class: b.healthy ? "ok" : "bad", "data-node": b.node },
@@ -102,6 +102,82 @@
     body.replaceChildren(...trs);
     $("#lbs-more").textContent = c.matching > rows.length ? `Showing ${rows.length} of ${c.matching} matching Services; filter to see others.` :
       (c.total ? (c.matching ? "" : "No Service matches.") : "No Services of type LoadBalancer.");
+  }
+
+  // condList lists conditions, those saying something is wrong marked.
+  function condList(conds) {
+    const ul = el("ul");
+    for (const c of conds || []) {
+      const bad = (c.type === "Conflicted" || c.type === "OverlappingTLSConfig") ? c.status === "True" : c.status === "False";
+      ul.append(el("li", { class: bad ? "bad" : null, text: `${c.type}=${c.status}${c.reason ? " (" + c.reason + ")" : ""}${c.message ? ": " + c.message : ""}` }));
+    }
+    if (!conds || !conds.length) ul.append(el("li", { text: "none" }));
+    return ul;
+  }
+
+  function gwDetails(g, key) {
+    const d = el("details", { "data-key": key + "#d" });
+    d.open = open.has(key);
+    d.addEventListener("toggle", () => { if (d.open) open.add(key); else open.delete(key); });
+    d.append(el("summary", { "data-key": key, text: `${g.namespace}/${g.name}` }));
+    const box = el("div", { class: "detail" });
+    box.append(el("h3", { text: "Listeners" }));
+    const ls = el("ul", { class: "listeners" });
+    for (const l of g.listeners || []) {
+      ls.append(el("li", { class: l.problem ? "bad" : null, "data-listener": l.name },
+        `${l.name}: ${l.protocol} ${l.port}${l.hostname ? " " + l.hostname : ""}, ${l.attachedRoutes} route${l.attachedRoutes === 1 ? "" : "s"} attached${l.problem ? ". " + l.problem : ""}`));
+    }
+    if (!g.listeners || !g.listeners.length) ls.append(el("li", { text: "none" }));
+    box.append(ls);
+    box.append(el("h3", { text: `Routes (${g.routesTotal}${g.routes.length < g.routesTotal ? `, ${g.routes.length} listed, not accepted first` : ""})` }));
+    const rs = el("ul", { class: "routes" });
+    for (const r of g.routes || []) {
+      const where = [r.section ? "listener " + r.section : "", r.port ? "port " + r.port : ""].filter((x) => x).join(", ");
+      const li = el("li", { class: r.state === "Accepted" ? "ok" : "bad", "data-route": `${r.kind}/${r.namespace}/${r.name}`, "data-state": r.state },
+        `${r.kind} ${r.namespace}/${r.name}${(r.hostnames || []).length ? " (" + r.hostnames.join(", ") + ")" : ""}${where ? " on " + where : ""}: ${r.state}`);
+      if (r.reason) li.append(" ", el("b", { text: r.reason }), r.message ? ": " + r.message : "");
+      rs.append(li);
+    }
+    if (!g.routes || !g.routes.length) rs.append(el("li", { text: "no route names this Gateway" }));
+    box.append(rs);
+    if (g.loadBalancer) box.append(el("h3", { text: "Load balancer" }), el("p", { class: "gw-lb", text: `Service ${g.loadBalancer}` }));
+    box.append(el("h3", { text: "Conditions" }), condList(g.conditions));
+    box.append(el("h3", { text: "Last Events" }));
+    const ev = el("ul");
+    for (const e of g.events || []) ev.append(el("li", { class: e.type === "Warning" ? "bad" : null, text: `${fmtTime(e.time)} ${e.type} ${e.reason}: ${e.message}${e.count > 1 ? " (×" + e.count + ")" : ""}` }));
+    if (!g.events || !g.events.length) ev.append(el("li", { text: "none" }));
+    box.append(ev);
+    d.append(box);
+    return d;
+  }
+
+  function renderGateways() {
+    const rows = snap.gateways || [];
+    const c = snap.gatewayCount || { total: 0, ready: 0, matching: 0 };
+    $("#gws-count").textContent = snap.noGatewayAPI ? "" : `(${c.total}, ${c.ready} programmed)`;
+    const trs = rows.map((g) => {
+      const key = `gw:${g.namespace}/${g.name}`;
+      const why = el("td", { class: "why reason" });
+      if (g.reason) why.append(el("b", { text: g.reason }), g.message ? ": " + g.message : "");
+      const notOk = (g.routes || []).filter((r) => r.state !== "Accepted").length;
+      const controller = el("td", { class: "controller" });
+      if (g.outrigger) controller.append(el("span", { class: "ours", text: g.provider ? `Outrigger (${g.provider})` : "Outrigger" }), " ");
+      controller.append(g.controller || "no such class");
+      return el("tr", { "data-gw": `${g.namespace}/${g.name}`, "data-state": g.state, class: g.state === "Programmed" ? null : "failing" },
+        el("th", { scope: "row" }, gwDetails(g, key)),
+        el("td", { class: `state state-${g.state}`, text: g.state }),
+        el("td", { class: "addresses", text: (g.addresses || []).join(", ") || "—" }),
+        el("td", { class: "listeners-summary", text: (g.listeners || []).map((l) => `${l.name} ${l.protocol}/${l.port} (${l.attachedRoutes})`).join(", ") || "—" }),
+        el("td", { class: "num routes-summary " + (notOk ? "bad" : ""), text: notOk ? `${g.routesTotal}, ${notOk} not accepted` : String(g.routesTotal) }),
+        el("td", { text: g.class }),
+        controller,
+        why);
+    });
+    $("#gw-table tbody").replaceChildren(...trs);
+    $("#gw-table").hidden = !!snap.noGatewayAPI;
+    $("#gws-more").textContent = snap.noGatewayAPI ? snap.noGatewayAPI :
+      c.matching > rows.length ? `Showing ${rows.length} of ${c.matching} matching Gateways; filter to see others.` :
+        (c.total ? (c.matching ? "" : "No Gateway matches.") : "No Gateways.");
   }
 
   function renderPools() {
@@ -262,7 +338,13 @@
   }
 
   function renderAll() {
-    keepFocus(() => { renderWarnings(); renderLBs(); renderPools(); renderNodes(); renderActions(); renderTimeline(); });
+    // One section failing on data it did not expect must not freeze the
+    // others.
+    keepFocus(() => {
+      for (const render of [renderWarnings, renderLBs, renderGateways, renderPools, renderNodes, renderActions, renderTimeline]) {
+        try { render(); } catch (e) { console.error(`${render.name}:`, e); }
+      }
+    });
     document.body.dataset.generated = snap.generated;
   }
 
@@ -274,9 +356,11 @@
     const q = new URLSearchParams();
     const svc = $("#lb-filter").value.trim();
     const node = $("#node-filter").value.trim();
+    const gw = $("#gw-filter").value.trim();
     if (svc) q.set("services", svc);
     if ($("#lb-pending").checked) q.set("notReady", "1");
     if (node) q.set("nodes", node);
+    if (gw) q.set("gateways", gw);
     return q.toString();
   }
 
@@ -310,6 +394,6 @@
   }
   // A burst of keystrokes asks for one view, the last.
   const refilter = () => { clearTimeout(typing); typing = setTimeout(connect, 120); };
-  for (const id of ["#lb-filter", "#lb-pending", "#node-filter"]) $(id).addEventListener("input", refilter);
+  for (const id of ["#lb-filter", "#lb-pending", "#node-filter", "#gw-filter"]) $(id).addEventListener("input", refilter);
   connect();
 })();
