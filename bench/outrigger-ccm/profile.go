@@ -13,7 +13,7 @@ import (
 
 // ProfileEnv names a directory: with it set, SIGUSR1 starts a CPU profile
 // written to <dir>/<name>.pprof, the name read from <dir>/next, and
-// SIGUSR2 ends it; meanwhile the goroutines are written, aggregated, to
+// SIGUSR2 ends it (a name in <dir>/next at start starts one at once); meanwhile the goroutines are written, aggregated, to
 // <dir>/<name>-goroutines-<i>.txt every 2 s (where the workers wait).
 // bench/scale -profile uses it to profile one phase.
 const ProfileEnv = "OUTRIGGER_BENCH_PROFILE"
@@ -25,6 +25,10 @@ func profileOnSignals() {
 	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	// A name waiting at start profiles from the start (the nodes phase).
+	if _, err := os.Stat(filepath.Join(dir, "next")); err == nil {
+		sigs <- syscall.SIGUSR1
+	}
 	go func() {
 		var f *os.File
 		var stopDump chan struct{}

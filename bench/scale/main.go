@@ -56,6 +56,7 @@ func main() {
 	flag.DurationVar(&rc.latency, "cloud-latency", 20*time.Millisecond, "latency of every cloud call")
 	flag.DurationVar(&rc.refresh, "refresh", time.Minute, "--node-status-update-frequency of both CCMs (default 5m) for the idle measurement")
 	flag.IntVar(&rc.idlePeriods, "idle-periods", 2, "refresh periods the idle cost is measured over")
+	flag.BoolVar(&rc.provisionOnly, "provision-only", false, "end each row after its load balancer phase (for a quick look; not for the tables)")
 	flag.StringVar(&rc.profileDir, "profile", "", "a directory for CPU profiles of Outrigger's process over the load balancer phase and the idle window (go tool pprof)")
 	out := flag.String("out", "docs/performance", "directory for scale.json, scale.md and the pictures")
 	commit := flag.String("commit", gitCommit(), "the commit measured, for the results file")

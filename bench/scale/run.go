@@ -60,6 +60,8 @@ type runConfig struct {
 	churn        int
 	outriggerBin string
 	upstreamBin  string
+	// provisionOnly ends each row after its load balancer phase.
+	provisionOnly bool
 	// profileDir, when set, receives CPU profiles of Outrigger's
 	// process over the load balancer phase and the idle window.
 	profileDir string
@@ -380,10 +382,20 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	if err != nil {
 		return row, err
 	}
+	endProfile := func() {}
+	if rc.profileDir != "" && (ccm == outrigger || ccm == outriggerPlugin) {
+		// bench/outrigger-ccm starts this profile as it starts.
+		if err := os.WriteFile(filepath.Join(rc.profileDir, "next"), fmt.Appendf(nil, "nodes-%s-%d-%d", ccm, n, m), 0o644); err != nil {
+			return row, err
+		}
+	}
 	start := time.Now()
 	proc, err := benchenv.StartProcess(runCtx, bin, args, fmt.Sprintf("scale-%s-%d-%d-%.0f.log", ccm, n, m, limit))
 	if err != nil {
 		return row, err
+	}
+	if rc.profileDir != "" && (ccm == outrigger || ccm == outriggerPlugin) {
+		endProfile = func() { _ = proc.Signal(syscall.SIGUSR2) }
 	}
 	// measure reads the first process's figures once, before the restart
 	// phase stops it or the row ends.
@@ -404,6 +416,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	ok, err := await(done, start.Add(rc.bound), func() bool { return nodes.count(initial) == n })
 	row.NodeInit.Seconds, row.NodeInit.Done, row.NodeInit.Finished = time.Since(start).Seconds(), nodes.count(initial), ok
 	initialized := time.Now()
+	endProfile()
 	c0 := calls()
 	row.NodeInit.count(upstreamfake.Calls{}, c0, nil)
 	writes1, _, werr := apiWrites(ctx, client)
@@ -419,7 +432,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	// Load balancers.
 	row.Provision = Phase{Ran: true, Want: m}
 	start = time.Now()
-	endProfile := profile(rc, proc, ccm, "lb", n, m)
+	endProfile = profile(rc, proc, ccm, "lb", n, m)
 	created, err := createServices(ctx, client, m, rc.bound)
 	if err != nil {
 		return row, err
@@ -444,7 +457,7 @@ func runRow(ctx context.Context, rc runConfig, n, m int, limit float64, ccm stri
 	}
 	row.Provision.Writes = writes2 - writes1 - created
 	progress("%s, %d nodes, %d Services, limit %s: load balancers %s s", ccm, n, m, limitName(limit), row.Provision.seconds())
-	if err != nil || !ok {
+	if err != nil || !ok || rc.provisionOnly {
 		return endRow(row, err, measure), nil
 	}
 
