@@ -40,6 +40,10 @@ type world struct {
 	namespaces map[string]*corev1.Namespace
 	// classParameters: the GatewayClass names a parametersRef.
 	classParameters bool
+	// refused are the transport protocols ("UDP") the provider's load
+	// balancer refused for this generation of the Gateway, with the
+	// provider's words: their listeners are not accepted.
+	refused map[corev1.Protocol]string
 	// missingSecrets is set by compile when a certificate Secret a
 	// listener names does not exist (yet).
 	missingSecrets bool
@@ -75,6 +79,14 @@ const (
 )
 
 var groupGateway = gwv1.Group(gwv1.GroupName)
+
+// transport is the protocol a listener's load balancer port carries.
+func transport(p gwv1.ProtocolType) corev1.Protocol {
+	if p == gwv1.UDPProtocolType {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
 
 // listenerState is one listener as compiled so far.
 type listenerState struct {
@@ -163,6 +175,11 @@ func compile(w *world) *result {
 
 		switch l.Protocol {
 		case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType:
+			if msg, ok := w.refused[transport(l.Protocol)]; ok {
+				accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
+					fmt.Sprintf("the provider's load balancer refused %s listeners: %s", transport(l.Protocol), msg), gen)
+				ls.valid = false
+			}
 		default:
 			accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
 				fmt.Sprintf("protocol %s is not served", l.Protocol), gen)

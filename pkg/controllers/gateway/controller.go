@@ -449,6 +449,11 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	w.classParameters = class.Spec.ParametersRef != nil
+	if r.opts.Cloud == nil {
+		if w.refused, err = r.refusedProtocols(ctx, &gw); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	res := compile(w)
 	if res.accepted.Status == metav1.ConditionFalse {
 		// Not accepted: nothing is programmed, no load balancer kept.
@@ -465,6 +470,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	svc, err := r.ensureService(ctx, &gw, res.ports)
 	if err != nil {
 		r.recorder.Eventf(&gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing the load balancer's Service: %v", err)
+		return reconcile.Result{}, err
+	}
+	if split, err := r.recordRefusal(ctx, &gw, svc, w.refused); err != nil || split {
+		// The Service's change brings the Gateway back.
 		return reconcile.Result{}, err
 	}
 	dataPlaneReady := true

@@ -765,3 +765,70 @@ func TestGRPCRoute(t *testing.T) {
 		t.Errorf("Watch through the Gateway: %v, want Unimplemented", err)
 	}
 }
+
+// TestListenerProtocolTheProviderRefuses: a provider whose load balancers
+// serve no UDP refuses a Gateway's load balancer with TCP and UDP
+// listeners; the UDP listener is then not accepted (UnsupportedProtocol,
+// with the provider's words, and a Warning Event), its route not attached,
+// and the load balancer made for the others: the Gateway is programmed.
+func TestListenerProtocolTheProviderRefuses(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	cloud.SetSettings(simcloud.Settings{LoadBalancerProtocols: []string{"TCP"}})
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller", "--gateway-namespace="+testenv.Name("dataplanes"))
+	ns := namespace(t, c)
+	create(t, c, service(ns, "web", corev1.ProtocolTCP, 8080), service(ns, "dns", corev1.ProtocolUDP, 53))
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mixed"},
+		Spec: gwv1.GatewaySpec{GatewayClassName: gwv1.ObjectName(gateway.ClassNameFor("sim", "")),
+			Listeners: []gwv1.Listener{
+				{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
+				{Name: "dns", Port: 53, Protocol: gwv1.UDPProtocolType},
+			}}}
+	udp := &gwv1.UDPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dns"},
+		Spec: gwv1.UDPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "mixed", SectionName: ptr.To(gwv1.SectionName("dns"))}}},
+			Rules:           []gwv1.UDPRouteRule{{BackendRefs: []gwv1.BackendRef{backendRef("dns", 53)}}},
+		}}
+	create(t, c, gw, httpRoute(ns, "web", "mixed", "/", gwv1.HTTPBackendRef{BackendRef: backendRef("web", 8080)}), udp)
+
+	var got gwv1.Gateway
+	testenv.Eventually(t, 2*time.Minute, "the Gateway programmed without its UDP listener", func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &got); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(got.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) && len(got.Status.Addresses) == 1, nil
+	})
+	for _, ls := range got.Status.Listeners {
+		a := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionAccepted))
+		p := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionProgrammed))
+		switch ls.Name {
+		case "http":
+			if a == nil || a.Status != metav1.ConditionTrue || p == nil || p.Status != metav1.ConditionTrue {
+				t.Errorf("listener http: Accepted %+v, Programmed %+v; want both True", a, p)
+			}
+		case "dns":
+			if a == nil || a.Status != metav1.ConditionFalse || a.Reason != string(gwv1.ListenerReasonUnsupportedProtocol) || !strings.Contains(a.Message, "serve TCP only") {
+				t.Errorf("listener dns: Accepted %+v; want False/UnsupportedProtocol with the provider's words", a)
+			}
+		}
+	}
+	testenv.Eventually(t, time.Minute, "the UDPRoute not attached", func() (bool, error) {
+		var r gwv1.UDPRoute
+		if err := c.Get(ctx, client.ObjectKeyFromObject(udp), &r); err != nil {
+			return false, err
+		}
+		a := parentCondition(r.Status.Parents, "mixed", string(gwv1.RouteConditionAccepted))
+		return a != nil && a.Status == metav1.ConditionFalse, nil
+	})
+	if !slices.ContainsFunc(testenv.Events(t, "mixed")["SyncLoadBalancerFailed"], func(e corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "UDP")
+	}) {
+		t.Error("no Warning Event saying the UDP listeners were refused")
+	}
+	lbs := slices.DeleteFunc(cloud.LoadBalancers(), func(lb simcloud.LoadBalancer) bool {
+		return !strings.Contains(lb.Tags["service"], "/"+ns+"-mixed-")
+	})
+	if len(lbs) != 1 || len(lbs[0].Listeners) != 1 || lbs[0].Listeners[0].Protocol != "TCP" || lbs[0].Listeners[0].Port != 80 {
+		t.Errorf("load balancers in the cloud: %+v; want one, with the TCP listener on 80", lbs)
+	}
+}

@@ -89,6 +89,10 @@ type Settings struct {
 	MaxRoutes int `json:"maxRoutes"`
 	// MaxLoadBalancers is the load balancer quota; 0 means unlimited.
 	MaxLoadBalancers int `json:"maxLoadBalancers"`
+	// LoadBalancerProtocols are the listener protocols load balancers
+	// take, as clouds without UDP load balancers: a load balancer with
+	// another is refused as invalid. Empty: TCP, UDP and SCTP.
+	LoadBalancerProtocols []string `json:"loadBalancerProtocols,omitempty"`
 }
 
 // Calls counts the API calls the cloud answered (throttled and failed ones

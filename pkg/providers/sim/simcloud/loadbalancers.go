@@ -84,6 +84,13 @@ func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec, match map[st
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if served := c.settings.LoadBalancerProtocols; len(served) > 0 {
+		for _, l := range spec.Listeners {
+			if !slices.Contains(served, l.Protocol) {
+				return LoadBalancer{}, fmt.Errorf("%w: listener %s/%d: this cloud's load balancers serve %s only", ErrInvalidLBSpec, l.Protocol, l.Port, strings.Join(served, ", "))
+			}
+		}
+	}
 	if lb, ok := c.lbs[name]; ok {
 		if !tagsMatch(lb.Tags, match) {
 			return LoadBalancer{}, mismatch("load balancer", name, lb.Tags, match)
