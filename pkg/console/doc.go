@@ -8,8 +8,8 @@
 //
 // It reads only what any cluster has (Services, Nodes, EndpointSlices and
 // Events through informers; the Gateway API's GatewayClasses, Gateways,
-// HTTPRoutes, TCPRoutes and UDPRoutes too where discovery says they are
-// served; the outrigger_cloud_* metrics from a Prometheus gatherer), so it
+// HTTPRoutes, GRPCRoutes, TCPRoutes and UDPRoutes too where discovery says
+// they are served; the outrigger_cloud_* metrics from a Prometheus gatherer), so it
 // works for every provider; a provider can add its own address ranges
 // through RangeSource. It is read-only unless given Actions
 // (the sim cloud's, in `outrigger dev --console-actions`). The page and its

@@ -66,7 +66,7 @@ type Listener struct {
 // Route is one parent reference from a route to a Gateway, with the
 // conditions the route's status has for that parent.
 type Route struct {
-	Kind      string   `json:"kind"` // HTTPRoute, TCPRoute or UDPRoute
+	Kind      string   `json:"kind"` // HTTPRoute, GRPCRoute, TCPRoute or UDPRoute
 	Namespace string   `json:"namespace"`
 	Name      string   `json:"name"`
 	Hostnames []string `json:"hostnames,omitempty"`
@@ -98,11 +98,25 @@ type routeIn struct {
 func httpRoutesIn(l []*gwv1.HTTPRoute) []routeIn {
 	out := make([]routeIn, 0, len(l))
 	for _, r := range l {
-		in := routeIn{kind: "HTTPRoute", namespace: r.Namespace, name: r.Name, parents: r.Spec.ParentRefs, status: r.Status.Parents}
-		for _, h := range r.Spec.Hostnames {
-			in.hostnames = append(in.hostnames, string(h))
-		}
-		out = append(out, in)
+		out = append(out, routeIn{kind: "HTTPRoute", namespace: r.Namespace, name: r.Name, hostnames: hostnamesOf(r.Spec.Hostnames),
+			parents: r.Spec.ParentRefs, status: r.Status.Parents})
+	}
+	return out
+}
+
+func grpcRoutesIn(l []*gwv1.GRPCRoute) []routeIn {
+	out := make([]routeIn, 0, len(l))
+	for _, r := range l {
+		out = append(out, routeIn{kind: "GRPCRoute", namespace: r.Namespace, name: r.Name, hostnames: hostnamesOf(r.Spec.Hostnames),
+			parents: r.Spec.ParentRefs, status: r.Status.Parents})
+	}
+	return out
+}
+
+func hostnamesOf(hs []gwv1.Hostname) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, string(h))
 	}
 	return out
 }

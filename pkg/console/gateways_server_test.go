@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,7 @@ func serveGatewayAPI(client *fake.Clientset, resources ...string) {
 	client.Resources = append(client.Resources, list)
 }
 
-var allGatewayKinds = []string{"gatewayclasses", "gateways", "httproutes", "tcproutes", "udproutes"}
+var allGatewayKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "udproutes"}
 
 func TestGatewaysWithoutTheGatewayAPI(t *testing.T) {
 	cases := []struct {
@@ -76,6 +78,7 @@ func TestGatewaysOverTheStream(t *testing.T) {
 		testGateway("shop", "outrigger-sim", withGatewayConditions(accepted, gwCondition("Programmed", "False", "AddressNotAssigned", "the load balancer is pending"))),
 		testGateway("other", "outrigger-sim", withGatewayConditions(accepted, programmed)),
 		httpRoute("default", "front", []string{"shop.example.com"}, []gwv1.ParentReference{{Name: "shop"}}),
+		grpcRoute("default", "rpc", []string{"rpc.example.com"}, []gwv1.ParentReference{{Name: "shop"}}),
 	)
 	s := New(Options{Client: client, Gateway: gw, Owners: []Owner{{Provider: "sim"}}, Interval: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,7 +119,8 @@ func TestGatewaysOverTheStream(t *testing.T) {
 	}
 	g := snap.Gateways[0]
 	if g.Name != "shop" || g.State != "NotProgrammed" || g.Reason != "AddressNotAssigned" || g.Provider != "sim" ||
-		len(g.Routes) != 1 || g.Routes[0].Name != "front" || g.Routes[0].Hostnames[0] != "shop.example.com" {
+		len(g.Routes) != 2 || g.Routes[0].Kind != "GRPCRoute" || g.Routes[0].Name != "rpc" || g.Routes[0].Hostnames[0] != "rpc.example.com" ||
+		g.Routes[1].Kind != "HTTPRoute" || g.Routes[1].Name != "front" || g.Routes[1].Hostnames[0] != "shop.example.com" {
 		t.Fatalf("shop: %+v", g)
 	}
 
@@ -178,6 +182,63 @@ func TestForbiddenGatewayKindsAreNamed(t *testing.T) {
 	}
 }
 
+// TestGRPCRoutesWhereServed: GRPCRoutes are read only where discovery
+// lists them and the console may list them; elsewhere the Gateway and its
+// other routes show the same, with a warning only where listing failed.
+func TestGRPCRoutesWhereServed(t *testing.T) {
+	cases := []struct {
+		name        string
+		served      []string
+		forbidden   bool
+		wantRoutes  []string
+		wantWarning string
+		wantListed  bool
+	}{
+		{name: "served", served: allGatewayKinds, wantRoutes: []string{"GRPCRoute/rpc", "HTTPRoute/front"}, wantListed: true},
+		{name: "not served", served: []string{"gatewayclasses", "gateways", "httproutes"}, wantRoutes: []string{"HTTPRoute/front"}},
+		{name: "forbidden", served: allGatewayKinds, forbidden: true, wantRoutes: []string{"HTTPRoute/front"},
+			wantWarning: "GRPCRoutes are not shown: this console's identity may not list them", wantListed: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			serveGatewayAPI(client, tc.served...)
+			gw := newGatewayClient(t, gatewayClass("c", "outrigger.dev/sim"), testGateway("shop", "c"),
+				httpRoute("default", "front", nil, []gwv1.ParentReference{{Name: "shop"}}),
+				grpcRoute("default", "rpc", []string{"rpc.example.com"}, []gwv1.ParentReference{{Name: "shop"}}))
+			if tc.forbidden {
+				gw.PrependReactor("list", "grpcroutes", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: gwv1.GroupName, Resource: "grpcroutes"}, "", nil)
+				})
+			}
+			snap := New(Options{Client: client, Gateway: gw}).Snapshot(View{})
+			var warnings []string
+			if tc.wantWarning != "" {
+				warnings = []string{tc.wantWarning}
+			}
+			if len(snap.Warnings) != len(warnings) || (len(warnings) == 1 && !strings.Contains(snap.Warnings[0], tc.wantWarning)) {
+				t.Errorf("warnings %q, want %q", snap.Warnings, warnings)
+			}
+			if len(snap.Gateways) != 1 {
+				t.Fatalf("gateways %+v", snap.Gateways)
+			}
+			var got []string
+			for _, r := range snap.Gateways[0].Routes {
+				got = append(got, r.Kind+"/"+r.Name)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.wantRoutes) || snap.Gateways[0].RoutesTotal != len(tc.wantRoutes) {
+				t.Errorf("routes %v (%d), want %v", got, snap.Gateways[0].RoutesTotal, tc.wantRoutes)
+			}
+			listed := slices.ContainsFunc(gw.Actions(), func(a k8stesting.Action) bool {
+				return a.GetVerb() == "list" && a.GetResource().Resource == "grpcroutes"
+			})
+			if listed != tc.wantListed {
+				t.Errorf("GRPCRoutes listed: %v, want %v", listed, tc.wantListed)
+			}
+		})
+	}
+}
+
 // newGatewayClient is a fake Gateway API client holding objects, created
 // through its v1 API: given to the constructor they would be filed under
 // the first version the scheme names for their type (v1beta1 aliases
@@ -195,6 +256,8 @@ func newGatewayClient(t *testing.T, objects ...runtime.Object) *gwfake.Clientset
 			_, err = c.GatewayV1().Gateways(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *gwv1.HTTPRoute:
 			_, err = c.GatewayV1().HTTPRoutes(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *gwv1.GRPCRoute:
+			_, err = c.GatewayV1().GRPCRoutes(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("no fake for %T", o)
 		}

@@ -165,6 +165,16 @@ func httpRoute(ns, name string, hostnames []string, parents []gwv1.ParentReferen
 	return r
 }
 
+func grpcRoute(ns, name string, hostnames []string, parents []gwv1.ParentReference, status ...gwv1.RouteParentStatus) *gwv1.GRPCRoute {
+	r := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	r.Spec.ParentRefs = parents
+	for _, h := range hostnames {
+		r.Spec.Hostnames = append(r.Spec.Hostnames, gwv1.Hostname(h))
+	}
+	r.Status.Parents = status
+	return r
+}
+
 func parentStatus(ref gwv1.ParentReference, cs ...metav1.Condition) gwv1.RouteParentStatus {
 	return gwv1.RouteParentStatus{ParentRef: ref, ControllerName: "outrigger.dev/sim", Conditions: cs}
 }
@@ -190,6 +200,8 @@ func TestGatewayRoutes(t *testing.T) {
 		// A Service parent (GAMMA) is not the Gateway of the same name.
 		httpRoute("default", "mesh", nil, []gwv1.ParentReference{service}),
 	})
+	routes = append(routes, grpcRoutesIn([]*gwv1.GRPCRoute{grpcRoute("default", "rpc", []string{"rpc.example.com"}, []gwv1.ParentReference{webHTTP},
+		parentStatus(webHTTP, routeAccepted, resolved))})...)
 	routes = append(routes, tcpRoutesIn([]*gwv1.TCPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
 		Spec: gwv1.TCPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{web}}}}})...)
 	routes = append(routes, udpRoutesIn([]*gwv1.UDPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "dns"},
@@ -210,6 +222,7 @@ func TestGatewayRoutes(t *testing.T) {
 		"HTTPRoute default/two@http NotAccepted NotAllowedByListeners listener http allows only Same namespace",
 		"HTTPRoute team/refs Unresolved RefNotPermitted backend default/db needs a ReferenceGrant",
 		"TCPRoute default/db Pending NoParentStatus",
+		"GRPCRoute default/rpc@http Accepted  [rpc.example.com]",
 		"HTTPRoute default/ok Accepted  [shop.example.com]",
 	}
 	got := []string{}
@@ -230,11 +243,90 @@ func TestGatewayRoutes(t *testing.T) {
 	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
 		t.Errorf("web's routes:\n got %q\nwant %q", got, want)
 	}
-	if byName["web"].RoutesTotal != 5 {
-		t.Errorf("web has %d routes, want 5", byName["web"].RoutesTotal)
+	if byName["web"].RoutesTotal != 6 {
+		t.Errorf("web has %d routes, want 6", byName["web"].RoutesTotal)
 	}
 	if api := byName["api"]; api.RoutesTotal != 2 || api.Routes[0].Name != "dns" || api.Routes[1].Name != "two" || api.Routes[1].State != "Accepted" {
 		t.Errorf("api's routes: %+v", api.Routes)
+	}
+}
+
+// TestGatewayRouteKinds: a route of each kind the console reads is listed
+// under the Gateway it names, with its hostnames (the kinds that have
+// them) and the conditions its status has for that Gateway, and not under
+// another Gateway.
+func TestGatewayRouteKinds(t *testing.T) {
+	web := gwv1.ParentReference{Name: "web", SectionName: ptr.To(gwv1.SectionName("http"))}
+	notAllowed := gwCondition("Accepted", "False", "NotAllowedByListeners", "no listener allows this kind")
+	routeAccepted := gwCondition("Accepted", "True", "Accepted", "")
+	cases := []struct {
+		kind          string
+		routes        []routeIn
+		wantHostnames []string
+		wantState     string
+		wantReason    string
+	}{
+		{kind: "HTTPRoute", routes: httpRoutesIn([]*gwv1.HTTPRoute{httpRoute("team", "r", []string{"a.example.com", "b.example.com"},
+			[]gwv1.ParentReference{web}, parentStatus(web, routeAccepted))}),
+			wantHostnames: []string{"a.example.com", "b.example.com"}, wantState: "Accepted"},
+		{kind: "GRPCRoute", routes: grpcRoutesIn([]*gwv1.GRPCRoute{grpcRoute("team", "r", []string{"rpc.example.com"},
+			[]gwv1.ParentReference{web}, parentStatus(web, routeAccepted))}),
+			wantHostnames: []string{"rpc.example.com"}, wantState: "Accepted"},
+		{kind: "GRPCRoute", routes: grpcRoutesIn([]*gwv1.GRPCRoute{grpcRoute("team", "r", nil,
+			[]gwv1.ParentReference{web}, parentStatus(web, notAllowed))}),
+			wantState: "NotAccepted", wantReason: "NotAllowedByListeners"},
+		{kind: "GRPCRoute", routes: grpcRoutesIn([]*gwv1.GRPCRoute{grpcRoute("team", "r", nil, []gwv1.ParentReference{web})}),
+			wantState: "Pending", wantReason: "NoParentStatus"},
+		{kind: "TCPRoute", routes: tcpRoutesIn([]*gwv1.TCPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "r"},
+			Spec:   gwv1.TCPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{web}}},
+			Status: gwv1.TCPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parentStatus(web, notAllowed)}}}}}),
+			wantState: "NotAccepted", wantReason: "NotAllowedByListeners"},
+		{kind: "UDPRoute", routes: udpRoutesIn([]*gwv1.UDPRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "r"},
+			Spec:   gwv1.UDPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{web}}},
+			Status: gwv1.UDPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parentStatus(web, routeAccepted)}}}}}),
+			wantState: "Accepted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.kind+" "+tc.wantState, func(t *testing.T) {
+			gw := func(name string) *gwv1.Gateway {
+				g := testGateway(name, "c")
+				g.Namespace = "team"
+				return g
+			}
+			s := build(inputs{gateways: gatewayInputs{
+				classes:  []*gwv1.GatewayClass{gatewayClass("c", "outrigger.dev/sim")},
+				gateways: []*gwv1.Gateway{gw("api"), gw("web")},
+				routes:   tc.routes,
+			}})
+			if len(s.Gateways) != 2 || s.Gateways[0].Name != "api" || s.Gateways[1].Name != "web" {
+				t.Fatalf("gateways %+v", s.Gateways)
+			}
+			if api := s.Gateways[0]; api.RoutesTotal != 0 || len(api.Routes) != 0 {
+				t.Errorf("api has routes: %+v", api.Routes)
+			}
+			g := s.Gateways[1]
+			if g.RoutesTotal != 1 || len(g.Routes) != 1 {
+				t.Fatalf("web's routes: %d, %+v", g.RoutesTotal, g.Routes)
+			}
+			r := g.Routes[0]
+			if r.Kind != tc.kind || r.Namespace != "team" || r.Name != "r" || r.Section != "http" {
+				t.Errorf("route %s %s/%s@%s, want %s team/r@http", r.Kind, r.Namespace, r.Name, r.Section, tc.kind)
+			}
+			if fmt.Sprint(r.Hostnames) != fmt.Sprint(tc.wantHostnames) {
+				t.Errorf("hostnames %v, want %v", r.Hostnames, tc.wantHostnames)
+			}
+			if r.State != tc.wantState || r.Reason != tc.wantReason {
+				t.Errorf("state %s/%s, want %s/%s", r.State, r.Reason, tc.wantState, tc.wantReason)
+			}
+			// The status's one condition for this Gateway, none without one.
+			wantConditions := 1
+			if tc.wantReason == "NoParentStatus" {
+				wantConditions = 0
+			}
+			if len(r.Conditions) != wantConditions {
+				t.Errorf("conditions %+v, want %d", r.Conditions, wantConditions)
+			}
+		})
 	}
 }
 

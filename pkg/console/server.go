@@ -44,7 +44,8 @@ type Options struct {
 	// discovers whether the Gateway API is served.
 	Client kubernetes.Interface
 	// Gateway, when set, reads GatewayClasses, Gateways and their routes
-	// (HTTPRoute, TCPRoute, UDPRoute) where the Gateway API is served.
+	// (HTTPRoute, GRPCRoute, TCPRoute, UDPRoute) where the Gateway API is
+	// served.
 	// Nil: the page says Gateways are not read.
 	Gateway gwclient.Interface
 	// Gatherer gives the call layer's metrics: controller-runtime's
@@ -720,6 +721,14 @@ func (s *Server) watchGateways(ctx context.Context, w *watches, handler cache.Re
 		inf := v1.HTTPRoutes()
 		watch(inf.Informer())
 		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return httpRoutesIn(l) })
+	}
+	if served["grpcroutes"] && probe("GRPCRoutes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.GRPCRoutes("").List(ctx, o)
+		return err
+	}) {
+		inf := v1.GRPCRoutes()
+		watch(inf.Informer())
+		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return grpcRoutesIn(l) })
 	}
 	if served["tcproutes"] && probe("TCPRoutes", func(ctx context.Context, o metav1.ListOptions) error {
 		_, err := gc.TCPRoutes("").List(ctx, o)

@@ -30,10 +30,10 @@ import (
 // TestGatewaysInBrowser drives the Gateways section against a real API
 // server with the Gateway API's CRDs and Outrigger's gateway controller
 // (sim provider) running: a programmed Gateway shows its address,
-// listeners and accepted route; one the provider refused (its quota) shows
-// NotProgrammed with the reason and message; a Gateway of another
-// controller's class is not marked as Outrigger's; the filter is the
-// server's.
+// listeners and accepted routes (an HTTPRoute and a GRPCRoute); one the
+// provider refused (its quota) shows NotProgrammed with the reason and
+// message; a Gateway of another controller's class is not marked as
+// Outrigger's; the filter is the server's.
 func TestGatewaysInBrowser(t *testing.T) {
 	bg := context.Background()
 	if err := gatewayapi.Install(bg, testenv.Config); err != nil {
@@ -101,6 +101,14 @@ func TestGatewaysInBrowser(t *testing.T) {
 	if _, err := gw.GatewayV1().HTTPRoutes(ns).Create(bg, route, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	rpc := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rpc"}, Spec: gwv1.GRPCRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "shop"}}},
+		Hostnames:       []gwv1.Hostname{"rpc.example.com"},
+		Rules:           []gwv1.GRPCRouteRule{{BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: ptr.To(gwv1.PortNumber(8080))}}}}}},
+	}}
+	if _, err := gw.GatewayV1().GRPCRoutes(ns).Create(bg, rpc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, time.Minute, "shop programmed", func() (bool, error) {
 		p := programmed("shop")
 		return p != nil && p.Status == metav1.ConditionTrue, nil
@@ -124,7 +132,7 @@ func TestGatewaysInBrowser(t *testing.T) {
 	row := func(name string) string {
 		return fmt.Sprintf(`document.querySelector('tr[data-gw="%s/%s"]')`, ns, name)
 	}
-	waitFor(t, ctx, "shop programmed with its address and listener", fmt.Sprintf(`(() => { const r = %s; return !!r && r.dataset.state === "Programmed" && r.querySelector(".addresses").textContent === %q && r.querySelector(".listeners-summary").textContent === "http HTTP/80 (1)" && r.querySelector(".controller").textContent.startsWith("Outrigger (sim)"); })()`, row("shop"), shop.Status.Addresses[0].Value))
+	waitFor(t, ctx, "shop programmed with its address and listener", fmt.Sprintf(`(() => { const r = %s; return !!r && r.dataset.state === "Programmed" && r.querySelector(".addresses").textContent === %q && r.querySelector(".listeners-summary").textContent === "http HTTP/80 (2)" && r.querySelector(".controller").textContent.startsWith("Outrigger (sim)"); })()`, row("shop"), shop.Status.Addresses[0].Value))
 	second := programmed("second")
 	waitFor(t, ctx, "second's reason and message", fmt.Sprintf(`(() => { const r = %s; return !!r && r.dataset.state === "NotProgrammed" && r.classList.contains("failing") && r.querySelector(".reason b").textContent === %q && r.querySelector(".reason").textContent.includes(%q); })()`, row("second"), second.Reason, second.Message))
 	waitFor(t, ctx, "the other controller's Gateway", fmt.Sprintf(`(() => { const r = %s; return !!r && r.dataset.state === "Pending" && r.querySelector(".controller").textContent === "example.com/another-controller"; })()`, row("elsewhere")))
@@ -135,6 +143,7 @@ func TestGatewaysInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, "shop's route accepted", fmt.Sprintf(`(() => { const li = document.querySelector('tr[data-gw="%s/shop"] li[data-route="HTTPRoute/%s/front"]'); return !!li && li.dataset.state === "Accepted" && li.textContent.includes("shop.example.com"); })()`, ns, ns))
+	waitFor(t, ctx, "shop's GRPCRoute accepted", fmt.Sprintf(`(() => { const li = document.querySelector('tr[data-gw="%s/shop"] li[data-route="GRPCRoute/%s/rpc"]'); return !!li && li.dataset.state === "Accepted" && li.textContent.includes("rpc.example.com"); })()`, ns, ns))
 	waitFor(t, ctx, "shop's load balancer Service", fmt.Sprintf(`%s.querySelector(".gw-lb").textContent.startsWith("Service ")`, row("shop")))
 	if low := eval[[]string](t, ctx, contrastCheck); len(low) > 0 {
 		t.Errorf("text below 4.5:1 contrast: %v", low)
