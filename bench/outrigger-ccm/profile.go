@@ -40,6 +40,8 @@ func profileOnSignals() {
 					fmt.Fprintf(os.Stderr, "profile: %v\n", err)
 					continue
 				}
+				// Taken: a restarted process does not profile again.
+				_ = os.Remove(filepath.Join(dir, "next"))
 				if f, err = os.Create(filepath.Join(dir, strings.TrimSpace(string(name))+".pprof")); err != nil {
 					fmt.Fprintf(os.Stderr, "profile: %v\n", err)
 					continue

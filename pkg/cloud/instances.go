@@ -211,6 +211,12 @@ func (i *Instances) lookup(ctx context.Context, nodes []*corev1.Node, need Need)
 		})
 		return out
 	}
+	if len(nodes) == 1 {
+		// The periodic passes ask one node at a time: no goroutine of its
+		// own for it.
+		out[0] = i.lookupOne(ctx, nodes[0], need)
+		return out
+	}
 	workqueue.ParallelizeUntil(ctx, lookupParallelism, len(nodes), func(j int) {
 		out[j] = i.lookupOne(ctx, nodes[j], need)
 	})

@@ -114,6 +114,9 @@ type Layer struct {
 	// call: the provider's answer is what its controller reports.
 	leftMu   sync.Mutex
 	leftErrs map[string]error
+
+	// workers run the calls.
+	workers *workers
 }
 
 // takeLeftErr returns, once, the error of key's last call that was left
@@ -146,6 +149,7 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		opts:     opts,
 		now:      time.Now,
 		m:        newLayerMetrics(opts.Name),
+		workers:  newWorkers(),
 	}
 	// Through l.now, which tests set.
 	now := func() time.Time { return l.now() }
@@ -312,7 +316,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		defer t.Stop()
 		leave = t.C
 	}
-	go func() {
+	l.workers.run(func() {
 		defer cancel()
 		defer stopStraggle()
 		v, err := fn(callCtx)
@@ -328,7 +332,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.m.abandoned.WithLabelValues(c.method).Dec()
 		}
 		done <- result{v, err}
-	}()
+	})
 
 	var r result
 	select {

@@ -36,8 +36,8 @@ func TestRefreshSpreadCoversEveryNodeOnce(t *testing.T) {
 		period     time.Duration
 		wantGroups int
 	}{
-		{name: "per node", nodes: 10, period: time.Second, wantGroups: 10},
-		{name: "per node, several per tick", nodes: 1000, period: time.Second, wantGroups: 40},
+		{name: "per node", nodes: 10, period: 10 * time.Second, wantGroups: 10},
+		{name: "per node, several per tick", nodes: 1000, period: 10 * time.Second, wantGroups: 32},
 		{name: "batches", batch: true, nodes: 1200, period: time.Second, wantGroups: 3},
 	}
 	for _, tc := range tests {
