@@ -32,7 +32,7 @@ var seedArgs = []string{
 	"--use-service-account-credentials",
 	"--allocate-node-cidrs=true",
 	"--configure-cloud-routes=true",
-	"--cluster-cidr=198.19.128.0/17",
+	"--cluster-cidr=198.18.64.0/18",
 }
 
 // TestSeedDaemonSetRuns starts the outrigger binary with the seed

@@ -112,7 +112,7 @@ func TestAlertsAndDashboardAgainstScrape(t *testing.T) {
 	flags := []string{
 		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--cert-dir=" + t.TempDir(),
 		"--leader-elect=true", "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
-		"--allocate-node-cidrs", "--cluster-cidr=198.19.0.0/17", "--route-reconciliation-period=500ms",
+		"--allocate-node-cidrs", "--cluster-cidr=198.18.64.0/18", "--route-reconciliation-period=500ms",
 		"--cloud-call-timeout=1s",
 	}
 	hang := &gate{}

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -73,8 +74,12 @@ const (
 	// outside --cluster-cidr gets no cloud route (it would draw traffic
 	// for a range that is not the cluster's, such as a peered network's).
 	ReasonRouteOutsideClusterCIDR = "RouteOutsideClusterCIDR"
-	ConditionReasonCreated        = "RouteCreated"
-	ConditionReasonNotCreated     = "NoRouteCreated"
+	// ReasonRouteOverlapsServiceCIDR is Outrigger's own: a node's pod CIDR
+	// overlapping a service CIDR gets no cloud route (it would draw the
+	// Services' traffic to one node).
+	ReasonRouteOverlapsServiceCIDR = "RouteOverlapsServiceCIDR"
+	ConditionReasonCreated         = "RouteCreated"
+	ConditionReasonNotCreated      = "NoRouteCreated"
 )
 
 // Options configure the controller.
@@ -91,6 +96,10 @@ type Options struct {
 	// Platforms are the nodes this Outrigger serves: another platform's
 	// node gets no route, no condition, and its routes are left alone.
 	Platforms platform.Set
+	// ServiceCIDRs: read the cluster's ServiceCIDRs (networking.k8s.io/v1)
+	// from the cache; a pod CIDR overlapping one gets no route. Set where
+	// they are served and readable.
+	ServiceCIDRs bool
 	// Provider names the provider when an Outrigger runs several: the
 	// controller's name and the source of its Events end in "/Provider".
 	// Empty (one provider): upstream's names.
@@ -153,7 +162,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	toPass := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{nodeChangeKey}
 	})
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		Watches(&corev1.Node{}, toPass, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(event.CreateEvent) bool { return true },
@@ -171,8 +180,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 			q.Add(periodicKey)
 			return nil
 		})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
-		Complete(retryhint.Requeue(r))
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1})
+	if opts.ServiceCIDRs {
+		b = b.Watches(&networkingv1.ServiceCIDR{}, toPass)
+	}
+	err := b.Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
@@ -209,12 +221,13 @@ type plan struct {
 	actions map[string]map[string]action
 	deletes []*cloudprovider.Route
 	creates []*cloudprovider.Route
-	// refused are the pod CIDRs outside the cluster CIDRs, by node: no
+	// refused are the pod CIDRs outside the cluster CIDRs, and
+	// overlapping the pod CIDRs that overlap a service CIDR, by node: no
 	// route is made for them.
-	refused map[string][]string
+	refused, overlapping map[string][]string
 }
 
-func (r *reconciler) plan(nodes []*corev1.Node, routes []*cloudprovider.Route) plan {
+func (r *reconciler) plan(nodes []*corev1.Node, routes []*cloudprovider.Route, serviceCIDRs []netip.Prefix) plan {
 	p := plan{actions: map[string]map[string]action{}}
 	foreign := map[string]bool{}
 	for _, n := range nodes {
@@ -247,6 +260,14 @@ func (r *reconciler) plan(nodes []*corev1.Node, routes []*cloudprovider.Route) p
 				}
 				p.refused[n.Name] = append(p.refused[n.Name], cidr)
 				// Not routed: the node's NetworkUnavailable says so.
+				p.actions[n.Name][cidr] = add
+				continue
+			}
+			if overlaps(cidr, serviceCIDRs) {
+				if p.overlapping == nil {
+					p.overlapping = map[string][]string{}
+				}
+				p.overlapping[n.Name] = append(p.overlapping[n.Name], cidr)
 				p.actions[n.Name][cidr] = add
 				continue
 			}
@@ -335,6 +356,67 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return a
 }
 
+// warn records an Event on each node whose refused pod CIDRs (by reason)
+// changed since it was last told.
+func (r *reconciler) warn(nodes map[string]*corev1.Node, refused map[string][]string, reason string, message func(name, cidrs string) string) {
+	for key := range r.warned {
+		if name, ok := strings.CutPrefix(key, reason+"/"); ok {
+			if _, still := refused[name]; !still {
+				delete(r.warned, key)
+			}
+		}
+	}
+	for name, cidrs := range refused {
+		said := strings.Join(cidrs, ", ")
+		key := reason + "/" + name
+		if r.warned[key] == said {
+			continue
+		}
+		if r.warned == nil {
+			r.warned = map[string]string{}
+		}
+		r.warned[key] = said
+		r.recorder.Event(nodeRef(nodes[name]), corev1.EventTypeWarning, reason, message(name, said))
+	}
+}
+
+// serviceCIDRs are the cluster's service CIDRs, when read.
+func (r *reconciler) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
+	if !r.opts.ServiceCIDRs {
+		return nil, nil
+	}
+	var list networkingv1.ServiceCIDRList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing service CIDRs: %w", err)
+	}
+	var out []netip.Prefix
+	for _, sc := range list.Items {
+		for _, c := range sc.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return out, nil
+}
+
+// overlaps reports whether cidr shares an address with one of prefixes.
+func overlaps(cidr string, prefixes []netip.Prefix) bool {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(prefixes, func(s netip.Prefix) bool { return s.Overlaps(p.Masked()) })
+}
+
+func prefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ", ")
+}
+
 // pass lists nodes and routes, makes the deletes and then the creates the
 // plan says, and sets every concerned node's NetworkUnavailable condition.
 // changed reports whether a route was created or deleted.
@@ -353,29 +435,22 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		// Try again at the next pass; a throttled route waits for its hint.
 		return false, fmt.Errorf("listing routes: %w", err)
 	}
-	p := r.plan(list, existing)
+	serviceCIDRs, err := r.serviceCIDRs(ctx)
+	if err != nil {
+		return false, err
+	}
+	p := r.plan(list, existing, serviceCIDRs)
 	nodes := make(map[string]*corev1.Node, len(list))
 	for _, n := range list {
 		nodes[n.Name] = n
 	}
 
-	for name := range r.warned {
-		if _, ok := p.refused[name]; !ok {
-			delete(r.warned, name)
-		}
-	}
-	for name, cidrs := range p.refused {
-		said := strings.Join(cidrs, ", ")
-		if r.warned[name] == said {
-			continue
-		}
-		if r.warned == nil {
-			r.warned = map[string]string{}
-		}
-		r.warned[name] = said
-		r.recorder.Eventf(nodeRef(nodes[name]), corev1.EventTypeWarning, ReasonRouteOutsideClusterCIDR,
-			"Not creating a route for pod CIDRs %s of node %s: outside --cluster-cidr %s", said, name, r.clusterCIDRs())
-	}
+	r.warn(nodes, p.refused, ReasonRouteOutsideClusterCIDR, func(name, cidrs string) string {
+		return fmt.Sprintf("Not creating a route for pod CIDRs %s of node %s: outside --cluster-cidr %s", cidrs, name, r.clusterCIDRs())
+	})
+	r.warn(nodes, p.overlapping, ReasonRouteOverlapsServiceCIDR, func(name, cidrs string) string {
+		return fmt.Sprintf("Not creating a route for pod CIDRs %s of node %s: they overlap the cluster's service CIDRs %s", cidrs, name, prefixes(serviceCIDRs))
+	})
 
 	var deleted, created atomic.Int64
 	// Deletes first: an updated route is deleted before it is created again.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -306,6 +307,59 @@ func TestPodCIDROutsideClusterCIDRIsRefused(t *testing.T) {
 				t.Errorf("events over two passes %q, want once %q", events, want)
 			}
 			if cond == nil || cond.Status != corev1.ConditionTrue {
+				t.Errorf("condition %+v, want NetworkUnavailable True", cond)
+			}
+		})
+	}
+}
+
+// A pod CIDR overlapping one of the cluster's service CIDRs (its
+// ServiceCIDR objects) gets no route: it would draw the Services' traffic
+// to one node. The node hears why once; its other pod CIDRs are routed.
+func TestPodCIDROverlappingServiceCIDRIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cidrs   []string
+		routed  []string
+		refused string
+	}{
+		{"inside the service CIDR", []string{"198.18.64.0/24"}, nil, "198.18.64.0/24"},
+		{"holding the service CIDR", []string{"198.18.0.0/17"}, nil, "198.18.0.0/17"},
+		{"dual stack, IPv4 overlapping", []string{"198.18.64.0/24", "fd00:18::/64"}, []string{"fd00:18::/64->a"}, "198.18.64.0/24"},
+		{"apart", []string{"198.18.1.0/24"}, []string{"198.18.1.0/24->a"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tbl := &table{}
+			r, c, rec := newReconciler(t, tbl, rtNode("a", tc.cidrs))
+			sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"}, Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{"198.18.64.0/20"}}}
+			if err := c.Create(context.Background(), sc); err != nil {
+				t.Fatal(err)
+			}
+			r.opts.ServiceCIDRs = true
+			for range 2 {
+				if _, err := r.pass(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := tbl.destinations(); fmt.Sprint(got) != fmt.Sprint(tc.routed) {
+				t.Errorf("routes %v, want %v", got, tc.routed)
+			}
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			if tc.refused == "" {
+				if len(events) != 0 {
+					t.Errorf("events %v, want none", events)
+				}
+				return
+			}
+			want := "Warning " + ReasonRouteOverlapsServiceCIDR + " Not creating a route for pod CIDRs " + tc.refused +
+				" of node a: they overlap the cluster's service CIDRs 198.18.64.0/20"
+			if len(events) != 1 || events[0] != want {
+				t.Errorf("events over two passes %q, want once %q", events, want)
+			}
+			if cond := condition(t, c, "a"); cond == nil || cond.Status != corev1.ConditionTrue {
 				t.Errorf("condition %+v, want NetworkUnavailable True", cond)
 			}
 		})
