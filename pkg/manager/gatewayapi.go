@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	networkingv1 "k8s.io/api/networking/v1"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,20 +39,14 @@ func grpcRouteServed(ctx context.Context, mgr manager.Manager) string {
 // watchAllowed says why the controller's identity may not watch a
 // resource of the Gateway API, or "".
 func watchAllowed(ctx context.Context, mgr manager.Manager, res string) string {
-	return watchAllowedIn(ctx, mgr, gwv1.GroupName, res, "deploy/rbac-gateway.yaml")
-}
-
-// watchAllowedIn says why the controller's identity may not watch a
-// resource of group, or "". grantedBy names the manifest that grants it.
-func watchAllowedIn(ctx context.Context, mgr manager.Manager, group, res, grantedBy string) string {
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: res, Verb: "watch"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gwv1.GroupName, Resource: res, Verb: "watch"},
 	}}
 	if err := mgr.GetClient().Create(ctx, review); err != nil {
 		return fmt.Sprintf("cannot check access to %s: %v", res, err)
 	}
 	if !review.Status.Allowed {
-		return fmt.Sprintf("not allowed to watch %s.%s (%s grants it)", res, group, grantedBy)
+		return fmt.Sprintf("not allowed to watch %s.%s (deploy/rbac-gateway.yaml grants it)", res, gwv1.GroupName)
 	}
 	return ""
 }
@@ -67,14 +60,4 @@ func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
 		}
 	}
 	return ""
-}
-
-// serviceCIDRsReadable says why the route controller cannot read the
-// cluster's ServiceCIDRs (networking.k8s.io/v1), or "".
-func serviceCIDRsReadable(ctx context.Context, mgr manager.Manager) string {
-	gk := schema.GroupKind{Group: networkingv1.GroupName, Kind: "ServiceCIDR"}
-	if _, err := mgr.GetRESTMapper().RESTMapping(gk, networkingv1.SchemeGroupVersion.Version); err != nil {
-		return fmt.Sprintf("ServiceCIDR (%s) is not served", networkingv1.SchemeGroupVersion)
-	}
-	return watchAllowedIn(ctx, mgr, networkingv1.GroupName, "servicecidrs", "deploy/rbac.yaml")
 }

@@ -397,12 +397,8 @@ func setupController(ctx context.Context, mgr manager.Manager, name string, u *u
 	case route.Name:
 		routes, _ := layer.Routes()
 		cidrs, _ := nodeipam.ParseClusterCIDRs(opts.ClusterCIDR)
-		why := serviceCIDRsReadable(ctx, mgr)
-		if why != "" {
-			klog.FromContext(ctx).Info("Routes are checked against --cluster-cidr only, not the service CIDRs", "provider", u.name, "reason", why)
-		}
 		return route.Setup(mgr, route.Options{
-			ServiceCIDRs: why == "",
+			ServiceCIDRs: mgr.GetAPIReader(),
 			Routes:       routes,
 			ClusterName:  opts.ClusterName,
 			ClusterCIDRs: cidrs,

@@ -37,6 +37,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -96,10 +98,12 @@ type Options struct {
 	// Platforms are the nodes this Outrigger serves: another platform's
 	// node gets no route, no condition, and its routes are left alone.
 	Platforms platform.Set
-	// ServiceCIDRs: read the cluster's ServiceCIDRs (networking.k8s.io/v1)
-	// from the cache; a pod CIDR overlapping one gets no route. Set where
-	// they are served and readable.
-	ServiceCIDRs bool
+	// ServiceCIDRs reads the cluster's ServiceCIDRs (networking.k8s.io/v1)
+	// at each pass (one small list: they are few and rarely change); a pod
+	// CIDR overlapping one gets no route. Nil, or where they are not
+	// served or not readable: routes are checked against ClusterCIDRs
+	// only.
+	ServiceCIDRs client.Reader
 	// Provider names the provider when an Outrigger runs several: the
 	// controller's name and the source of its Events end in "/Provider".
 	// Empty (one provider): upstream's names.
@@ -118,6 +122,8 @@ type reconciler struct {
 	// warned is the refused pod CIDRs each node was told of, so that a
 	// node gets its Event once per change, not once per pass.
 	warned map[string]string
+	// saidNoServiceCIDRs: the log said the service CIDRs cannot be read.
+	saidNoServiceCIDRs bool
 }
 
 // The two work items, named after upstream's route_sync_total trigger
@@ -181,9 +187,6 @@ func Setup(mgr manager.Manager, opts Options) error {
 			return nil
 		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1})
-	if opts.ServiceCIDRs {
-		b = b.Watches(&networkingv1.ServiceCIDR{}, toPass)
-	}
 	err := b.Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
@@ -380,13 +383,23 @@ func (r *reconciler) warn(nodes map[string]*corev1.Node, refused map[string][]st
 	}
 }
 
-// serviceCIDRs are the cluster's service CIDRs, when read.
+// serviceCIDRs are the cluster's service CIDRs; none where they are not
+// served or not readable (said once in the log). Another error fails the
+// pass: a route made meanwhile might go where Services are.
 func (r *reconciler) serviceCIDRs(ctx context.Context) ([]netip.Prefix, error) {
-	if !r.opts.ServiceCIDRs {
+	if r.opts.ServiceCIDRs == nil {
 		return nil, nil
 	}
 	var list networkingv1.ServiceCIDRList
-	if err := r.client.List(ctx, &list); err != nil {
+	err := r.opts.ServiceCIDRs.List(ctx, &list)
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+		if !r.saidNoServiceCIDRs {
+			r.saidNoServiceCIDRs = true
+			klog.FromContext(ctx).Info("Routes are checked against --cluster-cidr only: the service CIDRs cannot be read", "err", err)
+		}
+		return nil, nil
+	case err != nil:
 		return nil, fmt.Errorf("listing service CIDRs: %w", err)
 	}
 	var out []netip.Prefix

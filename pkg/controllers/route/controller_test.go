@@ -14,7 +14,9 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -335,7 +337,7 @@ func TestPodCIDROverlappingServiceCIDRIsRefused(t *testing.T) {
 			if err := c.Create(context.Background(), sc); err != nil {
 				t.Fatal(err)
 			}
-			r.opts.ServiceCIDRs = true
+			r.opts.ServiceCIDRs = c
 			for range 2 {
 				if _, err := r.pass(context.Background()); err != nil {
 					t.Fatal(err)
@@ -363,5 +365,27 @@ func TestPodCIDROverlappingServiceCIDRIsRefused(t *testing.T) {
 				t.Errorf("condition %+v, want NetworkUnavailable True", cond)
 			}
 		})
+	}
+}
+
+// forbidden refuses every read, as the API server does an identity
+// without the RBAC for it.
+type forbidden struct{ client.Reader }
+
+func (forbidden) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}, "", errors.New("no RBAC"))
+}
+
+// Service CIDRs that cannot be read leave routes to the cluster CIDR
+// check, as before there were any: the pass goes on.
+func TestServiceCIDRsUnreadable(t *testing.T) {
+	tbl := &table{}
+	r, _, _ := newReconciler(t, tbl, rtNode("a", []string{"198.18.64.0/24"}))
+	r.opts.ServiceCIDRs = forbidden{}
+	if _, err := r.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := tbl.destinations(); fmt.Sprint(got) != "[198.18.64.0/24->a]" {
+		t.Errorf("routes %v, want the pod CIDR routed", got)
 	}
 }
