@@ -526,10 +526,8 @@ func lbView(svc *corev1.Service, owners []Owner) LoadBalancer {
 // Warning Event if there is one, else that the controller has not got to
 // it yet.
 func pendingWhy(events []Entry) (string, string) {
-	for _, e := range events {
-		if e.Type == corev1.EventTypeWarning {
-			return e.Reason, e.Message
-		}
+	if reason, msg := warningWhy(events); reason != "" {
+		return reason, msg
 	}
 	return "NotSyncedYet", "Waiting for the service controller: no LoadBalancerReady condition and no Warning Event yet"
 }
