@@ -820,11 +820,12 @@ func TestListenerProtocolTheProviderRefuses(t *testing.T) {
 		a := parentCondition(r.Status.Parents, "mixed", string(gwv1.RouteConditionAccepted))
 		return a != nil && a.Status == metav1.ConditionFalse, nil
 	})
-	if !slices.ContainsFunc(testenv.Events(t, "mixed")["SyncLoadBalancerFailed"], func(e corev1.Event) bool {
-		return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "UDP")
-	}) {
-		t.Error("no Warning Event saying the UDP listeners were refused")
-	}
+	// Events are recorded asynchronously: wait for the one that says why.
+	testenv.Eventually(t, time.Minute, "a Warning Event saying the UDP listeners were refused", func() (bool, error) {
+		return slices.ContainsFunc(testenv.Events(t, "mixed")["SyncLoadBalancerFailed"], func(e corev1.Event) bool {
+			return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "UDP")
+		}), nil
+	})
 	lbs := slices.DeleteFunc(cloud.LoadBalancers(), func(lb simcloud.LoadBalancer) bool {
 		return !strings.Contains(lb.Tags["service"], "/"+ns+"-mixed-")
 	})
