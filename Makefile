@@ -6,7 +6,7 @@ K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
 # The Go module that builds K8S_VERSION's binaries: controlplane/ for this version, and
 # controlplane/versions/v1.MINOR for the older minors of the support window (e2e-matrix).
 K8S_MODULE := controlplane
-# Same place as pkg/dev/apiserver.AssetsDir: built once per machine.
+# Same place as internal/dev/apiserver.AssetsDir: built once per machine.
 ASSETS_ROOT := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/outrigger
 ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(ASSETS_ROOT)/controlplane-$(K8S_VERSION))
 # -s -w: no symbol table or DWARF in the Kubernetes binaries, which are only run (less to link, as
@@ -108,10 +108,10 @@ verify:
 	@# same compiled packages; go vet here checks the untagged build, which the linter does not see.
 	go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
-	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/pkg/dev|/pkg/providers/sim/simcli|/pkg/providers/sim/simcloud|outrigger-ccm/outrigger/internal/' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
-	@# The secure port authorizes with pkg/accessreview, not the apiserver's webhook authorizer, whose CEL
+	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/internal/dev|/internal/providers/sim/simcli|/internal/providers/sim/simcloud|/internal/(testenv|testcert|metricstest|freeport|providertest|providermain)' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
+	@# The secure port authorizes with internal/accessreview, not the apiserver's webhook authorizer, whose CEL
 	@# policy language is 9 MB of the binary and unused here.
-	@! go list -tags product -deps ./cmd/outrigger | grep -E '^github.com/google/cel-go' || { echo "the product build links CEL (above): see pkg/accessreview"; exit 1; }
+	@! go list -tags product -deps ./cmd/outrigger | grep -E '^github.com/google/cel-go' || { echo "the product build links CEL (above): see internal/accessreview"; exit 1; }
 	cd bench/upstream-ccm && go vet ./...
 	cd charts/test && go vet ./...
 	@for m in $$(git ls-files '*go.mod' | xargs -n1 dirname); do (cd $$m && go mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum not tidy: run 'go mod tidy' there"; exit 1; }; done
@@ -264,8 +264,8 @@ gateway-conformance-publish: cluster-binaries cluster-images gateway-images imag
 ## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
 ## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name
 ## upstream manifests run), outrigger-local-lb beside it, user 65532.
-# Tagged with Outrigger's version (pkg/version), which the chart's appVersion is.
-VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' pkg/version/version.go)
+# Tagged with Outrigger's version (internal/version), which the chart's appVersion is.
+VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' internal/version/version.go)
 IMAGE ?= outrigger.local/outrigger:$(VERSION)
 image:
 	@mkdir -p bin/image
@@ -282,8 +282,11 @@ image:
 ## (Helm's Go packages, charts/test/cmd/package-chart) as outrigger-$(VERSION).tgz, a CycloneDX SBOM of the
 ## image, a SLSA provenance statement and the image's signature (DSSE envelopes), SHA256SUMS and its
 ## signature, all signed with RELEASE_KEY (Ed25519; made on first use, its .pub beside it to publish),
-## every timestamp the commit's: the same commit gives the same bytes (tools/release).
+## every timestamp the commit's: the same commit gives the same bytes (tools/release). Then it tags the commit
+## v$(VERSION) (RELEASE_TAG=0: not), the version a provider's go.mod requires: only a clean tree whose
+## CHANGELOG.md has the version's section, never a tag that names another commit.
 .PHONY: release release-verify
+RELEASE_TAG ?= 1
 RELEASE_DIR ?= bin/release
 RELEASE_KEY ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/outrigger/release-key.pem
 RELEASE_PUB ?= $(RELEASE_KEY:.pem=.pub)
@@ -296,6 +299,7 @@ release: image
 		echo "release: made a new signing key $(RELEASE_KEY); publish $(RELEASE_PUB), which users verify with"; }
 	cd tools/release && go run . attest -dir $(abspath $(RELEASE_DIR)) -key $(abspath $(RELEASE_KEY)) -version $(VERSION) \
 		-commit $$(git rev-parse HEAD) -image $(IMAGE) -source-date-epoch $(SOURCE_DATE_EPOCH)
+	@[ "$(RELEASE_TAG)" = 0 ] || { cd tools/release && go run . tag -repo $(CURDIR) -version $(VERSION); }
 
 ## release-verify: verify RELEASE_DIR against the public key RELEASE_PUB.
 release-verify:

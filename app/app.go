@@ -52,7 +52,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )

@@ -26,7 +26,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 )
 
 // hostSnapshot is what the machine's own namespaces show: the cluster must

@@ -19,7 +19,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/deploy"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
-	"github.com/outrigger-ccm/outrigger/pkg/version"
+	"github.com/outrigger-ccm/outrigger/internal/version"
 )
 
 // OutriggerImage is the name `make image` gives Outrigger's image: tagged

@@ -1,5 +1,5 @@
 // Package cluster runs a real Kubernetes cluster on this machine for
-// Outrigger: etcd and kube-apiserver (pkg/dev/apiserver), the upstream
+// Outrigger: etcd and kube-apiserver (internal/dev/apiserver), the upstream
 // kube-controller-manager without its cloud controllers, kube-scheduler,
 // and real nodes, each a containerd, a kubelet with --cloud-provider=external
 // and a kube-proxy in a network namespace of its own, all joined by a bridge

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // A hybrid cluster (Options.Hybrid) has nodes of two platforms: the local

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/local"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The local cloud's instances: the harness made the machines (the nodes),

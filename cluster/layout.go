@@ -30,7 +30,7 @@ const (
 	// ClusterCIDR's end).
 	SimVIPPool = "198.18.128.0/24"
 	// ServiceCIDR is the Services' range (--service-cluster-ip-range). It
-	// is half of the dev control plane's (pkg/dev/apiserver.ServiceCIDR)
+	// is half of the dev control plane's (internal/dev/apiserver.ServiceCIDR)
 	// so that ExternalClientIP can be outside it.
 	ServiceCIDR = "198.19.0.0/17"
 	// ClusterDNSIP is the kube-dns Service's address (the tenth of
@@ -48,7 +48,7 @@ const (
 
 // KubernetesServiceNames are the names pods reach the API server by: the
 // kubernetes Service's ClusterIP (the first address of
-// pkg/dev/apiserver.ServiceCIDR) and DNS names; the API server's
+// internal/dev/apiserver.ServiceCIDR) and DNS names; the API server's
 // serving certificate holds them.
 var KubernetesServiceNames = []string{"198.19.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 

@@ -45,7 +45,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 )
 
 type config struct {

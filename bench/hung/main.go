@@ -31,7 +31,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 )
 
 // ccm is one CCM as run here: its binary and flags.

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // startCloud starts the cloud the run's provider talks to, with an

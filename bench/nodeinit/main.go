@@ -28,13 +28,13 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // refresh is the address refresh period Outrigger runs with.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // sampleEvery is how often the sampler reads the sim cloud's call counts.

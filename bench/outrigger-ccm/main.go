@@ -11,10 +11,10 @@ import (
 	"os"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
 func main() {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
 

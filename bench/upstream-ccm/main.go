@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 )
 
 func main() {

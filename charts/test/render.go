@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 )
 
 const (

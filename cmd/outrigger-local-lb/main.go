@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/local/announce"
+	"github.com/outrigger-ccm/outrigger/internal/providers/local"
+	"github.com/outrigger-ccm/outrigger/internal/providers/local/announce"
 )
 
 func main() {

@@ -5,8 +5,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
+	"github.com/outrigger-ccm/outrigger/internal/dev"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcli"
 )
 
 // devCommands adds `outrigger dev`, the embedded default, and `outrigger

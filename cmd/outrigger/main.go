@@ -7,14 +7,14 @@ package main
 import (
 	"os"
 
+	"github.com/outrigger-ccm/outrigger/internal/console"
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/internal/providers/local"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/conformance"
-	"github.com/outrigger-ccm/outrigger/pkg/console"
-	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
 func main() {

@@ -8,7 +8,7 @@
 // upstream's e2e suite (`go test -c k8s.io/kubernetes/test/e2e`) that
 // cluster/cmd/e2e-upstream runs against that cluster.
 //
-// This module only builds binaries; pkg/dev/apiserver, in the main
+// This module only builds binaries; internal/dev/apiserver, in the main
 // module, is the package that starts etcd and kube-apiserver from them.
 //
 // test/e2e is a test binary: `go mod tidy` does not follow the tests of a

@@ -3,8 +3,8 @@
 package main
 
 import (
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
 )
 
 func main() {

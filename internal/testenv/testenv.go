@@ -28,15 +28,15 @@ import (
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/local"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/local"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 var (

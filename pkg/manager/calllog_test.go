@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // oneWriterAtATime checks the cloud's call log of a hand-over from replica

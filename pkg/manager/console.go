@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/outrigger-ccm/outrigger/pkg/console"
-	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
+	"github.com/outrigger-ccm/outrigger/internal/console"
+	"github.com/outrigger-ccm/outrigger/internal/secureserving"
 )
 
 // consolePath is where the secure port serves the web console, behind the

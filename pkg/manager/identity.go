@@ -15,13 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
-	"github.com/outrigger-ccm/outrigger/pkg/eventqueue"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
+	"github.com/outrigger-ccm/outrigger/internal/eventqueue"
 )
 
 // With --use-service-account-credentials each controller writes as its own

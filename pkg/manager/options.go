@@ -13,14 +13,14 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
-	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
+	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
+	"github.com/outrigger-ccm/outrigger/internal/secureserving"
 )
 
 // shippedControllers are the controllers this build runs, in start order.

@@ -9,8 +9,8 @@ import (
 
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
-	"github.com/outrigger-ccm/outrigger/pkg/platform"
+	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/platform"
 	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

@@ -25,13 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodelifecycle"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/route"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/service"
+	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

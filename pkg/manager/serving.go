@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/pkg/secureserving"
+	"github.com/outrigger-ccm/outrigger/internal/secureserving"
 )
 
 // securePort builds the secure port from the flags, or returns nil when

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/pflag"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 )
 

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/pkg/platform"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/platform"
 )
 
 // Validate checks the options and returns one error that says what to fix.

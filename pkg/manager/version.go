@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/component-base/version"
 
-	outrigger "github.com/outrigger-ccm/outrigger/pkg/version"
+	outrigger "github.com/outrigger-ccm/outrigger/internal/version"
 )
 
 // versionFlag is upstream's --version: --version prints the version,
@@ -71,7 +71,7 @@ func (v versionFlag) print(w io.Writer) {
 
 const outriggerModule = "github.com/outrigger-ccm/outrigger"
 
-// outriggerVersion is Outrigger's version (pkg/version) and, when built
+// outriggerVersion is Outrigger's version (internal/version) and, when built
 // from a checkout, the commit.
 func outriggerVersion(info *debug.BuildInfo) string {
 	if c := commit(info); c != "" {

@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/node"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // The API server is only needed by this file's tests (the build tag).

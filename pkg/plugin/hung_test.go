@@ -15,7 +15,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 
-	"github.com/outrigger-ccm/outrigger/pkg/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/cloud"
 )
 
 // hangingLB never returns for Services named hang-* (ignoring its context,

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 )
 
 // Gateways is an optional interface for a provider (the

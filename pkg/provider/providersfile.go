@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/outrigger-ccm/outrigger/pkg/platform"
+	"github.com/outrigger-ccm/outrigger/internal/platform"
 )
 
 // ProvidersFile is the --cloud-providers-file: the providers one Outrigger

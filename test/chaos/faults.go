@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // runFaults injects each fault, holds it, and lifts it. An error means the

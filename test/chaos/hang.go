@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The object-hang fault (Config.Hang): the cloud never answers calls on

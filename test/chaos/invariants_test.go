@@ -15,8 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/kubeletsim"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The checks must catch what they claim to: with no Outrigger running and

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The plugin-restart fault (Config.Plugin): Outrigger's replicas reach the

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // sharedCallerPrefix starts the caller name of every replica of the second

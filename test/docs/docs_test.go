@@ -20,13 +20,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outrigger-ccm/outrigger/internal/console"
+	"github.com/outrigger-ccm/outrigger/internal/dev"
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcli"
 	"github.com/outrigger-ccm/outrigger/pkg/conformance"
-	"github.com/outrigger-ccm/outrigger/pkg/console"
-	"github.com/outrigger-ccm/outrigger/pkg/dev"
-	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli"
 )
 
 // root is the repository's top directory, from this package's.
@@ -35,11 +35,11 @@ const root = "../.."
 // subcommandPackages are the packages whose NewCommand cmd/outrigger adds
 // to the outrigger command; outriggerCommand builds the same tree.
 var subcommandPackages = []string{
+	"github.com/outrigger-ccm/outrigger/internal/console",
+	"github.com/outrigger-ccm/outrigger/internal/dev",
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane",
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcli",
 	"github.com/outrigger-ccm/outrigger/pkg/conformance",
-	"github.com/outrigger-ccm/outrigger/pkg/console",
-	"github.com/outrigger-ccm/outrigger/pkg/dev",
-	"github.com/outrigger-ccm/outrigger/pkg/gateway/dataplane",
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcli",
 }
 
 // outriggerCommand is the command cmd/outrigger runs (its development

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 )
 
 // get fetches http://addr/ from the local address from ("" for any).

@@ -21,8 +21,8 @@ import (
 	conformanceconfig "sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 
-	"github.com/outrigger-ccm/outrigger/pkg/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/pkg/version"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/version"
 )
 
 // Environment of the run (cmd/gateway-conformance sets it):

@@ -18,8 +18,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 // clusterUID is the cluster's identity: the UID of its kube-system namespace.

@@ -30,8 +30,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim/simcloud"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -4,6 +4,7 @@
 //	release keygen -key KEY.pem -pub KEY.pub
 //	release attest -dir DIR -key KEY.pem -version V -commit SHA -image REF -source-date-epoch N
 //	release verify -dir DIR -key KEY.pub
+//	release tag -repo DIR -version V
 //
 // attest reads the image tarball and the chart in DIR and writes beside
 // them: a CycloneDX SBOM of the image's binaries (from their Go build
@@ -17,7 +18,8 @@
 // commit gives the same bytes.
 //
 // verify checks all of it against a public key the user trusts (not the one
-// in DIR) and fails on any changed byte.
+// in DIR) and fails on any changed byte. tag names the release commit
+// v<V>, the version a provider's go.mod requires.
 package main
 
 import (
@@ -56,6 +58,16 @@ func main() {
 			usage()
 		}
 		err = attest(context.Background(), o)
+	case "tag":
+		fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+		var o tagOptions
+		fs.StringVar(&o.Repo, "repo", ".", "the repository whose HEAD is the release commit")
+		fs.StringVar(&o.Version, "version", "", "the release's version, e.g. 0.3.0")
+		_ = fs.Parse(args)
+		if o.Version == "" {
+			usage()
+		}
+		err = tag(context.Background(), o)
 	case "verify":
 		fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 		dir := fs.String("dir", "", "the release directory")
@@ -81,6 +93,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   release keygen -key KEY.pem -pub KEY.pub
   release attest -dir DIR -key KEY.pem -version V -commit SHA -image REF -source-date-epoch N
-  release verify -dir DIR -key KEY.pub`)
+  release verify -dir DIR -key KEY.pub
+  release tag -repo DIR -version V`)
 	os.Exit(2)
 }

@@ -32,8 +32,8 @@ import (
 
 	charttest "github.com/outrigger-ccm/outrigger/charts/test"
 	"github.com/outrigger-ccm/outrigger/cluster"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
-	"github.com/outrigger-ccm/outrigger/pkg/version"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/version"
 )
 
 type testWriter struct{ t *testing.T }

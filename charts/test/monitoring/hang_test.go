@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/outrigger-ccm/outrigger/pkg/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 )
 
 // hangingSim is the sim provider, whose EnsureLoadBalancer, while its gate

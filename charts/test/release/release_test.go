@@ -28,7 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	charttest "github.com/outrigger-ccm/outrigger/charts/test"
-	"github.com/outrigger-ccm/outrigger/pkg/version"
+	"github.com/outrigger-ccm/outrigger/internal/version"
 )
 
 // The image as make image builds it.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/cluster/e2e"
-	"github.com/outrigger-ccm/outrigger/pkg/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 )
 
 func main() {

@@ -1,0 +1,385 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
+	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/sharing"
+)
+
+// Options configure the call layer. The zero value of a field takes the
+// default documented on it.
+type Options struct {
+	// QPS is a hard ceiling on the rate of calls to the cloud, across
+	// families; 0 (the default) means none: each method family's limits
+	// adapt to what the cloud accepts.
+	QPS float64
+	// Burst is how many calls may go at once above QPS. Default: max(1, QPS).
+	Burst int
+	// Timeout bounds one call. Default 30s.
+	Timeout time.Duration
+	// ThrottleWindow is how far back throttles count when deciding whether
+	// a method family is being throttled as a whole. Default 2s.
+	ThrottleWindow time.Duration
+	// ThrottledObjects is how many distinct objects must be throttled
+	// within ThrottleWindow before their method family slows down. Fewer
+	// say something about those objects, not about the rate. Default 3.
+	ThrottledObjects int
+	// ShareWindow is how long a positive answer about a node's instance
+	// (it exists, is shut down or not, its metadata) is shared between the
+	// controllers that ask. The manager sets it to --node-monitor-period,
+	// so the lifecycle controller notices a change no later than it would
+	// asking itself. Default 5s (that flag's default); negative: nothing is
+	// shared.
+	ShareWindow time.Duration
+	// Name labels the layer's metrics with its provider. Default: the
+	// provider's ProviderName.
+	Name string
+	// BatchWindow is how long an InstanceMetadata call waits for others
+	// to share its batch call, with a provider that answers in batches.
+	// Default 10ms.
+	BatchWindow time.Duration
+	// NoBatch ignores a provider's BatchInstances and asks node by node,
+	// as for a provider with only the standard interface.
+	NoBatch bool
+	// RefreshPeriod is how long the metadata a node's initialization got
+	// (an InstanceMetadata call not marked Background) answers the
+	// background lookups of the address refresh instead of the cloud: a
+	// node just initialized is not asked about again in the same period.
+	// The manager sets it to --node-status-update-frequency, the refresh's
+	// period. 0 (the default): background lookups always ask.
+	RefreshPeriod time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Burst <= 0 {
+		o.Burst = max(1, int(o.QPS))
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.ThrottleWindow <= 0 {
+		o.ThrottleWindow = 2 * time.Second
+	}
+	if o.ShareWindow == 0 {
+		o.ShareWindow = 5 * time.Second
+	}
+	if o.ThrottledObjects <= 0 {
+		o.ThrottledObjects = 3
+	}
+	if o.BatchWindow <= 0 {
+		o.BatchWindow = 10 * time.Millisecond
+	}
+}
+
+// Family is a group of cloud methods that a cloud usually rate-limits
+// together (one API, one quota): when it throttles many objects' calls of a
+// family, the layer slows that family down and leaves the others alone.
+type Family = admission.Family
+
+// The method families.
+const (
+	FamilyInstances     = admission.FamilyInstances
+	FamilyLoadBalancers = admission.FamilyLoadBalancers
+	FamilyRoutes        = admission.FamilyRoutes
+	FamilyNodeCIDRs     = admission.FamilyNodeCIDRs
+)
+
+// Layer wraps one provider. It is safe for concurrent use.
+type Layer struct {
+	provider cloudprovider.Interface
+	opts     Options
+	// gate decides whether and when each call may go.
+	gate *admission.Gate
+	now  func() time.Time
+	// answers are shared between the controllers asking about one node.
+	answers *sharing.Answers
+	// answered keeps initializations' answers for the address refresh
+	// (nil without Options.RefreshPeriod).
+	answered *sharing.Answered
+	// prunedAt is when answered was last pruned (unix nanoseconds).
+	prunedAt atomic.Int64
+	m        *layerMetrics
+
+	// leftErrs are the errors of calls their callers left running
+	// (ErrStillRunning), by object, each handed once to the object's next
+	// call: the provider's answer is what its controller reports.
+	leftMu   sync.Mutex
+	leftErrs map[string]error
+
+	// workers run the calls.
+	workers *workers
+}
+
+// takeLeftErr returns, once, the error of key's last call that was left
+// running and failed.
+func (l *Layer) takeLeftErr(key string) error {
+	l.leftMu.Lock()
+	defer l.leftMu.Unlock()
+	err := l.leftErrs[key]
+	delete(l.leftErrs, key)
+	return err
+}
+
+func (l *Layer) keepLeftErr(key string, err error) {
+	l.leftMu.Lock()
+	defer l.leftMu.Unlock()
+	if l.leftErrs == nil {
+		l.leftErrs = map[string]error{}
+	}
+	l.leftErrs[key] = err
+}
+
+// New wraps provider.
+func New(provider cloudprovider.Interface, opts Options) *Layer {
+	opts.defaults()
+	if opts.Name == "" {
+		opts.Name = provider.ProviderName()
+	}
+	l := &Layer{
+		provider: provider,
+		opts:     opts,
+		now:      time.Now,
+		m:        newLayerMetrics(opts.Name),
+		workers:  newWorkers(),
+	}
+	// Through l.now, which tests set.
+	now := func() time.Time { return l.now() }
+	l.gate = admission.New(admission.Options{
+		QPS:              opts.QPS,
+		Burst:            opts.Burst,
+		Timeout:          opts.Timeout,
+		ThrottleWindow:   opts.ThrottleWindow,
+		ThrottledObjects: opts.ThrottledObjects,
+		Now:              now,
+		Metrics: admission.Metrics{
+			Held:             l.m.held,
+			Rejected:         l.m.rejected,
+			Throttles:        l.m.throttles,
+			ConcurrencyLimit: l.m.concLimit,
+			RateLimit:        l.m.rateLimit,
+			Slowdowns:        l.m.slowdowns,
+		},
+	})
+	l.answers = sharing.NewAnswers(opts.ShareWindow, now)
+	if opts.RefreshPeriod > 0 {
+		l.answered = sharing.NewAnswered()
+	}
+	return l
+}
+
+// pruneAnswered forgets the initializations' answers older than the
+// refresh period, at most once a period (nodes deleted right after joining
+// would otherwise stay).
+func (l *Layer) pruneAnswered(now time.Time) {
+	last := l.prunedAt.Load()
+	if now.Sub(time.Unix(0, last)) < l.opts.RefreshPeriod || !l.prunedAt.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	l.answered.Prune(now, l.opts.RefreshPeriod)
+}
+
+// DegradedAbandoned is how many calls of one method family may be abandoned
+// at their deadline and not yet returned by the provider before the family
+// reports itself degraded (Degraded): the provider is hung on that many
+// objects. Each such call holds only its object's slot, so they are bounded
+// by the objects there are, never by time.
+const DegradedAbandoned = 16
+
+// Degraded returns the method families with at least DegradedAbandoned
+// abandoned calls the provider has not returned from, and how many.
+func (l *Layer) Degraded() map[Family]int64 {
+	var out map[Family]int64
+	for name, n := range l.gate.Abandoned() {
+		if n >= DegradedAbandoned {
+			if out == nil {
+				out = map[Family]int64{}
+			}
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// ErrTimeout is wrapped by the error of a call abandoned after the per-call
+// timeout.
+var ErrTimeout = errors.New("cloud call timed out")
+
+// ErrStillRunning is wrapped by the error of a call its caller stopped
+// waiting for because it ran far past what its method's answers take (a
+// straggler): the call goes on, its object's next calls are refused with
+// ErrCallInFlight until the provider returns, and the caller retries the
+// object with its backoff, as for ErrCallInFlight.
+var ErrStillRunning = errors.New("cloud call still running")
+
+// ErrCallInFlight is wrapped by the error of a call refused without reaching
+// the cloud because an earlier call for the same object, abandoned after its
+// timeout, has not returned yet. Sending another (a second
+// EnsureLoadBalancer, say) could make a second cloud resource; the caller
+// retries the object with its backoff instead.
+var ErrCallInFlight = admission.ErrCallInFlight
+
+// Background marks the calls made with ctx as background work: periodic
+// passes over objects that are already served (the address refresh, the
+// lifecycle check). Within a method family, a background call is sent only
+// while no foreground call (initializing a node, ensuring a load balancer,
+// creating a route) waits for the family's limits, so that when the cloud's
+// rate is the bottleneck a refresh pass does not delay a joining node.
+// Background calls still get every slot the foreground leaves unused.
+func Background(ctx context.Context) context.Context { return admission.Background(ctx) }
+
+// call names one cloud call: its method and the object it is about. An
+// empty key is a call about no one object (a batch lookup, a route list),
+// which is not serialized.
+type call struct {
+	method string
+	family Family
+	key    string
+}
+
+// do runs one cloud call: admitted by the gate (the object's hold and
+// slot, the method family's adaptive concurrency and rate, the --cloud-qps
+// ceiling), sent to the provider within the timeout, and counted in the
+// metrics. The call runs in its own goroutine so that a provider that
+// ignores its context still releases the caller at the deadline; the gate
+// hears of a call running far past its family's answers (a straggler) and
+// of one given up at its deadline at once, and of its answer whenever the
+// provider returns.
+func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	// The object's last call was left running and has failed since: that
+	// answer is this call's, so that its controller reports the cloud's
+	// own words (a plugin unreachable, say), and the next call goes out.
+	if c.key != "" {
+		if err := l.takeLeftErr(c.key); err != nil {
+			return zero, fmt.Errorf("%s: an earlier call for this object, left running, failed: %w", c.method, err)
+		}
+	}
+	start := l.now()
+	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key})
+	if err != nil {
+		return zero, err
+	}
+	l.m.calls.WithLabelValues(c.method).Inc()
+
+	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	// mu orders giving up on the call against its return, so that the
+	// pass is abandoned only while the call still runs and the
+	// abandoned-calls gauge goes up before it comes down.
+	var (
+		mu                     sync.Mutex
+		returned, gaveUp, left bool
+	)
+	// abandon gives the call up at its deadline (or its caller's
+	// cancellation), while it runs. mu held.
+	abandon := func() {
+		gaveUp = true
+		l.m.abandoned.WithLabelValues(c.method).Inc()
+		pass.Abandon(ctx.Err() == nil)
+		if ctx.Err() == nil {
+			l.m.timeouts.WithLabelValues(c.method).Inc()
+		}
+	}
+	log := klog.FromContext(ctx).V(2)
+	// A call far past what its family's answers take gives its place in
+	// the family back, and its caller (a controller's worker) goes on to
+	// other objects, while its object keeps its slot until the provider
+	// returns: hung calls cost the others no wait for their timeouts,
+	// however many objects they hang on.
+	stopStraggle := func() bool { return false }
+	if after, ok := pass.StraggleAfter(); ok {
+		stopStraggle = time.AfterFunc(after, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned && !gaveUp && pass.Straggle() {
+				l.m.straggled.WithLabelValues(c.method).Inc()
+			}
+		}).Stop
+	}
+	var leave <-chan time.Time
+	leaveAfter, mayLeave := pass.LeaveAfter()
+	if mayLeave {
+		t := time.NewTimer(leaveAfter)
+		defer t.Stop()
+		leave = t.C
+	}
+	l.workers.run(func() {
+		defer cancel()
+		defer stopStraggle()
+		v, err := fn(callCtx)
+		mu.Lock()
+		returned = true
+		wasAbandoned := gaveUp
+		if left && err != nil {
+			l.keepLeftErr(c.key, err)
+		}
+		mu.Unlock()
+		pass.Returned(log, err, wasAbandoned)
+		if wasAbandoned {
+			l.m.abandoned.WithLabelValues(c.method).Dec()
+		}
+		done <- result{v, err}
+	})
+
+	var r result
+	select {
+	case r = <-done:
+	case <-leave:
+		mu.Lock()
+		if returned {
+			mu.Unlock()
+			r = <-done
+			break
+		}
+		if pass.Straggle() {
+			l.m.straggled.WithLabelValues(c.method).Inc()
+		}
+		left = true
+		pass.Leave()
+		mu.Unlock()
+		// Nobody waits any more; the deadline still gives the call up,
+		// which counts it abandoned (Degraded) if it has not returned.
+		go func() {
+			<-callCtx.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if !returned {
+				abandon()
+			}
+		}()
+		r.err = fmt.Errorf("%s: %w after %s, far past this method's recent answers", c.method, ErrStillRunning, leaveAfter.Round(time.Millisecond))
+	case <-callCtx.Done():
+		mu.Lock()
+		if returned {
+			mu.Unlock()
+			r = <-done
+			break
+		}
+		abandon()
+		mu.Unlock()
+		if ctx.Err() == nil {
+			r.err = fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout)
+		} else {
+			r.err = ctx.Err()
+		}
+	}
+	l.m.duration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
+	if r.err != nil {
+		l.m.errors.WithLabelValues(c.method).Inc()
+		return zero, r.err
+	}
+	return r.v, nil
+}

@@ -1,0 +1,68 @@
+//go:build integration
+
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+)
+
+// A provider hung on some nodes (ignoring its context, as one stuck on a
+// dead socket does) costs only those nodes: more of them than the instance
+// family runs at once, and the nodes that join after them are initialized
+// all the same.
+func TestHungNodesCostOnlyThemselves(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	prefix := testenv.Name("hang")
+	layer := cloud.New(&fake.Cloud{
+		EnableInstancesV2: true,
+		OverrideInstanceMetadata: func(_ context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+			if strings.HasPrefix(n.Name, prefix) {
+				<-release
+				return nil, cloudprovider.InstanceNotFound
+			}
+			return &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, NodeAddresses: addrs("InternalIP", "198.18.9.1")}, nil
+		},
+	}, cloud.Options{Timeout: 200 * time.Millisecond})
+	inst, _ := layer.Instances()
+	testenv.RunController(t, func(mgr manager.Manager) error {
+		return node.Setup(mgr, node.Options{Instances: inst, RefreshPeriod: time.Hour})
+	})
+
+	const hung = cloud.DegradedAbandoned + 4 // more than the family runs at once, and degraded
+	for i := range hung {
+		testenv.CreateNode(t, fmt.Sprintf("%s-%d", prefix, i), nil)
+	}
+	testenv.Eventually(t, 30*time.Second, "every hung node's call abandoned", func() (bool, error) {
+		return layer.Degraded()[cloud.FamilyInstances] >= hung, nil
+	})
+	var others []string
+	for range 10 {
+		name := testenv.Name("ok")
+		others = append(others, name)
+		testenv.CreateNode(t, name, nil)
+	}
+	for _, name := range others {
+		if n := waitInitialized(t, name); n.Spec.ProviderID != "fake://"+name {
+			t.Errorf("node %s: providerID %q", name, n.Spec.ProviderID)
+		}
+	}
+	for i := range hung {
+		if n := testenv.GetNode(t, fmt.Sprintf("%s-%d", prefix, i)); !tainted(n) {
+			t.Errorf("hung node %s lost its taint", n.Name)
+		}
+	}
+}

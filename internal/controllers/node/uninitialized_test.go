@@ -1,0 +1,52 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/outrigger-ccm/outrigger/internal/platform"
+)
+
+// The gauges count the tainted nodes of the controller's platforms, and the
+// oldest one's age, from what the cache holds at the scrape.
+func TestUninitializedNodesGauges(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	mk := func(name, providerID string, age time.Duration, tainted bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age))}}
+		n.Spec.ProviderID = providerID
+		if tainted {
+			n.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		}
+		return n
+	}
+	nodes := []*corev1.Node{
+		mk("new", "", 30*time.Second, true),            // no providerID yet: still this controller's to decide
+		mk("stuck", "sim://i-1", 20*time.Minute, true), // its own
+		mk("done", "sim://i-2", time.Hour, false),      // initialized
+		mk("foreign", "aws:///x", 2*time.Hour, true),   // another platform's
+	}
+	sim, _ := platform.Parse([]string{"sim"})
+	u := &uninitialized{sources: map[*refresher]uninitializedSource{}, now: func() time.Time { return now }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u.add(ctx, &refresher{}, uninitializedSource{controller: "cloud-node-controller", platforms: sim,
+		nodes: func(context.Context) ([]*corev1.Node, error) { return nodes, nil }})
+	want := `
+# HELP outrigger_node_uninitialized_oldest_seconds Age of the oldest node of the controller's platforms that still carries the uninitialized taint (0: none), reported by the leader.
+# TYPE outrigger_node_uninitialized_oldest_seconds gauge
+outrigger_node_uninitialized_oldest_seconds{controller="cloud-node-controller"} 1200
+# HELP outrigger_nodes_uninitialized Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.
+# TYPE outrigger_nodes_uninitialized gauge
+outrigger_nodes_uninitialized{controller="cloud-node-controller"} 2
+`
+	if err := testutil.CollectAndCompare(u, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
