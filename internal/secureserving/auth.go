@@ -37,6 +37,8 @@ type delegated struct {
 	alwaysAllow []string
 	authn       authenticator.Request
 	authz       authorizer.Authorizer
+	// caFiles are the CA files to watch while the port serves.
+	caFiles []dynamiccertificates.ControllerRunner
 }
 
 // newDelegated builds the authenticator and authorizer, reading the client
@@ -72,17 +74,24 @@ func newDelegated(ctx context.Context, o *Options, main *rest.Config) (*delegate
 		WebhookRetryBackoff:      &backoff,
 		CacheTTL:                 a.CacheTTL,
 	}
+	var watched []dynamiccertificates.ControllerRunner
 	if len(cas.clientCA) > 0 {
-		p, err := dynamiccertificates.NewStaticCAContent("client-ca", cas.clientCA)
+		p, runner, err := caContent("client-ca", a.ClientCAFile, cas.clientCA)
 		if err != nil {
 			return nil, fmt.Errorf("client CA: %w", err)
 		}
 		authnCfg.ClientCertificateCAContentProvider = p
+		if runner != nil {
+			watched = append(watched, runner)
+		}
 	}
 	if len(cas.requestHeaderCA) > 0 {
-		p, err := dynamiccertificates.NewStaticCAContent("request-header-ca", cas.requestHeaderCA)
+		p, runner, err := caContent("request-header-ca", a.RequestHeaderClientCAFile, cas.requestHeaderCA)
 		if err != nil {
 			return nil, fmt.Errorf("request header CA: %w", err)
+		}
+		if runner != nil {
+			watched = append(watched, runner)
 		}
 		authnCfg.RequestHeaderConfig = &authenticatorfactory.RequestHeaderConfig{
 			CAContentProvider:   p,
@@ -117,7 +126,31 @@ func newDelegated(ctx context.Context, o *Options, main *rest.Config) (*delegate
 	if err != nil {
 		return nil, fmt.Errorf("delegated authorization: %w", err)
 	}
-	return &delegated{alwaysAllow: o.Authorization.AlwaysAllowPaths, authn: authn, authz: authz}, nil
+	return &delegated{alwaysAllow: o.Authorization.AlwaysAllowPaths, authn: authn, authz: authz, caFiles: watched}, nil
+}
+
+// caContent is a CA bundle for the authenticator: read again whenever the
+// file changes (as upstream's --client-ca-file, so that a CA rotation is no
+// restart), or, when it came from the API server's ConfigMap, the bytes read
+// there. The runner, when there is one, must run for the file to be watched.
+func caContent(name, file string, pem []byte) (dynamiccertificates.CAContentProvider, dynamiccertificates.ControllerRunner, error) {
+	if file == "" {
+		p, err := dynamiccertificates.NewStaticCAContent(name, pem)
+		return p, nil, err
+	}
+	p, err := dynamiccertificates.NewDynamicCAContentFromFile(name, file)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, p, nil
+}
+
+// watchCAFiles keeps the CA files current until ctx ends: each is checked
+// when the file changes and once a minute.
+func (d *delegated) watchCAFiles(ctx context.Context) {
+	for _, r := range d.caFiles {
+		go r.Run(ctx, 1)
+	}
 }
 
 // wrap serves next to the callers the API server authenticates and

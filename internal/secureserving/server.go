@@ -170,6 +170,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listening on the secure port: %w", err)
 	}
+	s.auth.watchCAFiles(ctx)
 	if s.watcher != nil {
 		go func() {
 			if err := s.watcher.Start(ctx); err != nil {

@@ -2,16 +2,9 @@ package plugin_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -19,64 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outrigger-ccm/outrigger/internal/testcert"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
-
-// testCA signs certificates for the tests of this file.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial atomic.Int64
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate for 127.0.0.1 with usage (and uris), and its
-// key, as PEM.
-func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage, uris ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	for _, u := range uris {
-		p, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, p)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-}
-
-// replace writes a file as a rotation does: a new file renamed over the old.
-func replace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func serveTLSPlugin(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
@@ -107,16 +45,16 @@ func dialPlugin(addr string, tc *plugin.TLSConfig) (interface{ Ready(context.Con
 func TestCertificatesRotateUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	path := func(n string) string { return filepath.Join(dir, n) }
-	oldCA, newCA := newTestCA(t, "old CA"), newTestCA(t, "new CA")
-	write := func(ca *testCA, caBundle []byte) {
-		sc, sk := ca.issue(t, "plugin", x509.ExtKeyUsageServerAuth)
-		cc, ck := ca.issue(t, "outrigger", x509.ExtKeyUsageClientAuth)
-		replace(t, path("ca.crt"), caBundle)
+	oldCA, newCA := testcert.NewCA(t, "old CA"), testcert.NewCA(t, "new CA")
+	write := func(ca *testcert.CA, caBundle []byte) {
+		sc, sk := ca.Issue(t, pkix.Name{CommonName: "plugin"}, x509.ExtKeyUsageServerAuth)
+		cc, ck := ca.Issue(t, pkix.Name{CommonName: "outrigger"}, x509.ExtKeyUsageClientAuth)
+		testcert.Replace(t, path("ca.crt"), caBundle)
 		for name, data := range map[string][]byte{"server.crt": sc, "server.key": sk, "client.crt": cc, "client.key": ck} {
-			replace(t, path(name), data)
+			testcert.Replace(t, path(name), data)
 		}
 	}
-	write(oldCA, oldCA.pem)
+	write(oldCA, oldCA.PEM)
 	cfg, err := plugin.ServerTLS(path("server.crt"), path("server.key"), path("ca.crt"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -157,12 +95,12 @@ func TestCertificatesRotateUnderLoad(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// Both CAs trusted while the certificates change, then the new only.
-	write(newCA, append(append([]byte{}, oldCA.pem...), newCA.pem...))
+	write(newCA, append(append([]byte{}, oldCA.PEM...), newCA.PEM...))
 	during := calls.Load()
 	if _, err := dialPlugin(addr, tc); err != nil {
 		t.Errorf("a new connection with the new certificates, both CAs trusted: %v", err)
 	}
-	replace(t, path("ca.crt"), newCA.pem)
+	testcert.Replace(t, path("ca.crt"), newCA.PEM)
 	for calls.Load() < during+50 {
 		time.Sleep(time.Millisecond)
 	}
@@ -192,8 +130,8 @@ func TestCertificatesRotateUnderLoad(t *testing.T) {
 	if err := os.MkdirAll(stale, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"client.crt": oldClientCert, "client.key": oldClientKey, "ca.crt": newCA.pem} {
-		replace(t, filepath.Join(stale, name), data)
+	for name, data := range map[string][]byte{"client.crt": oldClientCert, "client.key": oldClientKey, "ca.crt": newCA.PEM} {
+		testcert.Replace(t, filepath.Join(stale, name), data)
 	}
 	if _, err := dialPlugin(addr, &plugin.TLSConfig{CAFile: filepath.Join(stale, "ca.crt"), CertFile: filepath.Join(stale, "client.crt"), KeyFile: filepath.Join(stale, "client.key")}); err == nil {
 		t.Error("a client with the old CA's certificate was served after the plugin's client CA rotated")
@@ -204,13 +142,13 @@ func TestCertificatesRotateUnderLoad(t *testing.T) {
 // the configured identity: the CA's other certificates are refused.
 func TestClientIdentityPinned(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTestCA(t, "CA")
-	sc, sk := ca.issue(t, "plugin", x509.ExtKeyUsageServerAuth)
-	pinned, pinnedKey := ca.issue(t, "outrigger", x509.ExtKeyUsageClientAuth, "spiffe://cluster.local/ns/kube-system/sa/cloud-controller-manager")
-	other, otherKey := ca.issue(t, "someone", x509.ExtKeyUsageClientAuth, "spiffe://cluster.local/ns/default/sa/app")
-	files := map[string][]byte{"ca.crt": ca.pem, "server.crt": sc, "server.key": sk, "pinned.crt": pinned, "pinned.key": pinnedKey, "other.crt": other, "other.key": otherKey}
+	ca := testcert.NewCA(t, "CA")
+	sc, sk := ca.Issue(t, pkix.Name{CommonName: "plugin"}, x509.ExtKeyUsageServerAuth)
+	pinned, pinnedKey := ca.Issue(t, pkix.Name{CommonName: "outrigger"}, x509.ExtKeyUsageClientAuth, "spiffe://cluster.local/ns/kube-system/sa/cloud-controller-manager")
+	other, otherKey := ca.Issue(t, pkix.Name{CommonName: "someone"}, x509.ExtKeyUsageClientAuth, "spiffe://cluster.local/ns/default/sa/app")
+	files := map[string][]byte{"ca.crt": ca.PEM, "server.crt": sc, "server.key": sk, "pinned.crt": pinned, "pinned.key": pinnedKey, "other.crt": other, "other.key": otherKey}
 	for name, data := range files {
-		replace(t, filepath.Join(dir, name), data)
+		testcert.Replace(t, filepath.Join(dir, name), data)
 	}
 	p := func(n string) string { return filepath.Join(dir, n) }
 	cfg, err := plugin.ServerTLS(p("server.crt"), p("server.key"), p("ca.crt"), []string{"spiffe://cluster.local/ns/kube-system/sa/cloud-controller-manager"})
