@@ -19,8 +19,10 @@ import (
 // TestAWSConformance runs the conformance suite against the AWS provider
 // with the sim cloud's EC2 API: initialized with a client builder, asked
 // about an unknown instance by an ID of AWS's own form, and about the
-// existing instances. The sim cloud has no ELB nor route tables, so the
-// run is limited to the instance cases, which are required to run.
+// existing instances. The sim cloud does not emulate routes, and AWS refuses
+// the suite's test Service (its session affinity is unset; TestAWSOwnMain
+// proves the load balancers), so the run is limited to the instance cases,
+// which are required to run.
 func TestAWSConformance(t *testing.T) {
 	_, simURL, instances := startCloud(t)
 	useSimAWS(t, simURL)

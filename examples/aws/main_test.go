@@ -114,10 +114,11 @@ func startCloud(t *testing.T) (*simcloud.Cloud, string, []simcloud.Instance) {
 // zoneIDs are the zone IDs the sim cloud gives us-east-1's zones, AWS-style.
 var zoneIDs = map[string]string{"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az3"}
 
-// cloudConfig is the AWS provider's own cloud-config, pointing its EC2 client
-// at the sim cloud. The region is left to the instance metadata, as on EC2.
-// Service is matched exactly against the AWS SDK v2's service ID, "EC2": the
-// "ec2" of older examples matches nothing and the real endpoint is used.
+// cloudConfig is the AWS provider's own cloud-config, pointing its EC2 and
+// classic ELB clients at the sim cloud. The region is left to the instance
+// metadata, as on EC2. Service is matched exactly against the AWS SDK v2's
+// service IDs, "EC2" and "Elastic Load Balancing": the "ec2" and "elb" of
+// older examples match nothing and the real endpoints are used.
 func cloudConfig(simURL string) string {
 	return `[Global]
 KubernetesClusterID = ` + clusterID + `
@@ -128,6 +129,13 @@ Region = us-east-1
 URL = ` + simURL + `/ec2
 SigningRegion = us-east-1
 SigningName = ec2
+
+[ServiceOverride "2"]
+Service = "Elastic Load Balancing"
+Region = us-east-1
+URL = ` + simURL + `/elb
+SigningRegion = us-east-1
+SigningName = elasticloadbalancing
 `
 }
 

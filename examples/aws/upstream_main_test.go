@@ -17,10 +17,11 @@ import (
 
 // TestAWSOwnMain builds cloud-provider-aws's own main.go with only the app
 // import changed and runs it, as its manifests do, with
-// --controllers=*,tagging against the sim cloud's EC2 API: nodes are
-// initialized by Outrigger's node controller, AWS's tagging controller (a
-// controller of its own, with its own flags) tags their instances and
-// labels the nodes, and AWS's metrics are on Outrigger's /metrics.
+// --controllers=*,tagging against the sim cloud's EC2 and ELB APIs: nodes
+// are initialized by Outrigger's node controller, AWS's tagging controller
+// (a controller of its own, with its own flags) tags their instances and
+// labels the nodes, a LoadBalancer Service gets a classic ELB from AWS's own
+// load balancer code, and AWS's metrics are on Outrigger's /metrics.
 func TestAWSOwnMain(t *testing.T) {
 	// The AWS cloud-controller-manager's own main, from the module cache;
 	// only its import of upstream's app package changes.
@@ -74,6 +75,8 @@ func TestAWSOwnMain(t *testing.T) {
 				n.Labels["k8s.io/cloud-provider-aws"] != ""
 		})
 	}
+	serviceGetsClassicELB(t, cloud, instances)
+
 	metrics := scrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
 	for _, name := range []string{"cloudprovider_aws_api_request_duration_seconds_count{", "outrigger_cloud_calls_total{"} {
 		if !strings.Contains(metrics, name) {

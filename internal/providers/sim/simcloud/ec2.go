@@ -1,15 +1,16 @@
 package simcloud
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/http"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,101 +30,53 @@ const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
 const ec2OwnerID = "000000000000"
 
 // ec2Unsupported are real EC2 actions the sim cloud does not implement (those
-// the upstream AWS provider may call, and a few common ones): they fail with
-// UnsupportedOperation, whereas names EC2 does not have fail with InvalidAction.
+// the upstream AWS provider may call, and a few common ones).
 var ec2Unsupported = map[string]bool{
-	"AuthorizeSecurityGroupIngress": true, "CreateRoute": true, "CreateSecurityGroup": true,
-	"DeleteRoute": true, "DeleteSecurityGroup": true,
-	"DescribeNetworkInterfaces": true, "DescribeRouteTables": true, "DescribeSecurityGroups": true,
-	"DescribeSubnets": true, "DescribeVpcs": true, "ModifyInstanceAttribute": true,
-	"RevokeSecurityGroupIngress": true, "DescribeInstanceStatus": true, "RunInstances": true,
-	"StartInstances": true, "StopInstances": true, "TerminateInstances": true, "DescribeImages": true,
-	"DescribeVolumes": true, "CreateVolume": true, "AttachVolume": true, "DetachVolume": true,
-	"DeleteVolume": true, "DescribeAddresses": true,
-}
-
-// ec2Error is an EC2 API error; HTTP status 400 unless said otherwise.
-type ec2Error struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *ec2Error) Error() string { return e.code + ": " + e.message }
-
-func ec2Errorf(code, format string, args ...any) *ec2Error {
-	return &ec2Error{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+	"CreateRoute": true, "DeleteRoute": true, "DescribeNetworkInterfaces": true,
+	"DescribeVpcs": true, "ModifyInstanceAttribute": true, "DescribeInstanceStatus": true,
+	"RunInstances": true, "StartInstances": true, "StopInstances": true, "TerminateInstances": true,
+	"DescribeImages": true, "DescribeVolumes": true, "CreateVolume": true, "AttachVolume": true,
+	"DetachVolume": true, "DeleteVolume": true, "DescribeAddresses": true,
 }
 
 // ec2Handler serves the EC2 Query API: every call is a POST (or GET) with
 // Action and Version and the call's parameters, flattened as EC2 does
 // (InstanceId.1, Filter.1.Name, Filter.1.Value.1, ...).
 func (c *Cloud) ec2Handler(w http.ResponseWriter, r *http.Request) {
-	requestID := newRequestID()
-	if err := r.ParseForm(); err != nil {
-		writeEC2Error(w, requestID, ec2Errorf("MalformedQueryString", "cannot parse the request: %v", err))
-		return
-	}
-	action := r.Form.Get("Action")
-	if action == "" {
-		writeEC2Error(w, requestID, ec2Errorf("MissingAction", "The request must contain the parameter Action."))
-		return
-	}
-	// No signature is checked, but an unsigned request is refused as EC2 would:
-	// a client that reaches here has found its credentials.
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") && r.Form.Get("X-Amz-Signature") == "" {
-		writeEC2Error(w, requestID, &ec2Error{status: http.StatusUnauthorized, code: "AuthFailure", message: "AWS was not able to validate the provided access credentials"})
-		return
-	}
-	handlers := map[string]func(r *http.Request) (any, error){
-		"DescribeInstances":         c.ec2DescribeInstances,
-		"DescribeAvailabilityZones": c.ec2DescribeAvailabilityZones,
-		"DescribeRegions":           c.ec2DescribeRegions,
-		"DescribeInstanceTopology":  c.ec2DescribeInstanceTopology,
-		"CreateTags":                c.ec2CreateTags,
-		"DeleteTags":                c.ec2DeleteTags,
-	}
-	h, ok := handlers[action]
-	op := "EC2:" + action
-	if !ok {
-		op = "EC2:unknown"
-	}
-	if c.gate(w, r, op, func(status int, code, message string) {
-		// EC2's own words for a throttled or failing call.
-		if status == http.StatusTooManyRequests {
-			status, code = http.StatusServiceUnavailable, "RequestLimitExceeded"
-		}
-		writeEC2Error(w, requestID, &ec2Error{status: status, code: code, message: message})
-	}) {
-		return
-	}
-	switch {
-	case ok:
-	case ec2Unsupported[action]:
-		writeEC2Error(w, requestID, ec2Errorf("UnsupportedOperation", "The sim cloud does not implement %s.", action))
-		return
-	default:
-		writeEC2Error(w, requestID, ec2Errorf("InvalidAction", "The action %s is not valid for this web service.", action))
-		return
-	}
-	if v := r.Form.Get("Version"); v == "" {
-		writeEC2Error(w, requestID, ec2Errorf("MissingParameter", "The request must contain the parameter Version."))
-		return
-	}
-	if dry, _ := strconv.ParseBool(r.Form.Get("DryRun")); dry {
-		writeEC2Error(w, requestID, &ec2Error{status: http.StatusPreconditionFailed, code: "DryRunOperation", message: "Request would have succeeded, but DryRun flag is set."})
-		return
-	}
-	resp, err := h(r)
-	if err != nil {
-		e, ok := err.(*ec2Error)
-		if !ok {
-			e = &ec2Error{status: http.StatusInternalServerError, code: "InternalError", message: err.Error()}
-		}
-		writeEC2Error(w, requestID, e)
-		return
-	}
-	// Every response carries the request ID after the root element's start.
+	c.serveQuery(w, r, queryAPI{
+		service: "EC2",
+		actions: map[string]queryAction{
+			"DescribeInstances":             c.ec2DescribeInstances,
+			"DescribeAvailabilityZones":     c.ec2DescribeAvailabilityZones,
+			"DescribeRegions":               c.ec2DescribeRegions,
+			"DescribeInstanceTopology":      c.ec2DescribeInstanceTopology,
+			"CreateTags":                    c.ec2CreateTags,
+			"DeleteTags":                    c.ec2DeleteTags,
+			"DescribeSubnets":               c.ec2DescribeSubnets,
+			"DescribeRouteTables":           c.ec2DescribeRouteTables,
+			"DescribeSecurityGroups":        c.ec2DescribeSecurityGroups,
+			"CreateSecurityGroup":           c.ec2CreateSecurityGroup,
+			"DeleteSecurityGroup":           c.ec2DeleteSecurityGroup,
+			"AuthorizeSecurityGroupIngress": c.ec2AuthorizeSecurityGroupIngress,
+			"RevokeSecurityGroupIngress":    c.ec2RevokeSecurityGroupIngress,
+		},
+		unsupported: ec2Unsupported,
+		dryRun:      true,
+		fault: func(status int, code, message string) *awsError {
+			// EC2's own words for a throttled call.
+			if status == http.StatusTooManyRequests {
+				status, code = http.StatusServiceUnavailable, "RequestLimitExceeded"
+			}
+			return &awsError{status: status, code: code, message: message}
+		},
+		writeError:  writeEC2Error,
+		writeResult: writeEC2Result,
+	})
+}
+
+// writeEC2Result answers resp, which carries the request ID after its root
+// element's start.
+func writeEC2Result(w http.ResponseWriter, requestID, _ string, resp any) {
 	setResponseRequestID(resp, requestID)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 	w.WriteHeader(http.StatusOK)
@@ -145,7 +98,7 @@ func setResponseRequestID(resp any, id string) {
 	}
 }
 
-func writeEC2Error(w http.ResponseWriter, requestID string, e *ec2Error) {
+func writeEC2Error(w http.ResponseWriter, requestID string, e *awsError) {
 	type errorXML struct {
 		Code    string `xml:"Code"`
 		Message string `xml:"Message"`
@@ -159,13 +112,6 @@ func writeEC2Error(w http.ResponseWriter, requestID string, e *ec2Error) {
 	w.WriteHeader(e.status)
 	_, _ = w.Write([]byte(xml.Header))
 	_ = xml.NewEncoder(w).Encode(body)
-}
-
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // ec2List reads a flattened list parameter: prefix.1, prefix.2, ...
@@ -196,7 +142,7 @@ func ec2Filters(r *http.Request) ([]ec2Filter, error) {
 			return out, nil
 		}
 		if len(name) != 1 || name[0] == "" {
-			return nil, ec2Errorf("InvalidParameterValue", "%s.Name must be given once", p)
+			return nil, awsErrorf("InvalidParameterValue", "%s.Name must be given once", p)
 		}
 		out = append(out, ec2Filter{name: name[0], values: ec2List(r, p+".Value")})
 	}
@@ -209,7 +155,7 @@ func matchFilters(filters []ec2Filter, attrs func(name string) ([]string, bool))
 	for _, f := range filters {
 		have, known := attrs(f.name)
 		if !known {
-			return false, ec2Errorf("InvalidParameterValue", "The filter '%s' is invalid", f.name)
+			return false, awsErrorf("InvalidParameterValue", "The filter '%s' is invalid", f.name)
 		}
 		if !anyMatch(f.values, have) {
 			return false, nil
@@ -285,7 +231,14 @@ type ec2Instance struct {
 	IPAddress         string                `xml:"ipAddress,omitempty"`
 	Architecture      string                `xml:"architecture"`
 	NetworkInterfaces []ec2NetworkInterface `xml:"networkInterfaceSet>item"`
+	Groups            []ec2GroupIdentifier  `xml:"groupSet>item"`
 	Tags              []ec2Tag              `xml:"tagSet>item"`
+}
+
+// ec2GroupIdentifier names a security group an instance or interface is in.
+type ec2GroupIdentifier struct {
+	GroupID   string `xml:"groupId"`
+	GroupName string `xml:"groupName"`
 }
 
 type ec2State struct {
@@ -300,19 +253,19 @@ type ec2Placement struct {
 }
 
 type ec2NetworkInterface struct {
-	NetworkInterfaceID string            `xml:"networkInterfaceId"`
-	SubnetID           string            `xml:"subnetId"`
-	VpcID              string            `xml:"vpcId"`
-	OwnerID            string            `xml:"ownerId"`
-	Status             string            `xml:"status"`
-	MacAddress         string            `xml:"macAddress"`
-	PrivateIPAddress   string            `xml:"privateIpAddress"`
-	PrivateDNSName     string            `xml:"privateDnsName"`
-	Attachment         ec2Attachment     `xml:"attachment"`
-	PrivateIPAddresses []ec2PrivateIP    `xml:"privateIpAddressesSet>item"`
-	IPv6Addresses      []ec2IPv6Address  `xml:"ipv6AddressesSet>item"`
-	Association        *ec2IPAssociation `xml:"association,omitempty"`
-	Groups             []struct{}        `xml:"groupSet>item"`
+	NetworkInterfaceID string               `xml:"networkInterfaceId"`
+	SubnetID           string               `xml:"subnetId"`
+	VpcID              string               `xml:"vpcId"`
+	OwnerID            string               `xml:"ownerId"`
+	Status             string               `xml:"status"`
+	MacAddress         string               `xml:"macAddress"`
+	PrivateIPAddress   string               `xml:"privateIpAddress"`
+	PrivateDNSName     string               `xml:"privateDnsName"`
+	Attachment         ec2Attachment        `xml:"attachment"`
+	PrivateIPAddresses []ec2PrivateIP       `xml:"privateIpAddressesSet>item"`
+	IPv6Addresses      []ec2IPv6Address     `xml:"ipv6AddressesSet>item"`
+	Association        *ec2IPAssociation    `xml:"association,omitempty"`
+	Groups             []ec2GroupIdentifier `xml:"groupSet>item"`
 }
 
 type ec2Attachment struct {
@@ -375,19 +328,15 @@ func (c *Cloud) ec2Of(in *Instance) ec2View {
 	for k, val := range in.Labels {
 		v.tags[k] = val
 	}
-	keys := make([]string, 0, len(v.tags))
-	for k := range v.tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v.Tags = append(v.Tags, ec2Tag{Key: k, Value: v.tags[k]})
-	}
+	v.Tags = ec2TagSet(v.tags)
 	if in.State == StateTerminated {
 		return v
 	}
 	v.VpcID = c.vpcID()
 	v.SubnetID = c.subnetID(zoneIdx)
+	// Every instance is in its VPC's default security group, as one
+	// launched without naming a group is.
+	v.Groups = []ec2GroupIdentifier{{GroupID: c.defaultSecurityGroupID(), GroupName: "default"}}
 	var v4, v6 []string
 	for _, a := range in.Addresses {
 		switch a.Type {
@@ -427,6 +376,7 @@ func (c *Cloud) ec2Of(in *Instance) ec2View {
 		PrivateIPAddress:   v.PrivateIPAddress,
 		PrivateDNSName:     v.PrivateDNSName,
 		Attachment:         ec2Attachment{AttachmentID: "eni-attach-" + strings.TrimPrefix(in.ID, "i-"), Status: "attached", DeleteOnTermination: true},
+		Groups:             v.Groups,
 	}
 	if v.IPAddress != "" {
 		eni.Association = &ec2IPAssociation{PublicIP: v.IPAddress, PublicDNSName: v.DNSName, IPOwnerID: "amazon"}
@@ -479,26 +429,41 @@ func (v ec2View) filter(name string) ([]string, bool) {
 		return one(v.SubnetID), true
 	case "owner-id":
 		return one(ec2OwnerID), true
+	case "instance.group-id":
+		ids := make([]string, 0, len(v.Groups))
+		for _, g := range v.Groups {
+			ids = append(ids, g.GroupID)
+		}
+		return ids, true
+	}
+	return tagFilter(v.tags, name)
+}
+
+// tagFilter gives a resource's values for the tag filters every Describe
+// action takes: tag-key, tag-value and tag:<key>.
+func tagFilter(tags map[string]string, name string) ([]string, bool) {
+	switch name {
 	case "tag-key":
-		keys := make([]string, 0, len(v.Tags))
-		for _, t := range v.Tags {
-			keys = append(keys, t.Key)
-		}
-		return keys, true
+		return slices.Collect(maps.Keys(tags)), true
 	case "tag-value":
-		vals := make([]string, 0, len(v.Tags))
-		for _, t := range v.Tags {
-			vals = append(vals, t.Value)
-		}
-		return vals, true
+		return slices.Collect(maps.Values(tags)), true
 	}
 	if key, ok := strings.CutPrefix(name, "tag:"); ok {
-		if val, has := v.tags[key]; has {
+		if val, has := tags[key]; has {
 			return []string{val}, true
 		}
 		return nil, true
 	}
 	return nil, false
+}
+
+// ec2TagSet lists tags as EC2 does, sorted by key.
+func ec2TagSet(tags map[string]string) []ec2Tag {
+	out := make([]ec2Tag, 0, len(tags))
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		out = append(out, ec2Tag{Key: k, Value: tags[k]})
+	}
+	return out
 }
 
 func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
@@ -510,11 +475,11 @@ func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
 	maxResults := 0
 	if s := r.Form.Get("MaxResults"); s != "" {
 		if len(ids) > 0 {
-			return nil, ec2Errorf("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
+			return nil, awsErrorf("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 5 || n > 1000 {
-			return nil, ec2Errorf("InvalidParameterValue", "Value ( %s ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.", s)
+			return nil, awsErrorf("InvalidParameterValue", "Value ( %s ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.", s)
 		}
 		maxResults = n
 	}
@@ -522,13 +487,13 @@ func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
 	if tok := r.Form.Get("NextToken"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil || !instanceIDPattern.Match(b) {
-			return nil, ec2Errorf("InvalidParameterValue", "Invalid value '%s' for nextToken", tok)
+			return nil, awsErrorf("InvalidParameterValue", "Invalid value '%s' for nextToken", tok)
 		}
 		after = string(b)
 	}
 	for _, id := range ids {
 		if !instanceIDPattern.MatchString(id) {
-			return nil, ec2Errorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
+			return nil, awsErrorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
 		}
 	}
 
@@ -559,9 +524,9 @@ func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
 	switch len(missing) {
 	case 0:
 	case 1:
-		return nil, ec2Errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
+		return nil, awsErrorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", missing[0])
 	default:
-		return nil, ec2Errorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
+		return nil, awsErrorf("InvalidInstanceID.NotFound", "The instance IDs '%s' do not exist", strings.Join(missing, ", "))
 	}
 	sort.Slice(views, func(i, j int) bool { return views[i].InstanceID < views[j].InstanceID })
 	resp := &describeInstancesResponse{Reservations: []ec2Reservation{}}
@@ -649,7 +614,7 @@ func (c *Cloud) ec2DescribeAvailabilityZones(r *http.Request) (any, error) {
 				found = found || attr(z) == w
 			}
 			if !found {
-				return ec2Errorf("InvalidParameterValue", "Invalid availability zone: [%s]", w)
+				return awsErrorf("InvalidParameterValue", "Invalid availability zone: [%s]", w)
 			}
 		}
 		return nil
@@ -698,7 +663,7 @@ func (c *Cloud) ec2DescribeRegions(r *http.Request) (any, error) {
 	region := ec2Region{RegionName: c.region, RegionEndpoint: r.Host, OptInStatus: "opt-in-not-required"}
 	for _, n := range ec2List(r, "RegionName") {
 		if n != c.region {
-			return nil, ec2Errorf("InvalidParameterValue", "Invalid region: %s", n)
+			return nil, awsErrorf("InvalidParameterValue", "Invalid region: %s", n)
 		}
 	}
 	ok, err := matchFilters(filters, func(name string) ([]string, bool) {
@@ -736,7 +701,7 @@ func (c *Cloud) ec2DescribeInstanceTopology(r *http.Request) (any, error) {
 	}
 	for _, id := range ec2List(r, "InstanceId") {
 		if !instanceIDPattern.MatchString(id) {
-			return nil, ec2Errorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
+			return nil, awsErrorf("InvalidInstanceID.Malformed", "Invalid id: %q", id)
 		}
 	}
 	return &describeInstanceTopologyResponse{Instances: []struct{}{}}, nil
@@ -811,16 +776,17 @@ type ec2TagsResponse struct {
 	Return bool `xml:"return"`
 }
 
-// ec2Tags reads Tag.N.Key and Tag.N.Value; a key without a value has "".
-func ec2Tags(r *http.Request) (keys, values []string, err error) {
+// ec2Tags reads <prefix>.N.Key and <prefix>.N.Value (Tag.1.Key, ...); a key
+// without a value has "".
+func ec2Tags(r *http.Request, prefix string) (keys, values []string, err error) {
 	for i := 1; ; i++ {
-		p := "Tag." + strconv.Itoa(i)
+		p := prefix + "." + strconv.Itoa(i)
 		k, ok := r.Form[p+".Key"]
 		if !ok {
 			return keys, values, nil
 		}
 		if len(k) != 1 || k[0] == "" || len(k[0]) > 128 {
-			return nil, nil, ec2Errorf("InvalidParameterValue", "%s.Key must be given once, 1 to 128 characters", p)
+			return nil, nil, awsErrorf("InvalidParameterValue", "%s.Key must be given once, 1 to 128 characters", p)
 		}
 		keys = append(keys, k[0])
 		values = append(values, r.Form.Get(p+".Value"))
@@ -833,9 +799,9 @@ func ec2Tags(r *http.Request) (keys, values []string, err error) {
 func (c *Cloud) ec2TagInstances(r *http.Request, change func(labels map[string]string, keys, values []string)) error {
 	ids := ec2List(r, "ResourceId")
 	if len(ids) == 0 {
-		return ec2Errorf("MissingParameter", "The request must contain the parameter resourceIdSet")
+		return awsErrorf("MissingParameter", "The request must contain the parameter resourceIdSet")
 	}
-	keys, values, err := ec2Tags(r)
+	keys, values, err := ec2Tags(r, "Tag")
 	if err != nil {
 		return err
 	}
@@ -844,11 +810,11 @@ func (c *Cloud) ec2TagInstances(r *http.Request, change func(labels map[string]s
 	var found []*Instance
 	for _, id := range ids {
 		if !instanceIDPattern.MatchString(id) {
-			return ec2Errorf("InvalidID", "The ID '%s' is not valid", id)
+			return awsErrorf("InvalidID", "The ID '%s' is not valid", id)
 		}
 		in, ok := c.instances[id]
 		if !ok {
-			return ec2Errorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
+			return awsErrorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 		}
 		found = append(found, in)
 	}

@@ -212,7 +212,7 @@ func TestEC2Errors(t *testing.T) {
 		code     string
 	}{
 		{"unknown action", url.Values{"Action": {"LaunchRockets"}}, false, 400, "InvalidAction"},
-		{"EC2 action the sim does not implement", url.Values{"Action": {"CreateSecurityGroup"}}, false, 400, "UnsupportedOperation"},
+		{"EC2 action the sim does not implement", url.Values{"Action": {"CreateRoute"}}, false, 400, "UnsupportedOperation"},
 		{"no action", url.Values{}, false, 400, "MissingAction"},
 		{"unsigned", url.Values{"Action": {"DescribeInstances"}}, true, 401, "AuthFailure"},
 		{"instance not found", url.Values{"Action": {"DescribeInstances"}, "InstanceId.1": {"i-000000ff"}}, false, 400, "InvalidInstanceID.NotFound"},

@@ -29,10 +29,16 @@ type Cloud struct {
 	internalV4 netip.Prefix
 	region     string
 
-	mu         sync.Mutex
-	instances  map[string]*Instance // by ID
-	routes     map[string]Route     // by name
-	lbs        map[string]*LoadBalancer
+	mu        sync.Mutex
+	instances map[string]*Instance // by ID
+	routes    map[string]Route     // by name
+	lbs       map[string]*LoadBalancer
+	// The EC2 view's security groups (by ID) and Elastic Load Balancing's
+	// classic load balancers (by name), for providers written against AWS.
+	secGroups  map[string]*SecurityGroup
+	nextSG     int
+	elbs       map[string]*ELB
+	nextELB    int
 	vips       map[netip.Addr]string // VIP -> load balancer name
 	nextVIP    netip.Addr
 	vipPool    netip.Prefix // SetVIPPool; zero: defaultVIPPool
@@ -58,7 +64,7 @@ func New(region string, zones ...string) *Cloud {
 	if len(zones) == 0 {
 		zones = []string{region + "a", region + "b", region + "c"}
 	}
-	return &Cloud{
+	c := &Cloud{
 		zones:     zones,
 		region:    region,
 		instances: map[string]*Instance{},
@@ -70,7 +76,11 @@ func New(region string, zones ...string) *Cloud {
 		calls:     Calls{ByOp: map[string]int64{}},
 
 		imdsTokens: map[string]time.Time{},
+		secGroups:  map[string]*SecurityGroup{},
+		elbs:       map[string]*ELB{},
 	}
+	c.addDefaultSecurityGroup()
+	return c
 }
 
 // Handler returns the cloud's HTTP API.
@@ -92,12 +102,15 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", c.api("DeleteLoadBalancer", c.deleteLoadBalancer))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
-	// Clients written against AWS: the EC2 Query API, and the instance
-	// metadata service at the path the AWS SDKs hard-code.
+	// Clients written against AWS: the EC2 and Elastic Load Balancing Query
+	// APIs, and the instance metadata service at the path the AWS SDKs
+	// hard-code.
 	mux.HandleFunc(EC2Path, c.ec2Handler)
 	// The SDKs join the endpoint's path and "/" as "/ec2": a redirect to
 	// "/ec2/" would not be followed for a POST.
 	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
+	mux.HandleFunc(ELBPath, c.elbHandler)
+	mux.HandleFunc(strings.TrimSuffix(ELBPath, "/"), c.elbHandler)
 	mux.HandleFunc("/latest/", c.imdsHandler)
 	mux.HandleFunc("GET /v1/calls/log", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.CallLog()) })
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
