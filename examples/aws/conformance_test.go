@@ -19,10 +19,9 @@ import (
 // TestAWSConformance runs the conformance suite against the AWS provider
 // with the sim cloud's EC2 API: initialized with a client builder, asked
 // about an unknown instance by an ID of AWS's own form, and about the
-// existing instances. The sim cloud does not emulate routes, and AWS refuses
-// the suite's test Service (its session affinity is unset; TestAWSOwnMain
-// proves the load balancers), so the run is limited to the instance cases,
-// which are required to run.
+// existing instances, and its classic ELB through the load balancer cases.
+// The sim cloud does not emulate routes, so the run leaves them out; the
+// instance cases are required to run.
 func TestAWSConformance(t *testing.T) {
 	_, simURL, instances := startCloud(t)
 	useSimAWS(t, simURL)
@@ -41,7 +40,7 @@ func TestAWSConformance(t *testing.T) {
 		CallTimeout:       10 * time.Second,
 		UnknownProviderID: "aws:///us-east-1a/i-0fffffffffffffff0",
 		ClientBuilder:     plugin.ClientBuilderFor(kubeconfig),
-		Capabilities:      []string{"Instances"},
+		Capabilities:      []string{"Instances", "LoadBalancer"},
 		Require:           []string{"Instances", "existing instance", "Initialize"},
 	})
 	var out bytes.Buffer

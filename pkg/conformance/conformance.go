@@ -330,6 +330,9 @@ func testService() *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:  corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
+			// As the API server defaults it: providers refuse an affinity
+			// they do not know, and "" is none they know.
+			SessionAffinity: corev1.ServiceAffinityNone,
 		},
 	}
 }
