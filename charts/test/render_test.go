@@ -110,14 +110,14 @@ func TestRender(t *testing.T) {
 			spec := d.Spec.Template.Spec
 			c := container(t, d)
 			wantArgs := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)",
-				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0"}
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.3.0"}
 			if !slices.Equal(c.Args, wantArgs) {
 				t.Errorf("args %q, want %q", c.Args, wantArgs)
 			}
 			if !slices.Equal(c.Command, []string{"/usr/local/bin/outrigger"}) {
 				t.Errorf("command %q", c.Command)
 			}
-			if c.Image != "outrigger.local/outrigger:0.2.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
+			if c.Image != "outrigger.local/outrigger:0.3.0" || c.ImagePullPolicy != corev1.PullIfNotPresent {
 				t.Errorf("image %s (%s)", c.Image, c.ImagePullPolicy)
 			}
 			if spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirst {
@@ -248,7 +248,7 @@ extraArgs:
 			want := []string{
 				"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--controllers=*,-route",
 				"--cluster-cidr=198.18.64.0/18", "--allocate-node-cidrs=true", "--configure-cloud-routes=false", "--bind-address=$(POD_IP)",
-				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0",
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.3.0",
 				// A map's keys in order, after the chart's own flags.
 				"--cluster-name=prod", "--logging-format=json", "--v=2",
 			}
@@ -262,7 +262,7 @@ extraArgs:
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			c := container(t, deployment(t, objs))
 			want := []string{"--cloud-provider=sim", "--leader-elect=true", "--leader-elect-retry-period=1s", "--profiling=false", "--bind-address=$(POD_IP)",
-				"--gateway-data-plane-image=outrigger.local/outrigger:0.2.0", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
+				"--gateway-data-plane-image=outrigger.local/outrigger:0.3.0", "--v=4", "--concurrent-service-syncs=8", "--configure-cloud-routes=true"}
 			if !slices.Equal(c.Args, want) {
 				t.Errorf("args%s\nwant%s", joinLines(c.Args), joinLines(want))
 			}
@@ -371,7 +371,7 @@ podDisruptionBudget: {enabled: false}
 			if !slices.Equal(gc.Command, rc.Command) || !slices.Equal(gc.Args, rc.Args) || !equality.Semantic.DeepEqual(gc.SecurityContext, rc.SecurityContext) || !equality.Semantic.DeepEqual(gc.Env, rc.Env) {
 				t.Errorf("container %+v\nwant deploy/local-lb.yaml's %+v", gc, rc)
 			}
-			if gc.Image != "outrigger.local/outrigger:0.2.0" {
+			if gc.Image != "outrigger.local/outrigger:0.3.0" {
 				t.Errorf("image %s, want Outrigger's own", gc.Image)
 			}
 			if v := gs.Volumes; len(v) != 1 || v[0].Secret == nil || v[0].Secret.SecretName != "cloud-controller-manager-cloud-config" {

@@ -7,4 +7,4 @@
 package version
 
 // Version is Outrigger's version, semantic, without a leading v.
-const Version = "0.2.0"
+const Version = "0.3.0"
