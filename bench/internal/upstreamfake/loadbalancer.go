@@ -3,7 +3,6 @@ package upstreamfake
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,13 +108,7 @@ func (p *provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 	if err := p.call(ctx, "EnsureLoadBalancer"); err != nil {
 		return nil, err
 	}
-	if p.hangPrefix != "" && strings.HasPrefix(service.Name, p.hangPrefix) {
-		p.mu.Lock()
-		p.hung++
-		p.hungObjects[service.Name] = true
-		p.mu.Unlock()
-		select {} // hung for good, whatever ctx says
-	}
+	p.hangOn("service/" + service.Name)
 	return p.setBackends(p.GetLoadBalancerName(ctx, clusterName, service), service, nodesKey(nodes), true), nil
 }
 

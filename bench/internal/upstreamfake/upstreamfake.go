@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,8 +58,8 @@ type Config struct {
 	// LoadBalancers offers the LoadBalancer interface.
 	LoadBalancers bool `json:"loadBalancers,omitempty"`
 	// HangPrefix: EnsureLoadBalancer never returns, whatever its context,
-	// for Services whose name starts with it (a provider hung on some
-	// objects).
+	// for Services whose name starts with it, nor InstanceMetadata for
+	// nodes whose name does (a provider hung on some objects).
 	HangPrefix string `json:"hangPrefix,omitempty"`
 }
 
@@ -76,7 +77,7 @@ type Calls struct {
 	// UpdateLoadBalancer calls: each sets a load balancer's backends.
 	BackendWrites int64 `json:"backendWrites,omitempty"`
 	// Hung counts the calls hung by Config.HangPrefix, and HungObjects
-	// the Services they hang on.
+	// the Services and nodes they hang on.
 	Hung        int64 `json:"hung,omitempty"`
 	HungObjects int64 `json:"hungObjects,omitempty"`
 }
@@ -137,7 +138,8 @@ type provider struct {
 	hangPrefix    string
 
 	mu sync.Mutex
-	// hung are the calls hung now; hungObjects the Services hung on.
+	// hung are the calls hung now; hungObjects the Services and nodes
+	// hung on.
 	hung        int64
 	hungObjects map[string]bool
 	total       int64
@@ -192,7 +194,22 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 	if err := p.admit("InstanceMetadata"); err != nil {
 		return nil, err
 	}
+	p.hangOn("node/" + node.Name)
 	return p.Cloud.InstanceMetadata(ctx, node)
+}
+
+// hangOn never returns, whatever the call's context says, when the
+// object's name (after its kind/) starts with Config.HangPrefix.
+func (p *provider) hangOn(object string) {
+	_, name, _ := strings.Cut(object, "/")
+	if p.hangPrefix == "" || !strings.HasPrefix(name, p.hangPrefix) {
+		return
+	}
+	p.mu.Lock()
+	p.hung++
+	p.hungObjects[object] = true
+	p.mu.Unlock()
+	select {}
 }
 
 // counts are the call counts so far.
