@@ -16,7 +16,8 @@ import (
 
 // TestShortChaosRun is the short, fixed-seed run of `make test`: 2 minutes
 // of workload and every kind of fault on 20 nodes and 20 Services, on a
-// cloud shared with a second CCM serving the foreign class (Config.Shared),
+// cloud shared with a second CCM serving the foreign class (Config.Shared)
+// and with a second cluster of the same name (Config.SecondCluster),
 // Outrigger reaching the cloud through plugins restarted mid-call
 // (Config.Plugin), then every invariant must hold.
 func TestShortChaosRun(t *testing.T) {
@@ -32,7 +33,7 @@ func TestShortChaosRun(t *testing.T) {
 	}
 	var log bytes.Buffer
 	cfg := Config{Seed: 1, Duration: 2 * time.Minute, Nodes: 20, Services: 20, Replicas: 2, Shared: true, SharedReplicas: 2,
-		Plugin: plugin, Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
+		SecondCluster: true, SecondReplicas: 2, Plugin: plugin, Outrigger: bin, WorkDir: filepath.Join(t.TempDir(), "run"), Log: &log}
 	report, err := Run(context.Background(), cfg)
 	t.Logf("run log:\n%s", log.String())
 	if report != nil {
@@ -54,6 +55,9 @@ func TestShortChaosRun(t *testing.T) {
 	if report.Shared == nil || report.Shared.Ingress.Count == 0 {
 		t.Error("the second CCM gave no Service of its class a load balancer")
 	}
+	if c := report.SecondCluster; c == nil || c.Cycles == 0 || c.Final.LoadBalancers == 0 || c.Final.Routes == 0 {
+		t.Errorf("the second cluster ran no workload or ended with no load balancer or route: %+v", c)
+	}
 	if report.Plugin == nil || report.Plugin.MidCall == 0 {
 		t.Error("no plugin was killed while a call was in flight")
 	}
@@ -70,6 +74,9 @@ func TestShortChaosRun(t *testing.T) {
 		}
 		for i := range cfg.SharedReplicas {
 			logs = append(logs, fmt.Sprintf("outrigger-shared-%d.log", i))
+		}
+		for i := range cfg.SecondReplicas {
+			logs = append(logs, fmt.Sprintf("second-outrigger-%d.log", i))
 		}
 		for i := range cfg.Replicas {
 			logs = append(logs, fmt.Sprintf("plugin-%d.log", i))

@@ -40,11 +40,15 @@ func (h *harness) runFaults(ctx context.Context, steps []Step) error {
 func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) error, error) {
 	none := func(context.Context) error { return nil }
 	switch s.Kind {
-	case KillOutrigger, KillSharedCCM:
-		// Outrigger's replicas come first, then the second CCM's.
+	case KillOutrigger, KillSharedCCM, KillSecondCluster:
+		// Outrigger's replicas come first, then the second CCM's, then
+		// the second cluster's.
 		i := int(s.Pick) % h.cfg.Replicas
-		if s.Kind == KillSharedCCM {
+		switch s.Kind {
+		case KillSharedCCM:
 			i = h.cfg.Replicas + int(s.Pick)%h.cfg.SharedReplicas
+		case KillSecondCluster:
+			i = h.cfg.Replicas + h.cfg.SharedReplicas + int(s.Pick)%h.cfg.SecondReplicas
 		}
 		h.stopReplica(i, syscall.SIGKILL)
 		return func(context.Context) error { return h.startReplica(i) }, nil
@@ -104,7 +108,7 @@ func (h *harness) inject(ctx context.Context, s Step) (func(context.Context) err
 		set.HangFor = simcloud.Duration{Duration: 30 * time.Second}
 	case CloudQuota:
 		// Nothing more fits: every quota at what is in use.
-		live := len(h.liveNodes())
+		live := len(h.liveInstances(""))
 		set.MaxInstances = max(1, live)
 		set.MaxLoadBalancers = max(1, len(h.cloud.LoadBalancers()))
 		set.MaxRoutes = max(1, len(h.cloud.Routes()))

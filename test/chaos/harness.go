@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -86,6 +88,19 @@ type Config struct {
 	// schedule adds PluginRestart: every plugin SIGKILLed while a call is
 	// in flight, and started again after the hold.
 	Plugin string
+	// SecondCluster runs a second cluster on the same cloud account: its
+	// own etcd and kube-apiserver, SecondReplicas (default 2) Outrigger
+	// replicas with every controller, routes on a cluster CIDR of its own
+	// (198.18.64.0/18), and a smaller workload of its own (a quarter of
+	// Nodes and Services at the start, half the pace). Both clusters keep
+	// the default --cluster-name, so only the cluster ID (the kube-system
+	// namespace's UID, tag cluster-id) tells their load balancers and
+	// routes apart. Both run the orphan sweep every 10 s and the route
+	// reconciliation every 2 s; the schedule also SIGKILLs the second
+	// cluster's replicas (KillSecondCluster). Neither cluster may create,
+	// change or delete a load balancer or route of the other's ID.
+	SecondCluster  bool
+	SecondReplicas int
 }
 
 // extraFaults are the fault kinds of the settings cfg turns on.
@@ -102,6 +117,9 @@ func (cfg Config) extraFaults() []string {
 	}
 	if cfg.Plugin != "" {
 		out = append(out, PluginRestart)
+	}
+	if cfg.SecondCluster {
+		out = append(out, KillSecondCluster)
 	}
 	return out
 }
@@ -138,6 +156,13 @@ type harness struct {
 	// nodes and services are the watch's caches, once it runs.
 	nodes    cache.Store
 	svcIndex cache.Indexer
+	// cloudURL is the sim cloud's, as the replicas reach it.
+	cloudURL string
+	// id is the cluster's ID (the kube-system namespace's UID), with
+	// Config.SecondCluster.
+	id string
+	// second is the second cluster (Config.SecondCluster).
+	second *secondCluster
 	// hang is the object-hang fault in progress (Config.Hang).
 	hang     *hangWindow
 	nextHang int
@@ -145,7 +170,8 @@ type harness struct {
 	logMu  sync.Mutex
 	mu     sync.Mutex
 	report *Report
-	// replicas are Outrigger's, then (Config.Shared) the second CCM's.
+	// replicas are Outrigger's, then (Config.Shared) the second CCM's,
+	// then (Config.SecondCluster) the second cluster's Outrigger's.
 	replicas []*replica
 	// plugins are Outrigger's replicas' providers, by replica slot
 	// (Config.Plugin).
@@ -178,13 +204,19 @@ type replica struct {
 // violations are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Failover > 0 && len(cfg.extraFaults()) > 0 {
-		return nil, errors.New("chaos: a failover run takes none of Config.Shared, Hang, LostResponses and Plugin")
+		return nil, errors.New("chaos: a failover run takes none of Config.Shared, Hang, LostResponses, Plugin and SecondCluster")
 	}
 	if cfg.Shared && cfg.SharedReplicas <= 0 {
 		cfg.SharedReplicas = 2
 	}
 	if !cfg.Shared {
 		cfg.SharedReplicas = 0
+	}
+	if cfg.SecondCluster && cfg.SecondReplicas <= 0 {
+		cfg.SecondReplicas = 2
+	}
+	if !cfg.SecondCluster {
+		cfg.SecondReplicas = 0
 	}
 	if cfg.Failover > 0 {
 		if cfg.Replicas <= 0 {
@@ -283,28 +315,38 @@ func (h *harness) setUp(ctx context.Context) error {
 	if err := h.cloud.SetInternalIPv4Range(netip.MustParsePrefix("127.1.0.0/16")); err != nil {
 		return err
 	}
-	var cloudURL string
 	var err error
-	if h.cfg.Shared {
-		// Every change to a load balancer is checked against the class
-		// of the CCM that made it.
-		cloudURL, err = h.serve(ctx, h.auditClasses(h.cloud.Handler()))
+	if h.cfg.Shared || h.cfg.SecondCluster {
+		handler := h.cloud.Handler()
+		if h.cfg.Shared {
+			// Every change to a load balancer is checked against the
+			// class of the CCM that made it.
+			handler = h.auditClasses(handler)
+		}
+		if h.cfg.SecondCluster {
+			// And against the cluster of the replica that made it.
+			handler = h.auditClusters(handler)
+		}
+		h.cloudURL, err = h.serve(ctx, handler)
 	} else {
-		cloudURL, err = h.cloud.Serve(ctx, "127.0.0.1:0")
+		h.cloudURL, err = h.cloud.Serve(ctx, "127.0.0.1:0")
 	}
 	if err != nil {
 		return err
 	}
 	h.simYAML = filepath.Join(h.dir, "sim.yaml")
-	if err := os.WriteFile(h.simYAML, []byte("endpoint: "+cloudURL+"\n"), 0o600); err != nil {
-		return err
-	}
-	if h.cp, err = apiserver.Start(ctx); err != nil {
+	if err := os.WriteFile(h.simYAML, []byte("endpoint: "+h.cloudURL+"\n"), 0o600); err != nil {
 		return err
 	}
 	h.kubecfg = filepath.Join(h.dir, "kubeconfig")
-	if err := h.cp.WriteAdminKubeconfig(h.kubecfg); err != nil {
+	var id string
+	if h.cp, h.client, id, err = startControlPlane(ctx, h.kubecfg); err != nil {
 		return err
+	}
+	if h.cfg.SecondCluster {
+		h.mu.Lock()
+		h.id = id
+		h.mu.Unlock()
 	}
 	h.replicaKubecfg = h.kubecfg
 	if h.cfg.LostResponses {
@@ -312,13 +354,13 @@ func (h *harness) setUp(ctx context.Context) error {
 			return err
 		}
 	}
-	cfg := rest.CopyConfig(h.cp.Config)
-	cfg.QPS, cfg.Burst, cfg.Timeout = 200, 400, 10*time.Second
-	if h.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
 	if _, err := h.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	if h.cfg.SecondCluster {
+		if err := h.setUpSecond(ctx); err != nil {
+			return fmt.Errorf("second cluster: %w", err)
+		}
 	}
 	for range h.cfg.Nodes {
 		if err := h.joinNode(); err != nil {
@@ -348,7 +390,7 @@ func (h *harness) startReplicas(ctx context.Context) error {
 			}
 		}
 	}
-	for i := range h.cfg.Replicas + h.cfg.SharedReplicas {
+	for i := range h.cfg.Replicas + h.cfg.SharedReplicas + h.cfg.SecondReplicas {
 		h.replicas = append(h.replicas, nil)
 		if err := h.startReplica(i); err != nil {
 			return err
@@ -358,12 +400,61 @@ func (h *harness) startReplicas(ctx context.Context) error {
 	if h.cfg.Shared {
 		second = fmt.Sprintf(", %d replicas of a second CCM (class %s)", h.cfg.SharedReplicas, foreignClass)
 	}
+	if sc := h.second; sc != nil {
+		second += fmt.Sprintf(", a second cluster (cluster-id %s, the first's %s): %d nodes, %d Services, %d Outrigger replicas", sc.id, h.id, sc.nodes, sc.services0, h.cfg.SecondReplicas)
+	}
 	h.logf("environment up: %d nodes, %d Services, %d Outrigger replicas%s (%s)", h.cfg.Nodes, h.cfg.Services, h.cfg.Replicas, second, h.dir)
 	return nil
 }
 
 // shared tells whether replica slot i is the second CCM's.
-func (h *harness) shared(i int) bool { return i >= h.cfg.Replicas }
+func (h *harness) shared(i int) bool {
+	return i >= h.cfg.Replicas && i < h.cfg.Replicas+h.cfg.SharedReplicas
+}
+
+// secondSlot tells whether replica slot i is the second cluster's.
+func (h *harness) secondSlot(i int) bool { return i >= h.cfg.Replicas+h.cfg.SharedReplicas }
+
+// startControlPlane starts a cluster's etcd and kube-apiserver, writes its
+// admin kubeconfig to kubecfg and returns a client of it and the cluster's
+// ID (the kube-system namespace's UID, which Outrigger records in the
+// cloud). It stops what it started on failure.
+func startControlPlane(ctx context.Context, kubecfg string) (*apiserver.ControlPlane, kubernetes.Interface, string, error) {
+	cp, err := apiserver.Start(ctx)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	client, id, err := func() (kubernetes.Interface, string, error) {
+		if err := cp.WriteAdminKubeconfig(kubecfg); err != nil {
+			return nil, "", err
+		}
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.QPS, cfg.Burst, cfg.Timeout = 200, 400, 10*time.Second
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, "", err
+		}
+		// The API server creates kube-system shortly after it is ready.
+		var id string
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			ns, err := client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			id = string(ns.UID)
+			return true, nil
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("waiting for namespace kube-system: %w", err)
+		}
+		return client, id, nil
+	}()
+	if err != nil {
+		_ = cp.Stop()
+		return nil, nil, "", err
+	}
+	return cp, client, id, nil
+}
 
 // sharedLeaseName is the second CCM's leader-election Lease.
 const sharedLeaseName = "outrigger-shared"
@@ -372,36 +463,49 @@ const sharedLeaseName = "outrigger-shared"
 // well below the hang, which lasts until the caller gives up.
 const hangCallTimeout = 5 * time.Second
 
-// orphanSweepPeriod is both CCMs' --load-balancer-orphan-sweep-period with
-// Config.Shared: each sweeps the cloud, where the other's load balancers
-// are, many times a run.
+// orphanSweepPeriod is every CCM's --load-balancer-orphan-sweep-period with
+// Config.Shared or SecondCluster: each sweeps the cloud, where the other's
+// load balancers are, many times a run.
 const orphanSweepPeriod = 10 * time.Second
 
 // replicaArgs run Outrigger with every controller, IPAM and routes on, and
 // the configured leader election: outside failover runs, short enough that
 // a killed leader is replaced within seconds. The second CCM's replicas
 // (slot i, Config.Shared) run only the service controller, for its class,
-// with their own Lease.
+// with their own Lease. The second cluster's (Config.SecondCluster) run
+// every controller against their own API server, with a cluster CIDR of
+// their own; both clusters keep the default --cluster-name.
 func (h *harness) replicaArgs(i int, cloudConfig string) []string {
 	provider := "sim"
-	if h.cfg.Plugin != "" && !h.shared(i) {
+	if h.cfg.Plugin != "" && !h.shared(i) && !h.secondSlot(i) {
 		provider = "grpc"
 		cloudConfig = h.pluginConfigs[i]
 	}
+	kubecfg := h.replicaKubecfg
+	if h.secondSlot(i) {
+		kubecfg = h.second.kubecfg
+	}
 	args := []string{
-		"--kubeconfig=" + h.replicaKubecfg, "--cloud-provider=" + provider, "--cloud-config=" + cloudConfig,
+		"--kubeconfig=" + kubecfg, "--cloud-provider=" + provider, "--cloud-config=" + cloudConfig,
 		"--leader-elect=true", "--leader-elect-lease-duration=" + h.cfg.LeaseDuration.String(),
 		"--leader-elect-renew-deadline=" + h.cfg.RenewDeadline.String(), "--leader-elect-retry-period=" + h.cfg.RetryPeriod.String(),
 		"--secure-port=0",
 	}
-	if h.shared(i) {
+	switch {
+	case h.shared(i):
 		args = append(args, "--load-balancer-class="+foreignClass, "--leader-elect-resource-name="+sharedLeaseName,
 			"--controllers=service-lb-controller", "--allocate-node-cidrs=false", "--configure-cloud-routes=false")
-	} else {
+	case h.secondSlot(i):
+		// Inside the first cluster's CIDR: the cloud keys routes by name,
+		// which holds the node's UID, so the clusters' pod CIDRs may
+		// overlap (test/shared does the same).
+		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr="+secondClusterCIDR, "--configure-cloud-routes=true",
+			"--route-reconciliation-period=2s", "--node-monitor-period=2s")
+	default:
 		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr=198.18.0.0/16", "--configure-cloud-routes=true",
 			"--route-reconciliation-period=2s", "--node-monitor-period=2s")
 	}
-	if h.cfg.Shared {
+	if h.cfg.Shared || h.cfg.SecondCluster {
 		args = append(args, "--load-balancer-orphan-sweep-period="+orphanSweepPeriod.String())
 	}
 	if h.cfg.Hang {
@@ -414,6 +518,9 @@ func (h *harness) replicaArgs(i int, cloudConfig string) []string {
 func (h *harness) replicaName(i int) string {
 	if h.shared(i) {
 		return fmt.Sprintf("%s%d", sharedCallerPrefix, i-h.cfg.Replicas)
+	}
+	if h.secondSlot(i) {
+		return fmt.Sprintf("%s%d", secondCallerPrefix, i-h.cfg.Replicas-h.cfg.SharedReplicas)
 	}
 	return fmt.Sprintf("%s%d", callerPrefix, i)
 }
@@ -529,6 +636,11 @@ func (h *harness) tearDown() {
 			h.logf("stopping the control plane: %v", err)
 		}
 	}
+	if h.second != nil && h.second.cp != nil {
+		if err := h.second.cp.Stop(); err != nil {
+			h.logf("stopping the second cluster's control plane: %v", err)
+		}
+	}
 	for _, c := range h.closers {
 		c()
 	}
@@ -552,9 +664,14 @@ func (h *harness) run(ctx context.Context, sched Schedule) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := logr.NewContext(runCtx, logr.Discard())
-	sim := &kubeletsim.Simulator{Cloud: h.cloud, Client: h.client, Period: 500 * time.Millisecond}
+	// Each cluster's kubelets are those of its own instances.
+	sim := &kubeletsim.Simulator{Cloud: instancesNamed{h.cloud, nodePrefix}, Client: h.client, Period: 500 * time.Millisecond}
 	var bg sync.WaitGroup
 	bg.Go(func() { sim.Run(quiet) })
+	if h.second != nil {
+		sim2 := &kubeletsim.Simulator{Cloud: instancesNamed{h.cloud, secondNodePrefix}, Client: h.second.client, Period: 500 * time.Millisecond}
+		bg.Go(func() { sim2.Run(quiet) })
+	}
 	watch, err := h.watch(runCtx)
 	if err != nil {
 		return err
@@ -572,6 +689,9 @@ func (h *harness) run(ctx context.Context, sched Schedule) error {
 	} else {
 		wg.Go(func() { h.runWorkload(runCtx, sched.Workload) })
 		wg.Go(func() { faultErr = h.runFaults(runCtx, sched.Faults) })
+		if h.second != nil {
+			wg.Go(func() { h.runSecondWorkload(runCtx, sched.Second) })
+		}
 	}
 	wg.Wait()
 	if faultErr != nil {
@@ -603,11 +723,15 @@ func (h *harness) at(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// liveNodes are the running instances, by name, for picks.
-func (h *harness) liveNodes() []simcloud.Instance {
+// liveNodes are the first cluster's running instances, by name, for picks.
+func (h *harness) liveNodes() []simcloud.Instance { return h.liveInstances(nodePrefix) }
+
+// liveInstances are the running instances whose name starts with prefix,
+// by name.
+func (h *harness) liveInstances(prefix string) []simcloud.Instance {
 	var out []simcloud.Instance
 	for _, in := range h.cloud.List() {
-		if in.State == simcloud.StateRunning {
+		if in.State == simcloud.StateRunning && strings.HasPrefix(in.Name, prefix) {
 			out = append(out, in)
 		}
 	}

@@ -63,6 +63,18 @@ const (
 	// object-hang fault (Config.Hang), whose load balancer the cloud
 	// answers, got no ingress before the fault lifted.
 	HangBlocked = "lb-blocked-by-hung-calls"
+	// CrossClusterWrite: a replica of one cluster of a run with a second
+	// cluster (Config.SecondCluster) created or changed a load balancer
+	// or route whose cluster-id tag is the other cluster's (checked as
+	// the cloud answers).
+	CrossClusterWrite = "cloud-object-written-by-other-cluster"
+	// CrossClusterDelete: a replica of one cluster deleted a load balancer
+	// or route whose cluster-id tag is the other cluster's (checked as the
+	// cloud answers).
+	CrossClusterDelete = "cloud-object-deleted-by-other-cluster"
+	// WrongClusterLB: the load balancer of a Service of either cluster is
+	// not tagged with that cluster's ID (once settled).
+	WrongClusterLB = "lb-cluster-id-differs-from-cluster"
 )
 
 // invariants are those a run of cfg checks, in report order.
@@ -73,6 +85,9 @@ func (cfg Config) invariants() []string {
 	}
 	if cfg.Hang {
 		out = append(out, HangBlocked)
+	}
+	if cfg.SecondCluster {
+		out = append(out, CrossClusterWrite, CrossClusterDelete, WrongClusterLB)
 	}
 	return out
 }
@@ -169,7 +184,7 @@ func (h *harness) checkContinuously(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for owner, names := range lbsByOwner(h.cloud.LoadBalancers()) {
+		for owner, names := range h.lbsByOwner(h.cloud.LoadBalancers()) {
 			if len(names) > 1 {
 				h.violate(DuplicateLB, owner, strings.Join(names, ","))
 			}
@@ -208,23 +223,58 @@ func nodesByPodCIDR(nodes []*corev1.Node) map[string][]string {
 	return out
 }
 
-func lbsByOwner(lbs []simcloud.LoadBalancer) map[string][]string {
+// lbsByOwner maps every Service (its namespace/name, prefixed "second/" for
+// the second cluster's) to its load balancers.
+func (h *harness) lbsByOwner(lbs []simcloud.LoadBalancer) map[string][]string {
 	out := map[string][]string{}
 	for _, lb := range lbs {
 		owner := lb.Tags["service"]
+		if !h.ownsTags(true, lb.Tags) {
+			owner = secondObject + owner
+		}
 		out[owner] = append(out[owner], lb.Name)
 	}
 	return out
 }
 
+// secondObject prefixes the second cluster's objects in violations.
+const secondObject = "second/"
+
 // settled lists what is not (yet) as it must be once everything has
-// converged; an error means the API server could not be read.
+// converged, in both clusters of a run with a second cluster; an error
+// means an API server could not be read.
 func (h *harness) settled(ctx context.Context) ([]Violation, error) {
-	nodeList, err := h.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	out, err := h.settledIn(ctx, h.client, true)
 	if err != nil {
 		return nil, err
 	}
-	svcList, err := h.client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+	if h.second != nil {
+		more, err := h.settledIn(ctx, h.second.client, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range more {
+			v.Object = secondObject + v.Object
+			out = append(out, v)
+		}
+	}
+	for owner, names := range h.lbsByOwner(h.cloud.LoadBalancers()) {
+		if len(names) > 1 {
+			out = append(out, Violation{Invariant: DuplicateLB, Object: owner, Detail: strings.Join(names, ",")})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Invariant+out[i].Object < out[j].Invariant+out[j].Object })
+	return out, nil
+}
+
+// settledIn checks one cluster, the first or the second, through client,
+// and the cloud's load balancers and routes it owns (ownsTags).
+func (h *harness) settledIn(ctx context.Context, client kubernetes.Interface, first bool) ([]Violation, error) {
+	nodeList, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	svcList, err := client.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -232,10 +282,20 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 	bad := func(inv, obj, format string, args ...any) {
 		out = append(out, Violation{Invariant: inv, Object: obj, Detail: fmt.Sprintf(format, args...)})
 	}
+	var routes []simcloud.Route
+	for _, r := range h.cloud.Routes() {
+		if h.ownsTags(first, r.Tags) {
+			routes = append(routes, r)
+		}
+	}
+	myID, secondID := h.clusterIDs()
+	if !first {
+		myID = secondID
+	}
 
 	nodes := map[string]bool{}
 	routed := map[string]bool{}
-	for _, r := range h.cloud.Routes() {
+	for _, r := range routes {
 		routed[r.Target+" "+r.Destination] = true
 	}
 	for _, n := range nodeList.Items {
@@ -268,15 +328,19 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 			bad(DuplicatePodCIDR, cidr, "%s", strings.Join(names, ","))
 		}
 	}
-	for _, r := range h.cloud.Routes() {
+	for _, r := range routes {
 		if !nodes[r.Target] {
 			bad(OrphanRoute, r.Name, "%s -> %s", r.Destination, r.Target)
 		}
 	}
 
 	lbs := map[string]simcloud.LoadBalancer{}
+	all := map[string]simcloud.LoadBalancer{}
 	for _, lb := range h.cloud.LoadBalancers() {
-		lbs[lb.Name] = lb
+		all[lb.Name] = lb
+		if h.ownsTags(first, lb.Tags) {
+			lbs[lb.Name] = lb
+		}
 	}
 	want := map[string]bool{}
 	for _, svc := range svcList.Items {
@@ -286,9 +350,9 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 			continue
 		}
 		// Outrigger serves the Services without a class; in a shared run
-		// the second CCM those of foreignClass.
+		// the second CCM those of foreignClass (in the first cluster).
 		ours := svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
-			(svc.Spec.LoadBalancerClass == nil || h.cfg.Shared && *svc.Spec.LoadBalancerClass == foreignClass)
+			(svc.Spec.LoadBalancerClass == nil || first && h.cfg.Shared && *svc.Spec.LoadBalancerClass == foreignClass)
 		if !ours {
 			if slices.Contains(svc.Finalizers, cleanupFinalizer) {
 				bad(FinalizerLeft, name, "type %s, class %v, still has %s", svc.Spec.Type, svc.Spec.LoadBalancerClass, cleanupFinalizer)
@@ -300,12 +364,17 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 		if len(svc.Status.LoadBalancer.Ingress) == 0 {
 			bad(NoIngress, name, "")
 		}
-		lb, ok := lbs[lbName]
+		// Looked up among every cluster's: one tagged with the other
+		// cluster's ID is this one's, wrongly tagged.
+		lb, ok := all[lbName]
 		if !ok {
 			if len(svc.Status.LoadBalancer.Ingress) > 0 {
 				bad(NoIngress, name, "ingress %v without a cloud load balancer", svc.Status.LoadBalancer.Ingress)
 			}
 			continue
+		}
+		if h.cfg.SecondCluster && lb.Tags[sim.TagClusterID] != myID {
+			bad(WrongClusterLB, name, "load balancer %s tagged cluster-id %q, the cluster's is %q", lbName, lb.Tags[sim.TagClusterID], myID)
 		}
 		if class := ptr.Deref(svc.Spec.LoadBalancerClass, ""); h.cfg.Shared && lb.Tags[sim.TagClass] != class {
 			bad(WrongClassLB, name, "load balancer %s tagged class %q, the Service's is %q", lbName, lb.Tags[sim.TagClass], class)
@@ -322,12 +391,6 @@ func (h *harness) settled(ctx context.Context) ([]Violation, error) {
 			bad(OrphanLB, name, "tagged %s", lb.Tags["service"])
 		}
 	}
-	for owner, names := range lbsByOwner(h.cloud.LoadBalancers()) {
-		if len(names) > 1 {
-			bad(DuplicateLB, owner, "%s", strings.Join(names, ","))
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Invariant+out[i].Object < out[j].Invariant+out[j].Object })
 	return out, nil
 }
 
@@ -392,7 +455,17 @@ func (h *harness) quiesce(ctx context.Context) {
 }
 
 func (h *harness) recordFinal(ctx context.Context) {
-	f := Final{Instances: len(h.liveNodes()), LoadBalancers: len(h.cloud.LoadBalancers()), Routes: len(h.cloud.Routes())}
+	f := Final{Instances: len(h.liveNodes())}
+	for _, lb := range h.cloud.LoadBalancers() {
+		if h.ownsTags(true, lb.Tags) {
+			f.LoadBalancers++
+		}
+	}
+	for _, r := range h.cloud.Routes() {
+		if h.ownsTags(true, r.Tags) {
+			f.Routes++
+		}
+	}
 	if l, err := h.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
 		f.Nodes = len(l.Items)
 	}
@@ -410,4 +483,10 @@ func (h *harness) recordFinal(ctx context.Context) {
 	h.report.mu.Lock()
 	h.report.Final = f
 	h.report.mu.Unlock()
+	if h.second != nil {
+		sf := h.secondFinal(ctx)
+		h.report.mu.Lock()
+		h.report.SecondCluster.Final = sf
+		h.report.mu.Unlock()
+	}
 }

@@ -3,8 +3,11 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"maps"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -16,12 +19,14 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The checks must catch what they claim to: with no Outrigger running and
 // the cloud and cluster broken by hand, every invariant reports.
 func TestInvariantsCatchBreakage(t *testing.T) {
+	t.Run("two clusters of one name", crossClusterBreakage)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	h := &harness{cfg: Config{Nodes: 2, Services: 1, Log: io.Discard}, dir: t.TempDir(), created: map[string]time.Time{}, closing: make(chan struct{})}
@@ -110,5 +115,94 @@ func TestInvariantsCatchBreakage(t *testing.T) {
 	}
 	if err != nil {
 		t.Logf("reported: %v", got)
+	}
+}
+
+// crossClusterBreakage: with two clusters on one cloud (Config.SecondCluster)
+// and no Outrigger running, a replica of the second cluster deleting and
+// changing the first cluster's load balancer and route, and a load balancer
+// of the second cluster's Service tagged with the first's ID, are reported;
+// each cluster's changes to its own objects and the harness's are not.
+func crossClusterBreakage(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Nodes: 1, Services: 1, Replicas: 1, SecondCluster: true, SecondReplicas: 1, Log: io.Discard}
+	h := &harness{cfg: cfg, dir: t.TempDir(), created: map[string]time.Time{}, closing: make(chan struct{})}
+	h.report = newReport(cfg, Schedule{})
+	if err := h.setUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer h.tearDown()
+	first, second := h.clusterIDs()
+	svc, err := h.second.client.CoreV1().Services(namespace).Get(ctx, "svc-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range []struct{ name, id string }{
+		{"first-lb", first}, {"first-lb-2", first}, {"own-lb", second}, {cloudprovider.DefaultLoadBalancerName(svc), first},
+	} {
+		tags := map[string]string{sim.TagCluster: "kubernetes", sim.TagClusterID: lb.id, sim.TagService: namespace + "/svc-1"}
+		if _, err := h.cloud.PutLoadBalancer(lb.name, simcloud.LoadBalancerSpec{Tags: tags}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct{ name, id string }{{"first-route", first}, {"own-route", second}} {
+		route := simcloud.Route{Name: r.name, Destination: "198.18.99.0/24", Target: "ghost", Tags: map[string]string{sim.TagCluster: "kubernetes", sim.TagClusterID: r.id}}
+		if _, err := h.cloud.CreateRoute(route); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := func(caller, method, path, body string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, h.cloudURL+path, bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caller != "" {
+			req.Header.Set(simcloud.CallerHeader, caller)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s by %q: %s", method, path, caller, resp.Status)
+		}
+	}
+	mainCaller, secondCaller := callerPrefix+"0-1", secondCallerPrefix+"0-2"
+	// Each cluster's own, and the harness's: no violation.
+	call(secondCaller, http.MethodPut, "/v1/loadbalancers/own-lb/backends", `[]`)
+	call(secondCaller, http.MethodDelete, "/v1/routes/own-route", "")
+	call(secondCaller, http.MethodPost, "/v1/routes", `{"name":"own-new","destination":"198.18.64.0/24","target":"ghost","tags":{"cluster-id":"`+second+`"}}`)
+	call(mainCaller, http.MethodPut, "/v1/loadbalancers/first-lb-2/backends", `[]`)
+	call("", http.MethodDelete, "/v1/loadbalancers/own-lb", "")
+	if len(h.report.Violations) != 0 {
+		t.Fatalf("own changes and the harness's: %v", h.report.Violations)
+	}
+	// The second cluster's replica on the first's objects.
+	call(secondCaller, http.MethodDelete, "/v1/loadbalancers/first-lb", "")
+	call(secondCaller, http.MethodDelete, "/v1/routes/first-route", "")
+	call(secondCaller, http.MethodPut, "/v1/loadbalancers/first-lb-2/backends", `[]`)
+	call(mainCaller, http.MethodPost, "/v1/routes", `{"name":"stolen","destination":"198.18.65.0/24","target":"ghost","tags":{"cluster-id":"`+second+`"}}`)
+	got := map[string]string{}
+	for _, v := range h.report.Violations {
+		got[v.Object] = v.Invariant
+	}
+	want := map[string]string{"loadbalancer/first-lb": CrossClusterDelete, "route/first-route": CrossClusterDelete,
+		"loadbalancer/first-lb-2": CrossClusterWrite, "route/stolen": CrossClusterWrite}
+	if !maps.Equal(got, want) {
+		t.Errorf("violations %v, want %v", got, want)
+	}
+	v, err := h.settled(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(v, func(v Violation) bool {
+		return v.Invariant == WrongClusterLB && v.Object == secondObject+namespace+"/svc-1"
+	}) {
+		t.Errorf("the second cluster's svc-1 has a load balancer tagged with the first cluster's ID; reported %v", v)
+	}
+	if extra := cfg.invariants()[len(Invariants):]; !slices.Equal(extra, []string{CrossClusterWrite, CrossClusterDelete, WrongClusterLB}) {
+		t.Errorf("this case covers %s, %s and %s; the harness checks %v", CrossClusterWrite, CrossClusterDelete, WrongClusterLB, extra)
 	}
 }

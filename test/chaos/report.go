@@ -48,8 +48,11 @@ type Report struct {
 	Hang          *HangReport   `json:"hang,omitempty"`
 	LostResponses *LostReport   `json:"lostResponses,omitempty"`
 	Plugin        *PluginReport `json:"plugin,omitempty"`
-	WallSeconds   float64       `json:"wallSeconds"`
-	WorkDir       string        `json:"workDir,omitempty"`
+	// SecondCluster is set in a run with a second cluster
+	// (Config.SecondCluster).
+	SecondCluster *SecondClusterReport `json:"secondCluster,omitempty"`
+	WallSeconds   float64              `json:"wallSeconds"`
+	WorkDir       string               `json:"workDir,omitempty"`
 
 	ingressTimes []float64
 	seen         map[string]bool
@@ -69,6 +72,36 @@ type SharedReport struct {
 	// Ingress is how long new Services of the second CCM's class waited
 	// for their load balancer.
 	Ingress Percentiles `json:"ingressSeconds"`
+}
+
+// SecondClusterReport is what the second cluster of a run did
+// (Config.SecondCluster): both clusters are named kubernetes, and the
+// cluster IDs tell their cloud objects apart.
+type SecondClusterReport struct {
+	Replicas int `json:"replicas"`
+	// ClusterID is the second cluster's ID, FirstClusterID the first's.
+	ClusterID      string `json:"clusterID"`
+	FirstClusterID string `json:"firstClusterID"`
+	// Nodes and Services are those at the start.
+	Nodes    int `json:"initialNodes"`
+	Services int `json:"initialServices"`
+	// Cycles are its workload steps run.
+	Cycles         int            `json:"cycles"`
+	Workload       map[string]int `json:"workload"`
+	WorkloadErrors map[string]int `json:"workloadErrors"`
+	// Kills are the SIGKILLs of its replicas (KillSecondCluster).
+	Kills int         `json:"kills"`
+	Final SecondFinal `json:"final"`
+}
+
+// SecondFinal is the state the second cluster ended in: its load balancers
+// and routes are those tagged with its ID.
+type SecondFinal struct {
+	Instances            int `json:"runningInstances"`
+	Nodes                int `json:"nodes"`
+	LoadBalancerServices int `json:"loadBalancerServices"`
+	LoadBalancers        int `json:"cloudLoadBalancers"`
+	Routes               int `json:"routes"`
 }
 
 // HangReport is what the object-hang faults (Config.Hang) measured.
@@ -154,7 +187,28 @@ func newReport(cfg Config, s Schedule) *Report {
 	if cfg.Plugin != "" {
 		r.Plugin = &PluginReport{}
 	}
+	if cfg.SecondCluster {
+		r.SecondCluster = &SecondClusterReport{Replicas: cfg.SecondReplicas, Workload: map[string]int{}, WorkloadErrors: map[string]int{}}
+	}
 	return r
+}
+
+// secondClusterUp records the second cluster's IDs and first objects.
+func (r *Report) secondClusterUp(id, firstID string, nodes, services int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.SecondCluster.ClusterID, r.SecondCluster.FirstClusterID = id, firstID
+	r.SecondCluster.Nodes, r.SecondCluster.Services = nodes, services
+}
+
+func (r *Report) secondWorkload(kind string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.SecondCluster.Cycles++
+	r.SecondCluster.Workload[kind]++
+	if err != nil {
+		r.SecondCluster.WorkloadErrors[kind]++
+	}
 }
 
 func (r *Report) foreignIngress(d time.Duration) {
@@ -216,6 +270,9 @@ func (r *Report) fault(kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Faults[kind]++
+	if kind == KillSecondCluster {
+		r.SecondCluster.Kills++
+	}
 }
 
 func (r *Report) replicaExit() {
@@ -307,6 +364,10 @@ func (r *Report) Table(w io.Writer) {
 	if r.Shared != nil {
 		fmt.Fprintf(tw, "second CCM (shared cloud)\t%d replicas, class %s\n", r.Shared.Replicas, r.Shared.Class)
 	}
+	if c := r.SecondCluster; c != nil {
+		fmt.Fprintf(tw, "second cluster (same name, one cloud)\t%d nodes, %d Services, %d Outrigger replicas; cluster-id %s (first %s)\n",
+			c.Nodes, c.Services, c.Replicas, c.ClusterID, c.FirstClusterID)
+	}
 	fmt.Fprintf(tw, "workload cycles\t%d\n", r.Cycles)
 	for _, k := range sortedKeys(r.Workload) {
 		fmt.Fprintf(tw, "  %s\t%d (%d refused)\n", k, r.Workload[k], r.WorkloadErrors[k])
@@ -352,6 +413,15 @@ func (r *Report) Table(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "final\t%d instances, %d nodes, %d LB Services%s, %d cloud LBs, %d routes\n",
 		r.Final.Instances, r.Final.Nodes, r.Final.LoadBalancerServices, foreign, r.Final.LoadBalancers, r.Final.Routes)
+	if c := r.SecondCluster; c != nil {
+		refused := 0
+		for _, n := range c.WorkloadErrors {
+			refused += n
+		}
+		fmt.Fprintf(tw, "second cluster\t%d workload steps (%d refused), %d replica SIGKILLs\n", c.Cycles, refused, c.Kills)
+		fmt.Fprintf(tw, "second cluster final\t%d instances, %d nodes, %d LB Services, %d cloud LBs, %d routes (tagged with its cluster-id)\n",
+			c.Final.Instances, c.Final.Nodes, c.Final.LoadBalancerServices, c.Final.LoadBalancers, c.Final.Routes)
+	}
 	if f := r.Failover; f != nil {
 		fmt.Fprintf(tw, "failover: leader SIGKILLs measured\t%d (lease %gs, renew deadline %gs, retry period %gs; bound %gs)\n",
 			f.Kills, f.LeaseDurationSeconds, f.RenewDeadlineSeconds, f.RetryPeriodSeconds, f.BoundSeconds)

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -59,13 +60,19 @@ const (
 	// while a cloud call is in flight, and started again after the hold
 	// (Config.Plugin).
 	PluginRestart = "plugin-restart-mid-call"
+	// KillSecondCluster SIGKILLs a replica of the second cluster's
+	// Outrigger (Config.SecondCluster).
+	KillSecondCluster = "second-cluster-sigkill"
 )
 
-// workloadWeights make Service churn the bulk of the workload.
-var workloadWeights = []struct {
+// weighted is a workload kind and its share of the steps.
+type weighted struct {
 	kind   string
 	weight int
-}{
+}
+
+// workloadWeights make Service churn the bulk of the workload.
+var workloadWeights = []weighted{
 	{NodeJoin, 10}, {NodeRemove, 8}, {ServiceCreate, 20}, {ServicePorts, 12},
 	{ServiceETP, 8}, {ServiceAnnot, 8}, {ServiceType, 6}, {ServiceDelete, 12},
 }
@@ -88,24 +95,36 @@ type Schedule struct {
 	Workload []Step `json:"workload"`
 	// Faults run one at a time, each lifted before the next.
 	Faults []Step `json:"faults"`
+	// Second is the second cluster's workload (Config.SecondCluster),
+	// empty otherwise: omitted, so that it leaves other schedules' digests
+	// as they were.
+	Second []Step `json:"second,omitempty"`
 }
 
 // holds bound each fault's duration; a 30 s hang is the cloud's answer
 // time, its window is how long new calls keep being held.
 var holds = map[string][2]time.Duration{
-	KillOutrigger:  {0, 5 * time.Second}, // down before the restart
-	KillAPIServer:  {time.Second, 6 * time.Second},
-	PauseEtcd:      {time.Second, 6 * time.Second},
-	CloudErrors:    {3 * time.Second, 10 * time.Second},
-	Cloud429:       {3 * time.Second, 10 * time.Second},
-	CloudHang:      {2 * time.Second, 5 * time.Second},
-	CloudQuota:     {3 * time.Second, 10 * time.Second},
-	InstanceDelete: {0, 0},
-	KillSharedCCM:  {0, 5 * time.Second},
+	KillOutrigger:     {0, 5 * time.Second}, // down before the restart
+	KillAPIServer:     {time.Second, 6 * time.Second},
+	PauseEtcd:         {time.Second, 6 * time.Second},
+	CloudErrors:       {3 * time.Second, 10 * time.Second},
+	Cloud429:          {3 * time.Second, 10 * time.Second},
+	CloudHang:         {2 * time.Second, 5 * time.Second},
+	CloudQuota:        {3 * time.Second, 10 * time.Second},
+	InstanceDelete:    {0, 0},
+	KillSharedCCM:     {0, 5 * time.Second},
+	KillSecondCluster: {0, 5 * time.Second},
 	// Long enough for Services created during it to be measured.
 	ObjectHang:    {20 * time.Second, 30 * time.Second},
 	LostResponses: {5 * time.Second, 15 * time.Second},
 	PluginRestart: {time.Second, 8 * time.Second}, // down before the restart
+}
+
+// secondWeights are the second cluster's workload (Config.SecondCluster):
+// nodes and class-less LoadBalancer Services come and go, at half the
+// first cluster's pace.
+var secondWeights = []weighted{
+	{NodeJoin, 10}, {NodeRemove, 8}, {ServiceCreate, 20}, {ServicePorts, 8}, {ServiceDelete, 12},
 }
 
 // NewSchedule derives a run of length d from seed alone. Faults come in
@@ -113,29 +132,15 @@ var holds = map[string][2]time.Duration{
 // run injects every kind; the last one is lifted before d. The rounds hold
 // the kinds of FaultKinds and extra (fault kinds of the optional
 // settings): without extra kinds, the schedule is that of FaultKinds
-// alone.
+// alone. With KillSecondCluster among them, Second is the second cluster's
+// workload, drawn from a generator of its own so that the first cluster's
+// workload stays as it was.
 func NewSchedule(seed uint64, d time.Duration, extra ...string) Schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var s Schedule
-	total := 0
-	for _, w := range workloadWeights {
-		total += w.weight
-	}
-	for at := time.Duration(0); ; {
-		at += time.Duration(rng.Int64N(int64(2 * workloadPeriod)))
-		if at >= d {
-			break
-		}
-		n := rng.IntN(total)
-		kind := ""
-		for _, w := range workloadWeights {
-			if n < w.weight {
-				kind = w.kind
-				break
-			}
-			n -= w.weight
-		}
-		s.Workload = append(s.Workload, Step{At: at, Kind: kind, Pick: rng.Uint32()})
+	s.Workload = workload(rng, d, workloadWeights, 2*workloadPeriod)
+	if slices.Contains(extra, KillSecondCluster) {
+		s.Second = workload(rand.New(rand.NewPCG(seed^0x5ec0d, seed^0x6a09e667f3bcc909)), d, secondWeights, 4*workloadPeriod)
 	}
 	at := 5 * time.Second
 	for done := false; !done; {
@@ -158,6 +163,31 @@ func NewSchedule(seed uint64, d time.Duration, extra ...string) Schedule {
 		}
 	}
 	return s
+}
+
+// workload draws steps of the weighted kinds, at most maxGap apart, until d.
+func workload(rng *rand.Rand, d time.Duration, weights []weighted, maxGap time.Duration) []Step {
+	total := 0
+	for _, w := range weights {
+		total += w.weight
+	}
+	var out []Step
+	for at := time.Duration(0); ; {
+		at += time.Duration(rng.Int64N(int64(maxGap)))
+		if at >= d {
+			return out
+		}
+		n := rng.IntN(total)
+		kind := ""
+		for _, w := range weights {
+			if n < w.weight {
+				kind = w.kind
+				break
+			}
+			n -= w.weight
+		}
+		out = append(out, Step{At: at, Kind: kind, Pick: rng.Uint32()})
+	}
 }
 
 // Digest identifies a schedule: equal digests, equal schedules.

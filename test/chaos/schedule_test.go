@@ -55,12 +55,13 @@ func TestDefaultScheduleIsPinned(t *testing.T) {
 }
 
 func TestScheduleCoversExtraKinds(t *testing.T) {
-	extra := []string{KillSharedCCM, ObjectHang, LostResponses, PluginRestart}
+	extra := []string{KillSharedCCM, ObjectHang, LostResponses, PluginRestart, KillSecondCluster}
 	for _, tc := range []struct {
 		seed  uint64
 		d     time.Duration
 		extra []string
-	}{{1, 2 * time.Minute, extra[:1]}, {1, 3 * time.Minute, extra[1:2]}, {1, 3 * time.Minute, extra[2:3]}, {1, 2 * time.Minute, []string{KillSharedCCM, PluginRestart}}, {7, 5 * time.Minute, extra}} {
+	}{{1, 2 * time.Minute, extra[:1]}, {1, 3 * time.Minute, extra[1:2]}, {1, 3 * time.Minute, extra[2:3]}, {1, 2 * time.Minute, []string{KillSharedCCM, PluginRestart}},
+		{1, 2 * time.Minute, []string{KillSharedCCM, PluginRestart, KillSecondCluster}}, {1, 2 * time.Minute, extra[4:]}, {7, 5 * time.Minute, extra}} {
 		s := NewSchedule(tc.seed, tc.d, tc.extra...)
 		seen := map[string]int{}
 		end := time.Duration(0)
@@ -76,5 +77,23 @@ func TestScheduleCoversExtraKinds(t *testing.T) {
 				t.Errorf("seed %d, %v, %v: no %s fault in %d faults", tc.seed, tc.d, tc.extra, k, len(s.Faults))
 			}
 		}
+		// The second cluster's workload comes with its kills, within the
+		// run, and only then.
+		second := slices.Contains(tc.extra, KillSecondCluster)
+		if second != (len(s.Second) > 0) || second && s.Second[len(s.Second)-1].At >= tc.d {
+			t.Errorf("seed %d, %v, %v: %d steps of the second cluster's workload", tc.seed, tc.d, tc.extra, len(s.Second))
+		}
+	}
+}
+
+// The second cluster's workload leaves the first cluster's as it was: the
+// same seed, the same steps with or without it.
+func TestSecondClusterKeepsTheFirstWorkload(t *testing.T) {
+	a, b := NewSchedule(1, 2*time.Minute), NewSchedule(1, 2*time.Minute, KillSecondCluster)
+	if !reflect.DeepEqual(a.Workload, b.Workload) {
+		t.Error("adding the second cluster changed the first cluster's workload")
+	}
+	if c := NewSchedule(1, 2*time.Minute, KillSecondCluster); !reflect.DeepEqual(b, c) {
+		t.Error("the same seed gave two schedules of the second cluster")
 	}
 }

@@ -68,10 +68,13 @@ func (h *harness) do(ctx context.Context, s Step) error {
 	return fmt.Errorf("unknown workload step %q", s.Kind)
 }
 
+// nodePrefix starts the name of the first cluster's instances and Nodes.
+const nodePrefix = "chaos-node-"
+
 func (h *harness) joinNode() error {
 	h.mu.Lock()
 	h.nextNode++
-	name := fmt.Sprintf("chaos-node-%d", h.nextNode)
+	name := fmt.Sprintf("%s%d", nodePrefix, h.nextNode)
 	h.mu.Unlock()
 	_, err := h.cloud.Create(simcloud.CreateRequest{Name: name})
 	return err

@@ -32,6 +32,7 @@ func main() {
 	flag.BoolVar(&cfg.Hang, "hang", false, "Hung cloud calls: a fault during which the cloud never answers calls on the load balancers of some Services (the replicas give up at --cloud-call-timeout=5s); Services created meanwhile must get their load balancer during it.")
 	flag.BoolVar(&cfg.LostResponses, "lost-responses", false, "Lost API answers: the replicas reach the API server through a proxy; a fault during which a third of their writes commit and their answer is lost (504 or the connection closed).")
 	flag.StringVar(&cfg.Plugin, "plugin", "", "Plugin restarts: the sim provider served as a plugin, this binary (build it with 'go build -o bin/sim-plugin ./examples/sim-plugin'), one process per Outrigger replica on a unix socket; a fault SIGKILLs every plugin while a cloud call is in flight and starts them again.")
+	flag.BoolVar(&cfg.SecondCluster, "second-cluster", false, "Second cluster on the same cloud account: its own etcd and kube-apiserver, 2 Outrigger replicas with routes on (cluster CIDR 198.18.64.0/18), a quarter of -nodes and -services and a workload of its own, SIGKILLed too; both clusters keep the default --cluster-name, and neither may create, change or delete a load balancer or route tagged with the other's cluster-id.")
 	jsonOut := flag.String("json", "bin/chaos-report.json", "Where to write the JSON report; empty for none.")
 	flag.Parse()
 	if cfg.Failover > 0 {
@@ -54,7 +55,7 @@ func main() {
 		for _, f := range []struct {
 			name string
 			on   bool
-		}{{"-shared", cfg.Shared}, {"-hang", cfg.Hang}, {"-lost-responses", cfg.LostResponses}, {"-plugin " + cfg.Plugin, cfg.Plugin != ""}} {
+		}{{"-shared", cfg.Shared}, {"-hang", cfg.Hang}, {"-lost-responses", cfg.LostResponses}, {"-plugin " + cfg.Plugin, cfg.Plugin != ""}, {"-second-cluster", cfg.SecondCluster}} {
 			if f.on {
 				settings += " " + f.name
 			}
