@@ -7,10 +7,13 @@
 // as backends; EnsureLoadBalancer hangs) and the upstream CCM runs with 1
 // and with 16 Service workers; with -kind nodes they are nodes to
 // initialize (InstanceMetadata hangs) and it runs with 1 and 16 node
-// workers. Outrigger runs at its defaults.
+// workers; with -kind routes they are nodes with pod CIDRs to route
+// (CreateRoute hangs), and the upstream CCM runs at its defaults. Outrigger
+// runs at its defaults.
 //
 //	go run ./bench/hung -hung 0,12,100,1000
 //	go run ./bench/hung -kind nodes -hung 0,12,100,1000
+//	go run ./bench/hung -kind routes -hung 0,12,100,1000
 //
 // It writes the table to -out (markdown) and prints it.
 package main
@@ -45,28 +48,43 @@ type ccm struct {
 	flags []string
 }
 
-// ccmsFor are the CCMs measured for a kind of object: the upstream CCM's
-// workers of that kind are the flag that matters.
-func ccmsFor(k kind) map[string]ccm {
+// ccmsFor are the CCMs measured for a kind of object, and their order: the
+// upstream CCM's workers of that kind are the flag that matters; its route
+// controller has none (it creates a pass's routes at once, up to 200).
+func ccmsFor(k kind) (map[string]ccm, []string) {
+	if k.workers == "" {
+		return map[string]ccm{
+			"outrigger": {name: "Outrigger, defaults"},
+			"upstream":  {name: "upstream, defaults"},
+		}, []string{"outrigger", "upstream"}
+	}
 	workers := "--concurrent-" + k.workers + "-syncs="
 	return map[string]ccm{
 		"outrigger":   {name: "Outrigger, defaults"},
 		"upstream-1":  {name: "upstream, " + workers + "1", flags: []string{workers + "1"}},
 		"upstream-16": {name: "upstream, " + workers + "16", flags: []string{workers + "16"}},
-	}
+	}, []string{"outrigger", "upstream-1", "upstream-16"}
 }
 
-// kind is what hangs: its objects' names, what serving one means, and the
-// upstream CCM's controllers and workers for it.
+// kind is what hangs: its objects' names, what serving one means, the
+// fake's call that hangs, and the controllers (and their flags) and the
+// upstream CCM's workers for it.
 type kind struct {
-	plural, served, workers, controllers string
+	plural, served, hangKind, workers, controllers string
+	flags                                          []string
 }
+
+// routeFlags turn the route controller on, for nodes whose pod CIDRs are
+// set when they register (no IPAM runs).
+var routeFlags = []string{"--allocate-node-cidrs=true", "--configure-cloud-routes=true", "--cluster-cidr=198.18.64.0/18,fd00:10::/48"}
 
 var kinds = map[string]kind{
-	"services": {plural: "Services", served: "have load balancers", workers: "service",
+	"services": {plural: "Services", served: "have load balancers", hangKind: "service", workers: "service",
 		controllers: "cloud-node-controller,cloud-node-lifecycle-controller,service-lb-controller"},
-	"nodes": {plural: "nodes", served: "are initialized", workers: "node",
+	"nodes": {plural: "nodes", served: "are initialized", hangKind: "node", workers: "node",
 		controllers: "cloud-node-controller,cloud-node-lifecycle-controller"},
+	"routes": {plural: "nodes", served: "are initialized and routed", hangKind: "route",
+		controllers: "cloud-node-controller,cloud-node-lifecycle-controller,node-route-controller", flags: routeFlags},
 }
 
 type config struct {
@@ -80,8 +98,8 @@ type config struct {
 func main() {
 	var cfg config
 	hungList := flag.String("hung", "0,12,100,1000", "comma-separated counts of hung objects")
-	flag.StringVar(&cfg.kindName, "kind", "services", "what hangs: services (EnsureLoadBalancer) or nodes (InstanceMetadata)")
-	which := flag.String("ccms", "outrigger,upstream-1,upstream-16", "the CCMs, in order")
+	flag.StringVar(&cfg.kindName, "kind", "services", "what hangs: services (EnsureLoadBalancer), nodes (InstanceMetadata) or routes (CreateRoute)")
+	which := flag.String("ccms", "", "the CCMs, in order (default: all of the kind's)")
 	flag.IntVar(&cfg.healthy, "healthy", 10, "healthy objects created after the hung ones")
 	flag.IntVar(&cfg.nodes, "nodes", 3, "nodes (the load balancers' backends; -kind services)")
 	flag.DurationVar(&cfg.latency, "cloud-latency", 20*time.Millisecond, "latency of every cloud call")
@@ -92,7 +110,7 @@ func main() {
 	flag.Parse()
 	var ok bool
 	if cfg.kind, ok = kinds[cfg.kindName]; !ok {
-		fatal(fmt.Errorf("-kind %q: want services or nodes", cfg.kindName))
+		fatal(fmt.Errorf("-kind %q: want services, nodes or routes", cfg.kindName))
 	}
 	if *out == "" {
 		*out = "docs/performance/hung.md"
@@ -100,7 +118,10 @@ func main() {
 			*out = "docs/performance/hung-" + cfg.kindName + ".md"
 		}
 	}
-	ccms := ccmsFor(cfg.kind)
+	ccms, order := ccmsFor(cfg.kind)
+	if *which == "" {
+		*which = strings.Join(order, ",")
+	}
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -171,7 +192,7 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 	// The instances the cloud knows: the Services' backends, or the hung
 	// nodes and the healthy ones.
 	var backends, hungNodes, okNodes []string
-	if cfg.kindName == "nodes" {
+	if cfg.kindName != "services" {
 		for i := range hung {
 			hungNodes = append(hungNodes, fmt.Sprintf("hang-node-%d", i))
 		}
@@ -186,13 +207,14 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 	cloudConfig := filepath.Join(env.Dir, "upstream-fake.yaml")
 	stats, err := upstreamfake.WriteConfig(cloudConfig, upstreamfake.Config{
 		Nodes:   slices.Concat(backends, hungNodes, okNodes),
-		Latency: metav1.Duration{Duration: cfg.latency}, LoadBalancers: cfg.kindName == "services", HangPrefix: "hang-",
+		Latency: metav1.Duration{Duration: cfg.latency}, LoadBalancers: cfg.kindName == "services", Routes: cfg.kindName == "routes",
+		HangPrefix: "hang-", HangKind: cfg.kind.hangKind,
 	})
 	if err != nil {
 		return 0, err
 	}
 	calls := upstreamfake.Counter(ctx, stats)
-	initialized, stopNodes, err := benchenv.WatchInitialized(ctx, env.Client, false)
+	initialized, stopNodes, err := benchenv.WatchInitialized(ctx, env.Client, cfg.kindName == "routes")
 	if err != nil {
 		return 0, err
 	}
@@ -216,6 +238,7 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 		bin = cfg.upstreamBin
 		args = append(args, "--controllers="+cfg.kind.controllers)
 	}
+	args = append(args, cfg.kind.flags...)
 	runCtx, stopCCM := context.WithCancel(ctx)
 	proc, err := benchenv.StartProcess(runCtx, bin, append(args, c.flags...), fmt.Sprintf("hung-%s-%s-%d.log", cfg.kindName, key, hung))
 	if err != nil {
@@ -245,8 +268,8 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 	}
 	for i := range hung {
 		var err error
-		if cfg.kindName == "nodes" {
-			err = kubeletsim.Register(ctx, env.Client, hungNodes[i])
+		if cfg.kindName != "services" {
+			err = register(ctx, env.Client, hungNodes[i], i, cfg.kindName == "routes")
 		} else {
 			err = create(ctx, env.Client, fmt.Sprintf("hang-%d", i))
 		}
@@ -261,9 +284,9 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 	}
 	start := time.Now()
 	served := func() bool { return withIngress.Load() >= int64(cfg.healthy) }
-	if cfg.kindName == "nodes" {
-		for _, n := range okNodes {
-			if err := kubeletsim.Register(ctx, env.Client, n); err != nil {
+	if cfg.kindName != "services" {
+		for i, n := range okNodes {
+			if err := register(ctx, env.Client, n, hung+i, cfg.kindName == "routes"); err != nil {
 				return 0, err
 			}
 		}
@@ -279,6 +302,23 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 		return -1, nil
 	}
 	return time.Since(start), nil
+}
+
+// register registers node i as its kubelet would; with routed, with its
+// pod CIDRs (one IPv4 address, one IPv6 /128 of the cluster CIDRs) as
+// kubelet's --pod-cidr or an IPAM elsewhere sets them.
+func register(ctx context.Context, client kubernetes.Interface, name string, i int, routed bool) error {
+	if !routed {
+		return kubeletsim.Register(ctx, client, name)
+	}
+	n := kubeletsim.NewNode(name)
+	v4 := fmt.Sprintf("198.18.%d.%d/32", 64+i/256, i%256)
+	n.Spec.PodCIDR = v4
+	n.Spec.PodCIDRs = []string{v4, fmt.Sprintf("fd00:10::%x/128", i+1)}
+	if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("registering node %s: %w", name, err)
+	}
+	return nil
 }
 
 func create(ctx context.Context, client kubernetes.Interface, name string) error {

@@ -57,10 +57,17 @@ type Config struct {
 	Stats string `json:"stats"`
 	// LoadBalancers offers the LoadBalancer interface.
 	LoadBalancers bool `json:"loadBalancers,omitempty"`
+	// Routes offers the Routes interface.
+	Routes bool `json:"routes,omitempty"`
 	// HangPrefix: EnsureLoadBalancer never returns, whatever its context,
-	// for Services whose name starts with it, nor InstanceMetadata for
-	// nodes whose name does (a provider hung on some objects).
+	// for Services whose name starts with it, nor InstanceMetadata or
+	// CreateRoute for nodes whose name does (a provider hung on some
+	// objects).
 	HangPrefix string `json:"hangPrefix,omitempty"`
+	// HangKind limits HangPrefix to one kind of call: "service"
+	// (EnsureLoadBalancer), "node" (InstanceMetadata) or "route"
+	// (CreateRoute); empty: all three.
+	HangKind string `json:"hangKind,omitempty"`
 }
 
 // Calls are the counts served at Config.Stats.
@@ -110,7 +117,10 @@ func New(config io.Reader) (cloudprovider.Interface, error) {
 		byOp:          map[string]int64{},
 		throttledByOp: map[string]int64{},
 		loadBalancers: cfg.LoadBalancers,
+		routesOn:      cfg.Routes,
+		routes:        map[string]map[string]*cloudprovider.Route{},
 		hangPrefix:    cfg.HangPrefix,
+		hangKind:      cfg.HangKind,
 		hungObjects:   map[string]bool{},
 		lbs:           map[string]balancer{},
 		backends:      map[string]int64{},
@@ -135,7 +145,9 @@ type provider struct {
 	limiter *rate.Limiter
 
 	loadBalancers bool
+	routesOn      bool
 	hangPrefix    string
+	hangKind      string
 
 	mu sync.Mutex
 	// hung are the calls hung now; hungObjects the Services and nodes
@@ -153,13 +165,20 @@ type provider struct {
 	backends      map[string]int64
 	backendWrites int64
 	nextIP        int
+	// routes are the routes by cluster name, then by routeKey.
+	routes map[string]map[string]*cloudprovider.Route
 }
 
 func (p *provider) Instances() (cloudprovider.Instances, bool)     { return nil, false }
 func (p *provider) InstancesV2() (cloudprovider.InstancesV2, bool) { return p, true }
-func (p *provider) Routes() (cloudprovider.Routes, bool)           { return nil, false }
-func (p *provider) Zones() (cloudprovider.Zones, bool)             { return nil, false }
-func (p *provider) Clusters() (cloudprovider.Clusters, bool)       { return nil, false }
+func (p *provider) Routes() (cloudprovider.Routes, bool) {
+	if !p.routesOn {
+		return nil, false
+	}
+	return routeTable{p}, true
+}
+func (p *provider) Zones() (cloudprovider.Zones, bool)       { return nil, false }
+func (p *provider) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
 // admit counts a call and tells whether the cloud's rate lets it through.
 func (p *provider) admit(op string) error {
@@ -199,10 +218,11 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cl
 }
 
 // hangOn never returns, whatever the call's context says, when the
-// object's name (after its kind/) starts with Config.HangPrefix.
+// object's name (after its kind/) starts with Config.HangPrefix and its
+// kind is Config.HangKind (or that is empty).
 func (p *provider) hangOn(object string) {
-	_, name, _ := strings.Cut(object, "/")
-	if p.hangPrefix == "" || !strings.HasPrefix(name, p.hangPrefix) {
+	kind, name, _ := strings.Cut(object, "/")
+	if p.hangPrefix == "" || !strings.HasPrefix(name, p.hangPrefix) || (p.hangKind != "" && p.hangKind != kind) {
 		return
 	}
 	p.mu.Lock()
