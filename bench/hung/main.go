@@ -9,7 +9,8 @@
 // initialize (InstanceMetadata hangs) and it runs with 1 and 16 node
 // workers; with -kind routes they are nodes with pod CIDRs to route
 // (CreateRoute hangs), and the upstream CCM runs at its defaults. Outrigger
-// runs at its defaults.
+// runs at its defaults, with the provider in process and served as a plugin
+// (the Go SDK, by this process, over a unix socket).
 //
 //	go run ./bench/hung -hung 0,12,100,1000
 //	go run ./bench/hung -kind nodes -hung 0,12,100,1000
@@ -40,6 +41,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/bench/internal/benchenv"
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
 
 // ccm is one CCM as run here: its binary and flags.
@@ -52,19 +54,25 @@ type ccm struct {
 // upstream CCM's workers of that kind are the flag that matters; its route
 // controller has none (it creates a pass's routes at once, up to 200).
 func ccmsFor(k kind) (map[string]ccm, []string) {
+	ccms := map[string]ccm{
+		outrigger:       {name: "Outrigger, defaults"},
+		outriggerPlugin: {name: "Outrigger, defaults, provider as a plugin"},
+	}
 	if k.workers == "" {
-		return map[string]ccm{
-			"outrigger": {name: "Outrigger, defaults"},
-			"upstream":  {name: "upstream, defaults"},
-		}, []string{"outrigger", "upstream"}
+		ccms["upstream"] = ccm{name: "upstream, defaults"}
+		return ccms, []string{outrigger, outriggerPlugin, "upstream"}
 	}
 	workers := "--concurrent-" + k.workers + "-syncs="
-	return map[string]ccm{
-		"outrigger":   {name: "Outrigger, defaults"},
-		"upstream-1":  {name: "upstream, " + workers + "1", flags: []string{workers + "1"}},
-		"upstream-16": {name: "upstream, " + workers + "16", flags: []string{workers + "16"}},
-	}, []string{"outrigger", "upstream-1", "upstream-16"}
+	ccms["upstream-1"] = ccm{name: "upstream, " + workers + "1", flags: []string{workers + "1"}}
+	ccms["upstream-16"] = ccm{name: "upstream, " + workers + "16", flags: []string{workers + "16"}}
+	return ccms, []string{outrigger, outriggerPlugin, "upstream-1", "upstream-16"}
 }
+
+// Outrigger's keys in -ccms.
+const (
+	outrigger       = "outrigger"
+	outriggerPlugin = "outrigger-plugin"
+)
 
 // kind is what hangs: its objects' names, what serving one means, the
 // fake's call that hangs, and the controllers (and their flags) and the
@@ -151,7 +159,7 @@ func main() {
 			case d < 0:
 				results[name][h] = fmt.Sprintf("not within %s", cfg.bound)
 			default:
-				results[name][h] = fmt.Sprintf("%.1f", d.Seconds())
+				results[name][h] = fmt.Sprintf("%.2f", d.Seconds())
 			}
 			progress("%s, %d hung: %s", c.name, h, results[name][h])
 			if ctx.Err() != nil {
@@ -214,6 +222,18 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 		return 0, err
 	}
 	calls := upstreamfake.Counter(ctx, stats)
+	provider := upstreamfake.ProviderName
+	if key == outriggerPlugin {
+		// The provider is served by this process, as a plugin is by its
+		// own; its hung calls hang here (past the row, which only stops
+		// taking new calls).
+		pluginCtx, stopPlugin := context.WithCancel(ctx)
+		defer stopPlugin()
+		if cloudConfig, err = benchenv.ServePlugin(pluginCtx, cloudConfig, upstreamfake.New); err != nil {
+			return 0, err
+		}
+		provider = plugin.ProviderName
+	}
 	initialized, stopNodes, err := benchenv.WatchInitialized(ctx, env.Client, cfg.kindName == "routes")
 	if err != nil {
 		return 0, err
@@ -231,10 +251,10 @@ func run(ctx context.Context, cfg config, key string, c ccm, hung int) (time.Dur
 		}
 	}
 
-	args := []string{"--cloud-provider=" + upstreamfake.ProviderName, "--cloud-config=" + cloudConfig,
+	args := []string{"--cloud-provider=" + provider, "--cloud-config=" + cloudConfig,
 		"--kubeconfig=" + env.Kubeconfig, "--secure-port=0", "--leader-elect=false"}
 	bin := cfg.outriggerBin
-	if key != "outrigger" {
+	if key != outrigger && key != outriggerPlugin {
 		bin = cfg.upstreamBin
 		args = append(args, "--controllers="+cfg.kind.controllers)
 	}
@@ -326,14 +346,14 @@ func create(ctx context.Context, client kubernetes.Interface, name string) error
 	return err
 }
 
-// waitFor polls cond every 50 ms until it holds (true) or bound passes.
+// waitFor polls cond every 10 ms until it holds (true) or bound passes.
 func waitFor(ctx context.Context, bound time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	return true
 }

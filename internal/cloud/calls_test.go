@@ -817,3 +817,31 @@ func TestStragglerCallersLeave(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestSlowAnswerIsStillRead: a call of a fast family that runs past the
+// straggle time but answers within a second gives its place in the family
+// back while it runs, yet its caller waits for the answer: leaving would
+// cost the object a retry after the answer came.
+func TestSlowAnswerIsStillRead(t *testing.T) {
+	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
+		if svc.Name == "slow" {
+			time.Sleep(600 * time.Millisecond)
+		}
+		return nil
+	})
+	l := New(d, Options{Timeout: time.Hour})
+	lb, _ := l.LoadBalancer()
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("warm-%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := l.gate.Limits(admission.FamilyLoadBalancers).Stragglers()
+	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("slow"), nil); err != nil {
+		t.Fatalf("a slow answer within a second: %v, want it read", err)
+	}
+	if got := l.gate.Limits(admission.FamilyLoadBalancers).Stragglers() - before; got != 1 {
+		t.Errorf("%d stragglers, want the slow call's place given back while it ran", got)
+	}
+}

@@ -42,7 +42,7 @@ var flagAliases = map[string]string{
 // the cloud whatever the worker count, so more workers cost nothing there.
 const (
 	autoNodeWorkers    = 256
-	autoServiceWorkers = 64
+	autoServiceWorkers = 256
 	// No client-side limit: the API server's priority and fairness paces
 	// the client (its 429s are retried after their Retry-After by
 	// client-go), as controller-runtime's own configs do. A fixed client

@@ -330,7 +330,7 @@ func TestHungServicesCostOnlyThemselves(t *testing.T) {
 	})
 }
 
-// 100 Services hung in the provider, more than the load balancer family
+// 300 Services hung in the provider, more than the load balancer family
 // runs at once and than the controller's workers, created first, with a
 // call timeout of an hour: the others are provisioned all the same, by the
 // hung calls giving their places back and their workers going on as
@@ -339,9 +339,9 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	lb := newFakeLB()
-	// More than the controller's 64 workers: each worker goes on once
+	// More than the controller's 256 workers: each worker goes on once
 	// its call straggles.
-	const hung = 100
+	const hung = 300
 	for i := range hung {
 		lb.ensure[fmt.Sprintf("hang-%d", i)] = func() (*corev1.LoadBalancerStatus, error) {
 			<-release
@@ -368,7 +368,7 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	for i := range 10 {
 		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
 	}
-	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 100 hung ones", func() (bool, error) {
+	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 300 hung ones", func() (bool, error) {
 		for i := range 10 {
 			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
 				return false, nil

@@ -180,7 +180,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return errors.New("service-lb-controller needs a provider with LoadBalancer")
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 64
+		opts.Workers = 256
 	}
 	if opts.NodeSyncWindow <= 0 {
 		opts.NodeSyncWindow = time.Second

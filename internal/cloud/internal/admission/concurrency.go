@@ -158,8 +158,11 @@ func (c *concurrency) adaptOnly(now, sent time.Time, latency time.Duration, outc
 const (
 	// minStraggle: below it a call is never a straggler, whatever the
 	// family's latency (a fast cloud's answers of a few milliseconds say
-	// little about one that takes a second).
-	minStraggle = time.Second
+	// little about one that takes a quarter of a second). A straggler only
+	// gives its place back, which costs at most a few more calls in flight
+	// than the limit (the family's rate still bounds them); its caller
+	// waits longer (minLeave), since leaving costs the object a retry.
+	minStraggle = 250 * time.Millisecond
 	// straggleFactor: how many times the family's usual latency a call
 	// runs before it is a straggler.
 	straggleFactor = 8
@@ -167,9 +170,10 @@ const (
 
 // straggleAfter is how long a call runs before it is a straggler, far past
 // what the family's answers take (straggleFactor times their moving
-// average, at least minStraggle): it gives its place in the family's
-// concurrency back then, long before its timeout, so that calls hung on
-// some objects do not keep the others waiting in turns of a timeout. Its
+// average, at least minStraggle; minStraggle before any answer): it gives
+// its place in the family's concurrency back then, long before its
+// timeout, so that calls hung on some objects do not keep the others
+// waiting in turns of a timeout. Its
 // object keeps its slot until the provider returns. ok is false when that
 // is not before timeout: a family whose answers take that long is left to
 // its timeout, as before.

@@ -176,20 +176,21 @@ func TestConcurrencyLimitHoldsCalls(t *testing.T) {
 }
 
 // A call is a straggler far past what its family's answers take, never
-// before a second, and never when that is not before its timeout (a family
-// that slow is left to its timeouts).
+// before a quarter of a second, and never when that is not before its
+// timeout (a family that slow is left to its timeouts).
 func TestStraggleAfter(t *testing.T) {
 	for _, tc := range []struct {
 		smoothed, timeout time.Duration
 		want              time.Duration
 		ok                bool
 	}{
-		{0, 30 * time.Second, time.Second, true},
-		{20 * time.Millisecond, 30 * time.Second, time.Second, true},
+		{0, 30 * time.Second, 250 * time.Millisecond, true},
+		{20 * time.Millisecond, 30 * time.Second, 250 * time.Millisecond, true},
+		{100 * time.Millisecond, 30 * time.Second, 800 * time.Millisecond, true},
 		{500 * time.Millisecond, 30 * time.Second, 4 * time.Second, true},
 		{5 * time.Second, 30 * time.Second, 40 * time.Second, false},
-		{20 * time.Millisecond, time.Second, time.Second, false},
-		{20 * time.Millisecond, 0, time.Second, true},
+		{20 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, false},
+		{20 * time.Millisecond, 0, 250 * time.Millisecond, true},
 	} {
 		c := newConcurrency(prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 		c.smoothed = tc.smoothed

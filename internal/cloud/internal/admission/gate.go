@@ -216,27 +216,33 @@ func (p *Pass) Leave() {
 // LeaveAfter is how long the caller waits for the call before it goes on
 // without the answer; ok is false when it waits to the end. Only a call
 // about one object may be left (its object keeps its slot, so no second
-// call for it goes out meanwhile): once it straggles, or, before its family
-// has any answer to compare with, after noAnswersLeave (a slow cloud's
-// first calls are not taken for hung ones).
+// call for it goes out meanwhile): once it straggles and has run minLeave,
+// or, before its family has any answer to compare with, noAnswersLeave (a
+// slow cloud's first calls are not taken for hung ones).
 func (p *Pass) LeaveAfter() (time.Duration, bool) {
 	if p.c.Key == "" {
 		return 0, false
 	}
-	d, ok := p.StraggleAfter()
+	d, _ := p.StraggleAfter()
+	d = max(d, minLeave)
 	if !p.lim.conc.hasAnswers() {
 		d = max(d, noAnswersLeave)
-		ok = p.g.opts.Timeout <= 0 || d < p.g.opts.Timeout
 	}
-	return d, ok
+	return d, p.g.opts.Timeout <= 0 || d < p.g.opts.Timeout
 }
 
-// noAnswersLeave is how long a call of a family without answers runs
-// before its caller goes on without it: twice the least straggle time, so
-// that a cloud whose first answers take a second or two is still waited
-// for, and one that hangs on many objects from the start holds each worker
-// no longer than that.
-const noAnswersLeave = 2 * minStraggle
+// Bounds of LeaveAfter. Leaving costs the object more than straggling
+// costs the family: the object is retried with its backoff, after the
+// call's answer, which comes later than it would have been read. So a
+// caller waits a second at least (a slow answer of a fast family is still
+// read), and two before its family has any answer, so that a cloud whose
+// first answers take a second or two is still waited for, and one that
+// hangs on many objects from the start holds each worker no longer than
+// that.
+const (
+	minLeave       = time.Second
+	noAnswersLeave = 2 * time.Second
+)
 
 // Straggle records that the call runs past StraggleAfter: it gives its
 // place in the family's concurrency back at once, so that calls hung on

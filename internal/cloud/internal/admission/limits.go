@@ -363,3 +363,7 @@ func (f *Limits) waitRate(ctx context.Context, yield func() bool) error {
 
 // ConcurrencyLimit is how many calls the family may have in flight now.
 func (l *Limits) ConcurrencyLimit() int { return int(l.conc.current()) }
+
+// Stragglers is how many of the family's calls gave their place back while
+// they ran.
+func (l *Limits) Stragglers() uint64 { return l.stragglers.Load() }
