@@ -19,6 +19,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
+	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -843,5 +844,50 @@ func TestSlowAnswerIsStillRead(t *testing.T) {
 	}
 	if got := l.gate.Limits(admission.FamilyLoadBalancers).Stragglers() - before; got != 1 {
 		t.Errorf("%d stragglers, want the slow call's place given back while it ran", got)
+	}
+}
+
+// How long a caller waits for a call before it goes on without it: a call
+// about no one object is waited for to the end; a call about one, at least
+// a second, two before its family has any answer (a slow cloud's first
+// answers are not taken for hung ones); a relisted call, whose outcome its
+// caller reads from a later list, as soon as it straggles.
+func TestLeaveAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		key              string
+		answered, relist bool
+		want             time.Duration
+		ok               bool
+	}{
+		{"about no one object", "", true, false, 0, false},
+		{"before any answer", "k", false, false, 2 * time.Second, true},
+		{"after fast answers", "k", true, false, time.Second, true},
+		{"relisted, before any answer", "k", false, true, 250 * time.Millisecond, true},
+		{"relisted, after fast answers", "k", true, true, 250 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(newLBDouble(func(context.Context, *corev1.Service) error { return nil }), Options{Timeout: time.Hour})
+			ctx := context.Background()
+			if tc.answered {
+				lb, _ := l.LoadBalancer()
+				for i := range 5 {
+					if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("warm-%d", i)), nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.relist {
+				ctx = Relisted(ctx)
+			}
+			pass, err := l.gate.Admit(ctx, admission.Call{Method: "EnsureLoadBalancer", Family: FamilyLoadBalancers, Key: tc.key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pass.Returned(klog.Background(), nil, false)
+			if got, ok := pass.LeaveAfter(); got != tc.want || ok != tc.ok {
+				t.Errorf("LeaveAfter() = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

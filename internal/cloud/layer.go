@@ -236,6 +236,14 @@ var ErrCallInFlight = admission.ErrCallInFlight
 // Background calls still get every slot the foreground leaves unused.
 func Background(ctx context.Context) context.Context { return admission.Background(ctx) }
 
+// Relisted marks the calls made with ctx as ones whose outcome their caller
+// reads again from a later list rather than from the answer (the route
+// controller's creates and deletes, seen in its next pass's ListRoutes).
+// Such a call's caller goes on without it as soon as it straggles, even
+// before its family has any answer: leaving it costs no second call (its
+// object's slot refuses one while it runs) and no late answer.
+func Relisted(ctx context.Context) context.Context { return admission.Relisted(ctx) }
+
 // call names one cloud call: its method and the object it is about. An
 // empty key is a call about no one object (a batch lookup, a route list),
 // which is not serialized.

@@ -466,10 +466,19 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 	})
 
 	var deleted, created atomic.Int64
+	// The next pass's ListRoutes shows what a create or delete did: one
+	// that straggles is left to run, so that calls hung on some routes do
+	// not hold the pass, and with it every other node's routes.
+	changeCtx := cloud.Relisted(ctx)
 	// Deletes first: an updated route is deleted before it is created again.
 	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(p.deletes), func(i int) {
 		rt := p.deletes[i]
-		if err := r.opts.Routes.DeleteRoute(ctx, r.opts.ClusterName, rt); err != nil {
+		if err := r.opts.Routes.DeleteRoute(changeCtx, r.opts.ClusterName, rt); err != nil {
+			if cloud.Reason(err) == cloud.ReasonCallInFlight {
+				// Still running: the next pass sees whether it went.
+				log.V(2).Info("Route delete still running", "route", rt.Name, "destination", rt.DestinationCIDR)
+				return
+			}
 			log.Error(err, "Deleting route", "route", rt.Name, "destination", rt.DestinationCIDR, "node", rt.TargetNode, "blackhole", rt.Blackhole)
 			return
 		}
@@ -482,7 +491,7 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		node := nodes[string(rt.TargetNode)]
 		nameHint := string(node.UID)
 		start := time.Now()
-		if err := r.opts.Routes.CreateRoute(ctx, r.opts.ClusterName, nameHint, rt); err != nil {
+		if err := r.opts.Routes.CreateRoute(changeCtx, r.opts.ClusterName, nameHint, rt); err != nil {
 			if cloud.Reason(err) == cloud.ReasonCallInFlight {
 				// Still running: the next pass sees whether it made the
 				// route, without an Event for every pass.

@@ -118,6 +118,9 @@ type Pass struct {
 	// straggled: the call gave its place in the family's concurrency back
 	// while it still ran (Straggle).
 	straggled atomic.Bool
+	// relisted: its caller reads the call's outcome again from a later
+	// list (Relisted), so leaving it costs no second call.
+	relisted bool
 }
 
 // Admit waits until c may go: its object is not held and its slot is
@@ -145,7 +148,7 @@ func (g *Gate) Admit(ctx context.Context, c Call) (*Pass, error) {
 			return nil, fmt.Errorf("waiting for foreground calls before %s for %s: %w", c.Method, c.Key, err)
 		}
 	}
-	p := &Pass{g: g, lim: lim, c: c}
+	p := &Pass{g: g, lim: lim, c: c, relisted: IsRelisted(ctx)}
 	if c.Key != "" {
 		var err error
 		if p.slot, err = g.slots.acquire(ctx, c.Key); err != nil {
@@ -218,10 +221,16 @@ func (p *Pass) Leave() {
 // about one object may be left (its object keeps its slot, so no second
 // call for it goes out meanwhile): once it straggles and has run minLeave,
 // or, before its family has any answer to compare with, noAnswersLeave (a
-// slow cloud's first calls are not taken for hung ones).
+// slow cloud's first calls are not taken for hung ones). A relisted call
+// is left as soon as it straggles: its outcome is read from the next list
+// whenever it comes, so leaving costs neither a second call nor a late
+// answer.
 func (p *Pass) LeaveAfter() (time.Duration, bool) {
 	if p.c.Key == "" {
 		return 0, false
+	}
+	if p.relisted {
+		return p.StraggleAfter()
 	}
 	d, _ := p.StraggleAfter()
 	d = max(d, minLeave)

@@ -20,6 +20,20 @@ func IsBackground(ctx context.Context) bool {
 	return b
 }
 
+type relistedKey struct{}
+
+// Relisted marks the calls made with ctx as ones whose outcome their caller
+// reads again from a later list (see cloud.Relisted).
+func Relisted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, relistedKey{}, true)
+}
+
+// IsRelisted tells whether ctx's calls are relisted.
+func IsRelisted(ctx context.Context) bool {
+	b, _ := ctx.Value(relistedKey{}).(bool)
+	return b
+}
+
 // precedence counts the foreground calls waiting for one family's limits,
 // and lets background calls wait until there are none.
 type precedence struct {
