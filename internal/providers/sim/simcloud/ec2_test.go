@@ -36,20 +36,29 @@ func ec2Cloud(t *testing.T) (*Cloud, *httptest.Server) {
 	return c, srv
 }
 
-// ec2Call posts an EC2 Query API call as the AWS SDKs do (signed: only the
+// queryEndpoint is one of the sim's AWS Query APIs as a client calls it:
+// its path, the version the SDK sends and the service its signature names.
+type queryEndpoint struct{ path, version, service string }
+
+var (
+	ec2API = queryEndpoint{"/ec2", "2016-11-15", "ec2"}
+	elbAPI = queryEndpoint{"/elb", "2012-06-01", "elasticloadbalancing"}
+)
+
+// queryCall posts a Query API call as the AWS SDKs do (signed: only the
 // presence of the signature is checked).
-func ec2Call(t *testing.T, srv *httptest.Server, form url.Values, signed bool) (int, string) {
+func queryCall(t *testing.T, srv *httptest.Server, api queryEndpoint, form url.Values, signed bool) (int, string) {
 	t.Helper()
 	if form.Get("Version") == "" {
-		form.Set("Version", "2016-11-15")
+		form.Set("Version", api.version)
 	}
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/ec2", strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+api.path, strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if signed {
-		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=00")
+		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/"+api.service+"/aws4_request, SignedHeaders=host, Signature=00")
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -58,6 +67,12 @@ func ec2Call(t *testing.T, srv *httptest.Server, form url.Values, signed bool) (
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// ec2Call posts an EC2 Query API call.
+func ec2Call(t *testing.T, srv *httptest.Server, form url.Values, signed bool) (int, string) {
+	t.Helper()
+	return queryCall(t, srv, ec2API, form, signed)
 }
 
 type instancesXML struct {

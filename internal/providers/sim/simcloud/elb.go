@@ -672,27 +672,27 @@ func (c *Cloud) elbInstanceIDs(r *http.Request) ([]string, error) {
 // elbRegisterInstances adds instances behind the load balancer and answers
 // all it has.
 func (c *Cloud) elbRegisterInstances(r *http.Request) (any, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, err := c.elbNamed(r)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := c.elbInstanceIDs(r)
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		if !slices.Contains(e.Instances, id) {
-			e.Instances = append(e.Instances, id)
+	return c.elbChangeInstances(r, func(have, ids []string) []string {
+		for _, id := range ids {
+			if !slices.Contains(have, id) {
+				have = append(have, id)
+			}
 		}
-	}
-	return &elbInstancesResult{Instances: elbInstancesXML(c.elbView(e).Instances)}, nil
+		return have
+	})
 }
 
 // elbDeregisterInstances removes instances from behind the load balancer
 // and answers those left.
 func (c *Cloud) elbDeregisterInstances(r *http.Request) (any, error) {
+	return c.elbChangeInstances(r, func(have, ids []string) []string {
+		return slices.DeleteFunc(have, func(id string) bool { return slices.Contains(ids, id) })
+	})
+}
+
+// elbChangeInstances sets the instances of the load balancer r names to
+// change(its instances, the instances r names) and answers them.
+func (c *Cloud) elbChangeInstances(r *http.Request, change func(have, ids []string) []string) (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, err := c.elbNamed(r)
@@ -703,7 +703,7 @@ func (c *Cloud) elbDeregisterInstances(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Instances = slices.DeleteFunc(e.Instances, func(id string) bool { return slices.Contains(ids, id) })
+	e.Instances = change(e.Instances, ids)
 	return &elbInstancesResult{Instances: elbInstancesXML(c.elbView(e).Instances)}, nil
 }
 

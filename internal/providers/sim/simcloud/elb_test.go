@@ -2,7 +2,6 @@ package simcloud
 
 import (
 	"encoding/xml"
-	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -14,28 +13,10 @@ import (
 	"testing"
 )
 
-// elbCall posts an Elastic Load Balancing Query API call as the AWS SDKs
-// do (signed: only the presence of the signature is checked).
+// elbCall posts an Elastic Load Balancing Query API call.
 func elbCall(t *testing.T, srv *httptest.Server, form url.Values, signed bool) (int, string) {
 	t.Helper()
-	if form.Get("Version") == "" {
-		form.Set("Version", "2012-06-01")
-	}
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/elb", strings.NewReader(form.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if signed {
-		req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/elasticloadbalancing/aws4_request, SignedHeaders=host, Signature=00")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return queryCall(t, srv, elbAPI, form, signed)
 }
 
 // decodeELB makes an ELB call that must succeed and decodes its answer.
