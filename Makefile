@@ -21,7 +21,10 @@ export OUTRIGGER_ASSETS := $(ASSETS)
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes). It waits
 ## only for what it runs (etcd, kube-apiserver, outrigger); kubectl, for you, is built meanwhile at
 ## the lowest CPU priority when missing (.outrigger/kubectl.log).
-dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
+# Its three builds run side by side: on two cores one build alone leaves a core idle while it links
+# or compiles a package everything else waits for.
+dev:
+	@$(MAKE) --no-print-directory -j3 $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 	@[ -x $(ASSETS)/kubectl ] || { mkdir -p .outrigger; echo "make dev: building kubectl in the background (.outrigger/kubectl.log)"; \
 		setsid nice -n 19 $(MAKE) --no-print-directory $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
 	./bin/outrigger dev --nodes $(NODES)
@@ -40,17 +43,20 @@ dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 # (PREBUILD=0: one after the other). Its log is .outrigger/prebuild.log.
 PREBUILD ?= 1
 REAL_CLUSTER_ASSETS := cluster-binaries cluster-images image e2e-binaries e2e-images gateway-images
+# The other modules make test runs after the root module's tests: their test binaries are compiled in
+# the same background build (test-builds), so that their steps only run them.
+LATER_MODULES := bench/upstream-ccm examples/aws charts/test controlplane test/gatewayconformance tools/release
 # At its end, also when a step failed, it prints each step's wall time (tools/steptimes.sh), the
 # steps of docs/testing.md's "How long"; TEST_STEPS keeps them, one name<TAB>seconds<TAB>result a line.
 TEST_STEPS := .outrigger/test-steps.tsv
 test:
 	@set -e; . tools/steptimes.sh; steps_begin $(TEST_STEPS); \
-	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory controlplane; \
+	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory -j3 controlplane; \
 	step '`make verify`' $(MAKE) --no-print-directory verify; \
 	prebuild=; \
 	if [ "$$(id -u)" = 0 ] && [ "$(PREBUILD)" = 1 ]; then \
-		echo "make test: building $(REAL_CLUSTER_ASSETS) in the background (.outrigger/prebuild.log)"; \
-		setsid nice -n 19 $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS) >.outrigger/prebuild.log 2>&1 & prebuild=$$!; \
+		echo "make test: building $(REAL_CLUSTER_ASSETS) test-builds in the background (.outrigger/prebuild.log)"; \
+		setsid nice -n 19 $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS) test-builds >.outrigger/prebuild.log 2>&1 & prebuild=$$!; \
 		steps_on_exit "kill -- -$$prebuild 2>/dev/null || kill $$prebuild 2>/dev/null || true"; \
 	fi; \
 	step '`go test -race -tags integration ./...`' go test -race -count=1 -timeout 20m -ldflags=-w -tags integration ./...; \
@@ -70,6 +76,14 @@ test:
 	step '`make cluster-test`' $(MAKE) --no-print-directory cluster-test; \
 	step '`make e2e-fast`' $(MAKE) --no-print-directory e2e-fast; \
 	step '`make gateway-conformance`' $(MAKE) --no-print-directory gateway-conformance
+
+## test-builds: compile, without running, the test binaries of LATER_MODULES (and what go test vets
+## there), in the build cache their own steps then find.
+.PHONY: test-builds
+test-builds:
+	@set -e; for m in $(LATER_MODULES); do echo "test-builds: $$m"; \
+		pkgs=./...; [ $$m != controlplane ] || pkgs=./images/...; \
+		(cd $$m && go test -count=1 -run '^$$' -exec /bin/true $$pkgs >/dev/null); done
 
 ## fuzz: every native Go fuzz target (a func FuzzX in a _test.go file under pkg/ or internal/)
 ## for FUZZTIME each, after its committed seed corpus (f.Add, testdata/fuzz) passed.
@@ -101,12 +115,15 @@ $(ASSETS)/etcd:
 	@mkdir -p $(ASSETS)
 	cd $(K8S_MODULE) && go build -ldflags "-s -w" -o $@.$$$$.tmp go.etcd.io/etcd/server/v3 && mv $@.$$$$.tmp $@
 
+VERIFY_GOFLAGS ?= -race
 ## verify: formatting, vet, and the product module never requiring k8s.io/kubernetes.
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	@# The integration-tagged build is vetted by the linter's govet (.golangci.yml: build-tags), from the
 	@# same compiled packages; go vet here checks the untagged build, which the linter does not see.
-	go vet ./...
+	@# Both compile in the race detector's mode (VERIFY_GOFLAGS), the one make test's tests of this module
+	@# run in: the packages are compiled once for the three, not once for vet and again for the tests.
+	GOFLAGS="$(strip $(GOFLAGS) $(VERIFY_GOFLAGS))" go vet ./...
 	@! grep -q 'k8s.io/kubernetes ' go.mod || { echo "go.mod must not require k8s.io/kubernetes"; exit 1; }
 	@! go list -tags product -deps ./cmd/outrigger ./cmd/outrigger-local-lb | grep -E 'envtest|/internal/dev|/internal/providers/sim/simcli|/internal/providers/sim/simcloud|/internal/(testenv|testcert|metricstest|freeport|providertest|providermain)' || { echo "the product build (-tags product, the image) links test-only packages (above)"; exit 1; }
 	@# The secure port authorizes with internal/accessreview, not the apiserver's webhook authorizer, whose CEL
@@ -118,7 +135,7 @@ verify:
 	$(MAKE) verify-files
 	go test -count=1 ./test/addresses/
 	$(MAKE) verify-proto
-	$(MAKE) lint
+	$(MAKE) lint LINT_GOFLAGS="$(VERIFY_GOFLAGS)"
 
 ## verify-files: no build output is committed: fails on a tracked executable binary (ELF) or a
 ## tracked file over 1 MB, but the committed ones listed in VERIFY_LARGE_OK.
@@ -128,8 +145,10 @@ verify-files:
 	test -z "$$bad" || { echo "tracked build outputs or files over 1 MB (build outputs are never committed; list a needed large file in VERIFY_LARGE_OK):"; echo "$$bad"; exit 1; }
 
 ## lint: golangci-lint (built from tools/lint, pinned there) with .golangci.yml, the root module.
+# LINT_GOFLAGS: go build flags of the packages it loads (make verify: the race detector's mode).
+LINT_GOFLAGS ?=
 lint: bin/golangci-lint
-	bin/golangci-lint run ./...
+	GOFLAGS="$(strip $(GOFLAGS) $(LINT_GOFLAGS))" bin/golangci-lint run ./...
 bin/golangci-lint: tools/lint/go.mod
 	cd tools/lint && go build -o ../../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
