@@ -819,6 +819,69 @@ func TestStragglerCallersLeave(t *testing.T) {
 	}
 }
 
+// TestLeftNodeAnswerIsKept: a node's instance call that its caller left
+// (it ran past the straggle time) still answers the node. When the provider
+// returns, the caller hears it (WhenLeftReturns), and the node's next call
+// of that method reads the answer without a second call to the provider,
+// once; a call of another method meanwhile goes to the provider and leaves
+// the kept answer alone. A load balancer call's answer, which depends on
+// more than its Service, is not kept.
+func TestLeftNodeAnswerIsKept(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	inst := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
+		calls.Add(1)
+		if n.Name == "slow" {
+			<-release
+		}
+		return nil
+	}}
+	// Nothing shared between callers: every answer below is the kept one
+	// or the provider's.
+	l := New(inst, Options{Timeout: time.Hour, ShareWindow: -1})
+	i, _ := l.Instances()
+	returned := make(chan struct{}, 1)
+	ctx := WhenLeftReturns(context.Background(), func() { returned <- struct{}{} })
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "slow"}}
+	if _, err := i.InstanceMetadata(ctx, node); !errors.Is(err, ErrStillRunning) {
+		t.Fatalf("a hung node's call: %v, want its caller to leave it (ErrStillRunning)", err)
+	}
+	close(release)
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller never heard that the call it left returned")
+	}
+	if _, err := i.InstanceExists(ctx, node); err != nil {
+		t.Fatalf("another method's call after the return: %v", err)
+	}
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("%d provider calls, want 2 (the left one, then InstanceExists)", got)
+	}
+	md, err := i.InstanceMetadata(ctx, node)
+	if err != nil || md == nil || md.ProviderID != "x://slow" {
+		t.Fatalf("the next InstanceMetadata: %+v, %v; want the left call's answer", md, err)
+	}
+	if got := calls.Load(); got != 2 {
+		t.Errorf("%d provider calls, want the kept answer read without a call", got)
+	}
+	if got := value(t, l.m.keptAnswers.WithLabelValues("InstanceMetadata")); got != 1 {
+		t.Errorf("kept answers counted %v, want 1", got)
+	}
+	if _, err := i.InstanceMetadata(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("%d provider calls, want the kept answer handed once and the next call sent", got)
+	}
+
+	c := call{method: "EnsureLoadBalancer", family: FamilyLoadBalancers, key: "service/ns/a"}
+	l.keep(c, &corev1.LoadBalancerStatus{}, nil)
+	if _, _, ok := l.takeKept(c); ok {
+		t.Error("a load balancer call's answer was kept for the next call")
+	}
+}
+
 // TestSlowAnswerIsStillRead: a call of a fast family that runs past the
 // straggle time but answers within a second gives its place in the family
 // back while it runs, yet its caller waits for the answer: leaving would
@@ -851,20 +914,23 @@ func TestSlowAnswerIsStillRead(t *testing.T) {
 // about no one object is waited for to the end; a call about one, at least
 // a second, two before its family has any answer (a slow cloud's first
 // answers are not taken for hung ones); a relisted call, whose outcome its
-// caller reads from a later list, as soon as it straggles.
+// caller reads from a later list, and a kept one, whose answer waits for
+// its object's next call, as soon as it straggles.
 func TestLeaveAfter(t *testing.T) {
 	for _, tc := range []struct {
-		name             string
-		key              string
-		answered, relist bool
-		want             time.Duration
-		ok               bool
+		name                   string
+		key                    string
+		answered, relist, kept bool
+		want                   time.Duration
+		ok                     bool
 	}{
-		{"about no one object", "", true, false, 0, false},
-		{"before any answer", "k", false, false, 2 * time.Second, true},
-		{"after fast answers", "k", true, false, time.Second, true},
-		{"relisted, before any answer", "k", false, true, 250 * time.Millisecond, true},
-		{"relisted, after fast answers", "k", true, true, 250 * time.Millisecond, true},
+		{"about no one object", "", true, false, false, 0, false},
+		{"before any answer", "k", false, false, false, 2 * time.Second, true},
+		{"after fast answers", "k", true, false, false, time.Second, true},
+		{"relisted, before any answer", "k", false, true, false, 125 * time.Millisecond, true},
+		{"relisted, after fast answers", "k", true, true, false, 125 * time.Millisecond, true},
+		{"kept, before any answer", "k", false, false, true, 125 * time.Millisecond, true},
+		{"kept, after fast answers", "k", true, false, true, 125 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New(newLBDouble(func(context.Context, *corev1.Service) error { return nil }), Options{Timeout: time.Hour})
@@ -880,7 +946,7 @@ func TestLeaveAfter(t *testing.T) {
 			if tc.relist {
 				ctx = Relisted(ctx)
 			}
-			pass, err := l.gate.Admit(ctx, admission.Call{Method: "EnsureLoadBalancer", Family: FamilyLoadBalancers, Key: tc.key})
+			pass, err := l.gate.Admit(ctx, admission.Call{Method: "EnsureLoadBalancer", Family: FamilyLoadBalancers, Key: tc.key, Kept: tc.kept})
 			if err != nil {
 				t.Fatal(err)
 			}

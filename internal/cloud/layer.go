@@ -109,33 +109,63 @@ type Layer struct {
 	prunedAt atomic.Int64
 	m        *layerMetrics
 
-	// leftErrs are the errors of calls their callers left running
-	// (ErrStillRunning), by object, each handed once to the object's next
-	// call: the provider's answer is what its controller reports.
-	leftMu   sync.Mutex
-	leftErrs map[string]error
+	// kept are the answers of calls their callers left running
+	// (ErrStillRunning), by object (see keep).
+	keptMu sync.Mutex
+	kept   map[string]keptAnswer
 
 	// workers run the calls.
 	workers *workers
 }
 
-// takeLeftErr returns, once, the error of key's last call that was left
-// running and failed.
-func (l *Layer) takeLeftErr(key string) error {
-	l.leftMu.Lock()
-	defer l.leftMu.Unlock()
-	err := l.leftErrs[key]
-	delete(l.leftErrs, key)
-	return err
+// keptAnswer is the answer of a call its caller left running.
+type keptAnswer struct {
+	method string
+	v      any
+	err    error
+	at     time.Time
 }
 
-func (l *Layer) keepLeftErr(key string, err error) {
-	l.leftMu.Lock()
-	defer l.leftMu.Unlock()
-	if l.leftErrs == nil {
-		l.leftErrs = map[string]error{}
+// keptFor is how long a kept answer waits for its object's next call: its
+// caller hears when the call returns (WhenLeftReturns) and asks again at
+// once; one that did not ask within this reads the cloud anew.
+const keptFor = 30 * time.Second
+
+// keep records the answer of a call its caller left running: an error is
+// handed once to the object's next call, whatever its method, so that its
+// controller reports the provider's own words (a plugin unreachable, say);
+// the answer of a call about the object alone (c.keptAnswer) is handed once
+// to its next call of the same method, instead of a second cloud call.
+func (l *Layer) keep(c call, v any, err error) {
+	if err == nil && !c.keptAnswer() {
+		return
 	}
-	l.leftErrs[key] = err
+	l.keptMu.Lock()
+	defer l.keptMu.Unlock()
+	if l.kept == nil {
+		l.kept = map[string]keptAnswer{}
+	}
+	l.kept[c.key] = keptAnswer{method: c.method, v: v, err: err, at: l.now()}
+}
+
+// takeKept returns, once, what keep recorded for c's object that is c's:
+// ok is false when nothing is.
+func (l *Layer) takeKept(c call) (v any, err error, ok bool) {
+	l.keptMu.Lock()
+	defer l.keptMu.Unlock()
+	a, found := l.kept[c.key]
+	switch {
+	case !found:
+		return nil, nil, false
+	case a.err != nil:
+	case l.now().Sub(a.at) > keptFor:
+		delete(l.kept, c.key)
+		return nil, nil, false
+	case a.method != c.method:
+		return nil, nil, false // another method's answer, for its own next call
+	}
+	delete(l.kept, c.key)
+	return a.v, a.err, true
 }
 
 // New wraps provider.
@@ -253,6 +283,23 @@ type call struct {
 	key    string
 }
 
+// keptAnswer tells whether the call's answer depends on its object alone,
+// so that an answer its caller no longer waited for still answers the
+// object's next call of the method: a node's instance calls. (A load
+// balancer call's answer depends on its backends too, which may have
+// changed by the next call.)
+func (c call) keptAnswer() bool { return c.family == FamilyInstances && c.key != "" }
+
+// WhenLeftReturns tells the layer what to do when a call made with ctx
+// returns after its caller stopped waiting for it (ErrStillRunning): its
+// controller requeues the object, whose next call of the method then reads
+// the kept answer (a node's instance calls) or goes out at once (the others).
+func WhenLeftReturns(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, leftReturnsKey{}, f)
+}
+
+type leftReturnsKey struct{}
+
 // do runs one cloud call: admitted by the gate (the object's hold and
 // slot, the method family's adaptive concurrency and rate, the --cloud-qps
 // ceiling), sent to the provider within the timeout, and counted in the
@@ -263,16 +310,20 @@ type call struct {
 // provider returns.
 func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	// The object's last call was left running and has failed since: that
-	// answer is this call's, so that its controller reports the cloud's
-	// own words (a plugin unreachable, say), and the next call goes out.
+	// The object's last call was left running and has returned since: its
+	// answer is this call's (see keep).
 	if c.key != "" {
-		if err := l.takeLeftErr(c.key); err != nil {
-			return zero, fmt.Errorf("%s: an earlier call for this object, left running, failed: %w", c.method, err)
+		if v, err, ok := l.takeKept(c); ok {
+			if err != nil {
+				return zero, fmt.Errorf("%s: an earlier call for this object, left running, failed: %w", c.method, err)
+			}
+			l.m.keptAnswers.WithLabelValues(c.method).Inc()
+			t, _ := v.(T)
+			return t, nil
 		}
 	}
 	start := l.now()
-	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key})
+	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key, Kept: c.keptAnswer()})
 	if err != nil {
 		return zero, err
 	}
@@ -330,9 +381,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		v, err := fn(callCtx)
 		mu.Lock()
 		returned = true
-		wasAbandoned := gaveUp
-		if left && err != nil {
-			l.keepLeftErr(c.key, err)
+		wasAbandoned, wasLeft := gaveUp, left
+		if left {
+			l.keep(c, v, err)
 		}
 		mu.Unlock()
 		pass.Returned(log, err, wasAbandoned)
@@ -340,6 +391,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.m.abandoned.WithLabelValues(c.method).Dec()
 		}
 		done <- result{v, err}
+		if f, _ := ctx.Value(leftReturnsKey{}).(func()); wasLeft && f != nil {
+			f()
+		}
 	})
 
 	var r result

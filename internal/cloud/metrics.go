@@ -44,6 +44,10 @@ var (
 		Name: "outrigger_cloud_calls_straggled_total",
 		Help: "Calls that ran far past what their method family's answers take and gave their place in its concurrency back before their timeout (their object kept its slot), by provider and method.",
 	}, []string{"provider", "method"})
+	keptAnswersTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "outrigger_cloud_kept_answers_total",
+		Help: "Answers of calls their caller had stopped waiting for (a straggler about one node) that answered the object's next call instead of a second cloud call, by provider and method.",
+	}, []string{"provider", "method"})
 	heldTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cloud_calls_held_total",
 		Help: "Calls kept from the cloud because their object is held: the cloud throttled it and its retry hint has not passed, or its last calls timed out; by provider and method.",
@@ -64,13 +68,13 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(callsTotal, errorsTotal, throttlesTotal, timeoutsTotal, callDuration,
-		inFlightRejectedTotal, abandonedCalls, straggledTotal, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
+		inFlightRejectedTotal, abandonedCalls, straggledTotal, keptAnswersTotal, heldTotal, familyConcurrencyLimit, familyRateLimit, familySlowdownsTotal)
 }
 
 // layerMetrics are the collectors curried with one layer's provider name.
 type layerMetrics struct {
 	calls, errors, throttles, timeouts, rejected, held *prometheus.CounterVec
-	straggled                                          *prometheus.CounterVec
+	straggled, keptAnswers                             *prometheus.CounterVec
 	abandoned                                          *prometheus.GaugeVec
 	duration                                           prometheus.ObserverVec
 	concLimit, rateLimit                               *prometheus.GaugeVec
@@ -80,17 +84,18 @@ type layerMetrics struct {
 func newLayerMetrics(provider string) *layerMetrics {
 	l := prometheus.Labels{"provider": provider}
 	return &layerMetrics{
-		calls:     callsTotal.MustCurryWith(l),
-		errors:    errorsTotal.MustCurryWith(l),
-		throttles: throttlesTotal.MustCurryWith(l),
-		timeouts:  timeoutsTotal.MustCurryWith(l),
-		rejected:  inFlightRejectedTotal.MustCurryWith(l),
-		held:      heldTotal.MustCurryWith(l),
-		straggled: straggledTotal.MustCurryWith(l),
-		abandoned: abandonedCalls.MustCurryWith(l),
-		duration:  callDuration.MustCurryWith(l),
-		concLimit: familyConcurrencyLimit.MustCurryWith(l),
-		rateLimit: familyRateLimit.MustCurryWith(l),
-		slowdowns: familySlowdownsTotal.MustCurryWith(l),
+		calls:       callsTotal.MustCurryWith(l),
+		errors:      errorsTotal.MustCurryWith(l),
+		throttles:   throttlesTotal.MustCurryWith(l),
+		timeouts:    timeoutsTotal.MustCurryWith(l),
+		rejected:    inFlightRejectedTotal.MustCurryWith(l),
+		held:        heldTotal.MustCurryWith(l),
+		straggled:   straggledTotal.MustCurryWith(l),
+		keptAnswers: keptAnswersTotal.MustCurryWith(l),
+		abandoned:   abandonedCalls.MustCurryWith(l),
+		duration:    callDuration.MustCurryWith(l),
+		concLimit:   familyConcurrencyLimit.MustCurryWith(l),
+		rateLimit:   familyRateLimit.MustCurryWith(l),
+		slowdowns:   familySlowdownsTotal.MustCurryWith(l),
 	}
 }

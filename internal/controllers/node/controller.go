@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -18,8 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
@@ -102,7 +105,15 @@ type Reconciler struct {
 	opts     Options
 	// emptyProviderIDOK: the provider may leave nodes without a provider ID.
 	emptyProviderIDOK bool
+	// returned requeues a node whose cloud call its worker stopped waiting
+	// for (a straggler) as soon as the call returns: its answer, kept by the
+	// layer, initializes the node then, not after the retry backoff.
+	returned chan event.GenericEvent
 }
+
+// returnedBuffer bounds the requeues waiting for the controller's queue; a
+// node whose requeue finds it full is still retried with its backoff.
+const returnedBuffer = 4096
 
 // Setup adds the controller and its address refresher to mgr.
 func Setup(mgr manager.Manager, opts Options) error {
@@ -126,6 +137,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
+		returned: make(chan event.GenericEvent, returnedBuffer),
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()
@@ -134,6 +146,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named(name).
 		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
+		WatchesRawSource(crsource.Channel(r.returned, &handler.EnqueueRequestForObject{})).
 		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
@@ -214,7 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	st := r.lookup(ctx, &node)
+	st := r.lookup(cloud.WhenLeftReturns(ctx, r.requeue(node.Name)), &node)
 	if owner == platform.Undecided && st.Err == nil {
 		var id string
 		if st.Metadata != nil {
@@ -334,6 +347,18 @@ func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) provider.Ins
 		return provider.InstanceStatus{Exists: true, Err: err}
 	}
 	return provider.InstanceStatus{Exists: true, Metadata: md}
+}
+
+// requeue is what the cloud layer does when a call for the node its worker
+// stopped waiting for returns: the node goes back into the queue. It never
+// blocks the call's goroutine.
+func (r *Reconciler) requeue(name string) func() {
+	return func() {
+		select {
+		case r.returned <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+		default:
+		}
+	}
 }
 
 // patchAddresses writes the addresses the node should have, if they differ,

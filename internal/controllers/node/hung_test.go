@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -64,5 +66,44 @@ func TestHungNodesCostOnlyThemselves(t *testing.T) {
 		if n := testenv.GetNode(t, fmt.Sprintf("%s-%d", prefix, i)); !tainted(n) {
 			t.Errorf("hung node %s lost its taint", n.Name)
 		}
+	}
+}
+
+// A node whose provider call runs past the straggle time is left by its
+// worker, and initialized from that call's answer when it comes: the
+// answer is kept for the node, which is requeued when the call returns,
+// and no second call goes to the provider.
+func TestSlowNodeIsInitializedFromItsLeftCall(t *testing.T) {
+	release := make(chan struct{})
+	slow := testenv.Name("slow")
+	var slowCalls atomic.Int64
+	layer := cloud.New(&fake.Cloud{
+		EnableInstancesV2: true,
+		OverrideInstanceMetadata: func(_ context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+			if n.Name == slow {
+				slowCalls.Add(1)
+				<-release
+			}
+			return &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, NodeAddresses: addrs("InternalIP", "198.18.9.1")}, nil
+		},
+	}, cloud.Options{Timeout: time.Hour})
+	inst, _ := layer.Instances()
+	testenv.RunController(t, func(mgr manager.Manager) error {
+		return node.Setup(mgr, node.Options{Instances: inst, RefreshPeriod: time.Hour})
+	})
+	// A retry of the node refused because its call still runs: its worker
+	// left the call.
+	refused := metricstest.Counter(t, "outrigger_cloud_calls_in_flight_rejected_total", map[string]string{"method": "InstanceMetadata"})
+	before := refused()
+	testenv.CreateNode(t, slow, nil)
+	testenv.Eventually(t, 30*time.Second, "the slow node's call left by its worker", func() (bool, error) {
+		return slowCalls.Load() == 1 && refused() > before, nil
+	})
+	close(release)
+	if n := waitInitialized(t, slow); n.Spec.ProviderID != "fake://"+slow {
+		t.Errorf("node %s: providerID %q", slow, n.Spec.ProviderID)
+	}
+	if got := slowCalls.Load(); got != 1 {
+		t.Errorf("%d provider calls for the slow node, want 1: the left call's answer initializes it", got)
 	}
 }

@@ -486,43 +486,59 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		log.V(2).Info("Deleted route", "route", rt.Name, "destination", rt.DestinationCIDR, "node", rt.TargetNode, "blackhole", rt.Blackhole)
 	})
 	var mu sync.Mutex
+	// routedNow are the nodes whose routes all exist once their own creates
+	// succeeded: their condition is set then, not when the pass's slowest
+	// create (another node's) ends.
+	pending := map[string]int{}
+	for _, rt := range p.creates {
+		pending[string(rt.TargetNode)]++
+	}
+	routedNow := map[string]bool{}
 	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(p.creates), func(i int) {
 		rt := p.creates[i]
 		node := nodes[string(rt.TargetNode)]
 		nameHint := string(node.UID)
 		start := time.Now()
-		if err := r.opts.Routes.CreateRoute(changeCtx, r.opts.ClusterName, nameHint, rt); err != nil {
-			if cloud.Reason(err) == cloud.ReasonCallInFlight {
-				// Still running: the next pass sees whether it made the
-				// route, without an Event for every pass.
-				return
+		err := r.opts.Routes.CreateRoute(changeCtx, r.opts.ClusterName, nameHint, rt)
+		mu.Lock()
+		if err == nil {
+			p.actions[node.Name][rt.DestinationCIDR] = keep
+		}
+		pending[node.Name]--
+		last := pending[node.Name] == 0 && routed(p.actions[node.Name])
+		if last {
+			routedNow[node.Name] = true
+		}
+		mu.Unlock()
+		if last {
+			if err := r.setNetworkCondition(ctx, node, true); err != nil {
+				log.Error(err, "Setting NetworkUnavailable", "node", klog.KObj(node))
 			}
-			r.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonFailedToCreateRoute,
-				"Could not create route %s %s for node %s after %v: %v", nameHint, rt.DestinationCIDR, node.Name, time.Since(start), err)
+		}
+		if err == nil {
+			created.Add(1)
 			return
 		}
-		created.Add(1)
-		mu.Lock()
-		p.actions[node.Name][rt.DestinationCIDR] = keep
-		mu.Unlock()
+		if cloud.Reason(err) == cloud.ReasonCallInFlight {
+			// Still running: the next pass sees whether it made the
+			// route, without an Event for every pass.
+			return
+		}
+		r.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonFailedToCreateRoute,
+			"Could not create route %s %s for node %s after %v: %v", nameHint, rt.DestinationCIDR, node.Name, time.Since(start), err)
 	})
 
-	// Conditions: every node with pod CIDRs, or that a route targets, says
-	// whether its routes exist.
+	// Conditions: every other node with pod CIDRs, or that a route
+	// targets, says whether its routes exist.
 	var concerned []*corev1.Node
 	for name := range p.actions {
-		if n, ok := nodes[name]; ok {
+		if n, ok := nodes[name]; ok && !routedNow[name] {
 			concerned = append(concerned, n)
 		}
 	}
 	workqueue.ParallelizeUntil(ctx, r.opts.Workers, len(concerned), func(i int) {
 		n := concerned[i]
-		actions := p.actions[n.Name]
-		routed := len(actions) > 0
-		for _, a := range actions {
-			routed = routed && a == keep
-		}
-		if err := r.setNetworkCondition(ctx, n, routed); err != nil {
+		if err := r.setNetworkCondition(ctx, n, routed(p.actions[n.Name])); err != nil {
 			log.Error(err, "Setting NetworkUnavailable", "node", klog.KObj(n))
 		}
 	})
@@ -530,6 +546,20 @@ func (r *reconciler) pass(ctx context.Context) (changed bool, err error) {
 		"created", created.Load(), "failedCreates", len(p.creates)-int(created.Load()),
 		"deleted", deleted.Load(), "failedDeletes", len(p.deletes)-int(deleted.Load()))
 	return created.Load()+deleted.Load() > 0, nil
+}
+
+// routed tells whether a node's routes all exist: it has some, and every
+// one is kept.
+func routed(actions map[string]action) bool {
+	if len(actions) == 0 {
+		return false
+	}
+	for _, a := range actions {
+		if a != keep {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *reconciler) clusterCIDRs() string {

@@ -92,7 +92,9 @@ func TestHungRoutesCostOnlyTheirNodes(t *testing.T) {
 		release: make(chan struct{}),
 	}
 	t.Cleanup(func() { close(table.release) })
-	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, table: table}, cloud.Options{Timeout: 200 * time.Millisecond})
+	// A timeout below the least straggle time: the hung calls time out (and
+	// their nodes get Events) rather than being left as stragglers.
+	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, table: table}, cloud.Options{Timeout: 100 * time.Millisecond})
 	routes, ok := layer.Routes()
 	if !ok {
 		t.Fatal("no routes behind the layer")

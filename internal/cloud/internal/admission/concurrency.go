@@ -158,11 +158,13 @@ func (c *concurrency) adaptOnly(now, sent time.Time, latency time.Duration, outc
 const (
 	// minStraggle: below it a call is never a straggler, whatever the
 	// family's latency (a fast cloud's answers of a few milliseconds say
-	// little about one that takes a quarter of a second). A straggler only
+	// little about one that takes a tenth of a second). A straggler only
 	// gives its place back, which costs at most a few more calls in flight
-	// than the limit (the family's rate still bounds them); its caller
-	// waits longer (minLeave), since leaving costs the object a retry.
-	minStraggle = 250 * time.Millisecond
+	// than the limit (the family's rate still bounds them), and only
+	// before the family's first answers or in a family that fast; its
+	// caller waits longer (minLeave) unless leaving costs nothing (a
+	// relisted or kept call), since otherwise it costs the object a retry.
+	minStraggle = 125 * time.Millisecond
 	// straggleFactor: how many times the family's usual latency a call
 	// runs before it is a straggler.
 	straggleFactor = 8

@@ -184,13 +184,14 @@ func TestStraggleAfter(t *testing.T) {
 		want              time.Duration
 		ok                bool
 	}{
-		{0, 30 * time.Second, 250 * time.Millisecond, true},
-		{20 * time.Millisecond, 30 * time.Second, 250 * time.Millisecond, true},
+		{0, 30 * time.Second, 125 * time.Millisecond, true},
+		{10 * time.Millisecond, 30 * time.Second, 125 * time.Millisecond, true},
+		{20 * time.Millisecond, 30 * time.Second, 160 * time.Millisecond, true},
 		{100 * time.Millisecond, 30 * time.Second, 800 * time.Millisecond, true},
 		{500 * time.Millisecond, 30 * time.Second, 4 * time.Second, true},
 		{5 * time.Second, 30 * time.Second, 40 * time.Second, false},
-		{20 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, false},
-		{20 * time.Millisecond, 0, 250 * time.Millisecond, true},
+		{20 * time.Millisecond, 160 * time.Millisecond, 160 * time.Millisecond, false},
+		{20 * time.Millisecond, 0, 160 * time.Millisecond, true},
 	} {
 		c := newConcurrency(prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}))
 		c.smoothed = tc.smoothed

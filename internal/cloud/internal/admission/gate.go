@@ -104,6 +104,11 @@ type Call struct {
 	Method string
 	Family Family
 	Key    string
+	// Kept: the call's answer is kept for its object's next call of the
+	// same method when its caller left it running (an answer that depends
+	// on the object alone, such as an instance's metadata), and its caller
+	// hears when it returns.
+	Kept bool
 }
 
 // Pass is an admitted call. Its holder reports how the call ended:
@@ -224,12 +229,13 @@ func (p *Pass) Leave() {
 // slow cloud's first calls are not taken for hung ones). A relisted call
 // is left as soon as it straggles: its outcome is read from the next list
 // whenever it comes, so leaving costs neither a second call nor a late
-// answer.
+// answer; so is a kept one (Call.Kept), whose answer waits for its
+// object's next call.
 func (p *Pass) LeaveAfter() (time.Duration, bool) {
 	if p.c.Key == "" {
 		return 0, false
 	}
-	if p.relisted {
+	if p.relisted || p.c.Kept {
 		return p.StraggleAfter()
 	}
 	d, _ := p.StraggleAfter()
@@ -265,6 +271,7 @@ func (p *Pass) Straggle() bool {
 	if p.straggled.CompareAndSwap(false, true) {
 		p.lim.stragglers.Add(1)
 		p.lim.conc.release()
+		p.lim.straggled(p.g.opts.Now())
 		return true
 	}
 	return false

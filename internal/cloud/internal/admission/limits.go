@@ -203,6 +203,24 @@ func (f *Limits) Throttled(now, sent time.Time, key string, window time.Duration
 // cloud last refused, up to --cloud-qps when set.
 func (f *Limits) Succeeded(now time.Time) {
 	f.accepted.add(now)
+	f.grow(now)
+}
+
+// straggled grows the rate, in slow start, for a call that gave its place
+// back while it ran (Pass.Straggle), as an answer would: calls hung on many
+// objects would otherwise hold the probe at InitialRate, and the family's
+// other objects behind them (the family's concurrency grows the same way).
+func (f *Limits) straggled(now time.Time) {
+	f.mu.Lock()
+	probing := f.slowStart
+	f.mu.Unlock()
+	if probing {
+		f.grow(now)
+	}
+}
+
+// grow is Succeeded's growth.
+func (f *Limits) grow(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tick := rateTick
