@@ -9,8 +9,11 @@ import (
 )
 
 // InitialConcurrency is where a family's adaptive concurrency limit
-// starts.
-const InitialConcurrency = 8
+// starts: what a family may have in flight before the cloud has answered
+// anything. The family's rate (InitialRate, a fifth of a second's burst)
+// bounds how fast those go out; objects hung from the start hold no more
+// than this many places until their calls straggle.
+const InitialConcurrency = 32
 
 // Bounds of a family's adaptive concurrency limit.
 const (
