@@ -21,10 +21,9 @@ export OUTRIGGER_ASSETS := $(ASSETS)
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes). It waits
 ## only for what it runs (etcd, kube-apiserver, outrigger); kubectl, for you, is built meanwhile at
 ## the lowest CPU priority when missing (.outrigger/kubectl.log).
-# Its three builds run side by side: on two cores one build alone leaves a core idle while it links
-# or compiles a package everything else waits for.
-dev:
-	@$(MAKE) --no-print-directory -j3 $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
+# Its builds run one after the other: go builds side by side (make -j) each compile the packages they
+# share, and a fresh make dev took 502 s so against 391 s.
+dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 	@[ -x $(ASSETS)/kubectl ] || { mkdir -p .outrigger; echo "make dev: building kubectl in the background (.outrigger/kubectl.log)"; \
 		setsid nice -n 19 $(MAKE) --no-print-directory $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
 	./bin/outrigger dev --nodes $(NODES)
@@ -51,7 +50,7 @@ LATER_MODULES := bench/upstream-ccm examples/aws charts/test controlplane test/g
 TEST_STEPS := .outrigger/test-steps.tsv
 test:
 	@set -e; . tools/steptimes.sh; steps_begin $(TEST_STEPS); \
-	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory -j3 controlplane; \
+	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory controlplane; \
 	step '`make verify`' $(MAKE) --no-print-directory verify; \
 	prebuild=; \
 	if [ "$$(id -u)" = 0 ] && [ "$(PREBUILD)" = 1 ]; then \
