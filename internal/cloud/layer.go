@@ -300,6 +300,16 @@ func WhenLeftReturns(ctx context.Context, f func()) context.Context {
 
 type leftReturnsKey struct{}
 
+// WhenLeftTimesOut tells the layer what to do when a call made with ctx,
+// left running (ErrStillRunning), reaches its timeout before the provider
+// returns: err says so, as the caller would have been told had it waited
+// (ErrTimeout), so that the object's users hear of it (an Event).
+func WhenLeftTimesOut(ctx context.Context, f func(err error)) context.Context {
+	return context.WithValue(ctx, leftTimesOutKey{}, f)
+}
+
+type leftTimesOutKey struct{}
+
 // do runs one cloud call: admitted by the gate (the object's hold and
 // slot, the method family's adaptive concurrency and rate, the --cloud-qps
 // ceiling), sent to the provider within the timeout, and counted in the
@@ -417,9 +427,13 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		go func() {
 			<-callCtx.Done()
 			mu.Lock()
-			defer mu.Unlock()
-			if !returned {
+			timedOut := !returned
+			if timedOut {
 				abandon()
+			}
+			mu.Unlock()
+			if f, _ := ctx.Value(leftTimesOutKey{}).(func(error)); timedOut && f != nil && ctx.Err() == nil {
+				f(fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout))
 			}
 		}()
 		r.err = fmt.Errorf("%s: %w after %s, far past this method's recent answers", c.method, ErrStillRunning, leaveAfter.Round(time.Millisecond))

@@ -36,6 +36,11 @@ type table struct {
 	createErr     error
 	created       []cloudprovider.Route
 	deleted       []string // destinations
+	// hold, when set, holds the creates for a node until its channel is
+	// closed; listHold holds each list, taken when it is called (said on
+	// listTaken), until it receives.
+	hold                map[string]chan struct{}
+	listHold, listTaken chan struct{}
 }
 
 func (t *table) ListRoutes(context.Context, string) ([]*cloudprovider.Route, error) {
@@ -50,12 +55,23 @@ func (t *table) ListRoutes(context.Context, string) ([]*cloudprovider.Route, err
 		c.EnableNodeAddresses = t.nodeAddresses
 		out[i] = &c
 	}
+	if hold := t.listHold; hold != nil {
+		t.mu.Unlock()
+		t.listTaken <- struct{}{}
+		<-hold
+		t.mu.Lock()
+	}
 	return out, nil
 }
 
 func (t *table) CreateRoute(_ context.Context, _, _ string, r *cloudprovider.Route) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if hold := t.hold[string(r.TargetNode)]; hold != nil {
+		t.mu.Unlock()
+		<-hold
+		t.mu.Lock()
+	}
 	if t.createErr != nil {
 		return t.createErr
 	}
@@ -253,6 +269,7 @@ func TestRouteSyncTotal(t *testing.T) {
 		before := metricstest.Value(t, "route_controller_route_sync_total", map[string]string{"outcome": s.outcome, "trigger": s.trigger})
 		tbl.listErr = s.listErr
 		res, err := r.Reconcile(context.Background(), s.key)
+		r.creates.wg.Wait() // the pass's outcome is known when its creates end
 		if (err != nil) != (s.listErr != nil) {
 			t.Fatalf("%s: err %v", s.key.Name, err)
 		}

@@ -83,18 +83,30 @@ func (c hangingCloud) Routes() (cloudprovider.Routes, bool) { return c.table, tr
 
 // A provider hung on the routes of some nodes costs only those nodes: more
 // of them than the route family runs at once, and the nodes that get pod
-// CIDRs after them are routed all the same, by passes that go on every
-// period.
+// CIDRs after them are routed all the same. Each hung node hears of its
+// create's timeout (an Event), whether its pass waited for the call (a
+// timeout below the least straggle time) or left it running.
 func TestHungRoutesCostOnlyTheirNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		cidrs   netip.Prefix // each subtest's nodes get /24s of their own
+	}{
+		{"timed out while waited for", 100 * time.Millisecond, netip.MustParsePrefix("198.18.128.0/18")},
+		{"left running, then timed out", time.Second, netip.MustParsePrefix("198.18.192.0/18")},
+	} {
+		t.Run(tc.name, func(t *testing.T) { hungRoutes(t, tc.timeout, tc.cidrs) })
+	}
+}
+
+func hungRoutes(t *testing.T, timeout time.Duration, clusterCIDR netip.Prefix) {
 	prefix := testenv.Name("hang")
 	table := &hangingTable{
 		hung:    func(node string) bool { return strings.HasPrefix(node, prefix) },
 		release: make(chan struct{}),
 	}
 	t.Cleanup(func() { close(table.release) })
-	// A timeout below the least straggle time: the hung calls time out (and
-	// their nodes get Events) rather than being left as stragglers.
-	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, table: table}, cloud.Options{Timeout: 100 * time.Millisecond})
+	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, table: table}, cloud.Options{Timeout: timeout})
 	routes, ok := layer.Routes()
 	if !ok {
 		t.Fatal("no routes behind the layer")
@@ -102,14 +114,14 @@ func TestHungRoutesCostOnlyTheirNodes(t *testing.T) {
 	testenv.RunController(t, func(mgr manager.Manager) error {
 		return route.Setup(mgr, route.Options{
 			Routes: routes, ClusterName: "kubernetes", Period: 500 * time.Millisecond,
-			ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.128.0/17")},
+			ClusterCIDRs: []netip.Prefix{clusterCIDR},
 		})
 	})
 
 	// Each node gets a /24 of its own from the cluster CIDR.
 	cidr := 0
 	join := func(name string) {
-		c := fmt.Sprintf("198.18.%d.0/24", 128+cidr)
+		c := fmt.Sprintf("198.18.%d.0/24", int(clusterCIDR.Addr().As4()[2])+cidr)
 		cidr++
 		testenv.CreateNode(t, name, func(n *corev1.Node) {
 			n.Spec.Taints = nil

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,6 +49,8 @@ type concurrency struct {
 	slowStart bool
 	inFlight  int
 	waiters   []chan struct{}
+	// ahead is how many of waiters, at their front, are acquireAhead's.
+	ahead int
 	// baseline is the lowest latency seen since baselineAt (within
 	// latencyWindow).
 	baseline, nextBaseline time.Duration
@@ -68,16 +71,34 @@ func newConcurrency(gauge prometheus.Gauge) *concurrency {
 	return c
 }
 
-// acquire waits until a call may go, within ctx.
-func (c *concurrency) acquire(ctx context.Context) error {
+// acquire waits until a call may go, within ctx, behind the calls already
+// waiting.
+func (c *concurrency) acquire(ctx context.Context) error { return c.wait(ctx, false) }
+
+// acquireAhead is acquire for a call about the whole family (a list): it
+// goes ahead of the waiting calls about one object, since every object of
+// the family waits on it (a route pass lists before it creates), and
+// there is seldom more than one.
+func (c *concurrency) acquireAhead(ctx context.Context) error { return c.wait(ctx, true) }
+
+func (c *concurrency) wait(ctx context.Context, ahead bool) error {
 	c.mu.Lock()
-	if c.inFlight < int(c.limit) && len(c.waiters) == 0 {
+	queued := len(c.waiters)
+	if ahead {
+		queued = c.ahead
+	}
+	if c.inFlight < int(c.limit) && queued == 0 {
 		c.inFlight++
 		c.mu.Unlock()
 		return nil
 	}
 	w := make(chan struct{})
-	c.waiters = append(c.waiters, w)
+	if ahead {
+		c.waiters = slices.Insert(c.waiters, c.ahead, w)
+		c.ahead++
+	} else {
+		c.waiters = append(c.waiters, w)
+	}
 	c.mu.Unlock()
 	select {
 	case <-w:
@@ -88,6 +109,9 @@ func (c *concurrency) acquire(ctx context.Context) error {
 		for i, x := range c.waiters {
 			if x == w {
 				c.waiters = append(c.waiters[:i], c.waiters[i+1:]...)
+				if i < c.ahead {
+					c.ahead--
+				}
 				return ctx.Err()
 			}
 		}
@@ -103,6 +127,9 @@ func (c *concurrency) wake() {
 	for len(c.waiters) > 0 && c.inFlight < int(c.limit) {
 		w := c.waiters[0]
 		c.waiters = c.waiters[1:]
+		if c.ahead > 0 {
+			c.ahead--
+		}
 		c.inFlight++
 		close(w)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -172,6 +173,61 @@ func TestConcurrencyLimitHoldsCalls(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.inFlight != 2 {
 		t.Errorf("in flight = %d, want 2", c.inFlight)
+	}
+}
+
+// A list waits ahead of the calls about one object already waiting (every
+// object waits on it), behind an earlier list, and a cancelled one leaves
+// the order of the others as it was.
+func TestListsWaitAheadOfObjectCalls(t *testing.T) {
+	c := testConcurrency(1, false)
+	ctx := context.Background()
+	if err := c.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order := make(chan string, 4)
+	waiting := func(n int) {
+		t.Helper()
+		for {
+			c.mu.Lock()
+			got := len(c.waiters)
+			c.mu.Unlock()
+			if got == n {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	start := func(ctx context.Context, name string, acquire func(context.Context) error) {
+		go func() {
+			if err := acquire(ctx); err != nil {
+				order <- name + ": " + err.Error()
+				return
+			}
+			order <- name
+		}()
+	}
+	start(ctx, "object 1", c.acquire)
+	waiting(1)
+	start(ctx, "object 2", c.acquire)
+	waiting(2)
+	start(ctx, "list 1", c.acquireAhead)
+	waiting(3)
+	cancelled, cancel := context.WithCancel(ctx)
+	start(cancelled, "list 2", c.acquireAhead)
+	waiting(4)
+	cancel()
+	if got := <-order; got != "list 2: context canceled" {
+		t.Fatalf("first out: %q, want the cancelled list", got)
+	}
+	var got []string
+	for range 3 {
+		now := time.Now()
+		c.done(now, now, 0, outcomeOther)
+		got = append(got, <-order)
+	}
+	if want := []string{"list 1", "object 1", "object 2"}; !slices.Equal(got, want) {
+		t.Errorf("admitted in order %v, want %v", got, want)
 	}
 }
 

@@ -164,7 +164,7 @@ func (g *Gate) Admit(ctx context.Context, c Call) (*Pass, error) {
 			return nil, fmt.Errorf("waiting for the running %s call for %s: %w", c.Method, c.Key, err)
 		}
 	}
-	if err := g.admit(ctx, lim, background); err != nil {
+	if err := g.admit(ctx, lim, background, c.Key == ""); err != nil {
 		p.release()
 		return nil, fmt.Errorf("waiting for the %s limits before %s: %w", lim.name, c.Method, err)
 	}
@@ -393,12 +393,18 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 // go. A foreground call counts as waiting meanwhile; a background call goes
 // only while none does, and gives its place back (before reserving the
 // rate's next token) when one starts to wait, so background work never
-// queues ahead of a foreground call for longer than one reservation.
-func (g *Gate) admit(ctx context.Context, lim *Limits, background bool) error {
+// queues ahead of a foreground call for longer than one reservation. A
+// foreground call about the whole family (whole: a list) waits ahead of
+// those about one object.
+func (g *Gate) admit(ctx context.Context, lim *Limits, background, whole bool) error {
 	if !background {
 		lim.first.enter()
 		defer lim.first.leave()
-		if err := lim.conc.acquire(ctx); err != nil {
+		acquire := lim.conc.acquire
+		if whole {
+			acquire = lim.conc.acquireAhead
+		}
+		if err := acquire(ctx); err != nil {
 			return err
 		}
 		if err := lim.waitRate(ctx, nil); err != nil {
