@@ -76,10 +76,21 @@ func newConcurrency(gauge prometheus.Gauge) *concurrency {
 func (c *concurrency) acquire(ctx context.Context) error { return c.wait(ctx, false) }
 
 // acquireAhead is acquire for a call about the whole family (a list): it
-// goes ahead of the waiting calls about one object, since every object of
-// the family waits on it (a route pass lists before it creates), and
-// there is seldom more than one.
+// goes ahead of the waiting calls about one object, and may take one place
+// beyond the limit, since every object of the family waits on it (a route
+// pass lists before it creates, while the places may all be held by calls
+// about to straggle) and there is seldom more than one. The family never
+// has more than one call beyond its limit in flight.
 func (c *concurrency) acquireAhead(ctx context.Context) error { return c.wait(ctx, true) }
+
+// places is how many calls may be in flight when the next waiter (ahead:
+// an acquireAhead's) goes. c.mu held.
+func (c *concurrency) places(ahead bool) int {
+	if ahead {
+		return int(c.limit) + 1
+	}
+	return int(c.limit)
+}
 
 func (c *concurrency) wait(ctx context.Context, ahead bool) error {
 	c.mu.Lock()
@@ -87,7 +98,7 @@ func (c *concurrency) wait(ctx context.Context, ahead bool) error {
 	if ahead {
 		queued = c.ahead
 	}
-	if c.inFlight < int(c.limit) && queued == 0 {
+	if c.inFlight < c.places(ahead) && queued == 0 {
 		c.inFlight++
 		c.mu.Unlock()
 		return nil
@@ -124,7 +135,7 @@ func (c *concurrency) wait(ctx context.Context, ahead bool) error {
 
 // release ends a call; wake lets waiters in up to the limit. c.mu held.
 func (c *concurrency) wake() {
-	for len(c.waiters) > 0 && c.inFlight < int(c.limit) {
+	for len(c.waiters) > 0 && c.inFlight < c.places(c.ahead > 0) {
 		w := c.waiters[0]
 		c.waiters = c.waiters[1:]
 		if c.ahead > 0 {

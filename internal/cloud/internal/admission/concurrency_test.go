@@ -176,13 +176,16 @@ func TestConcurrencyLimitHoldsCalls(t *testing.T) {
 	}
 }
 
-// A list waits ahead of the calls about one object already waiting (every
-// object waits on it), behind an earlier list, and a cancelled one leaves
-// the order of the others as it was.
+// A list takes one place beyond the limit, and no more: a second one waits,
+// ahead of the calls about one object already waiting (every object waits
+// on a list); a cancelled one leaves the order of the others as it was.
 func TestListsWaitAheadOfObjectCalls(t *testing.T) {
 	c := testConcurrency(1, false)
 	ctx := context.Background()
 	if err := c.acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.acquireAhead(ctx); err != nil {
 		t.Fatal(err)
 	}
 	order := make(chan string, 4)
@@ -211,22 +214,39 @@ func TestListsWaitAheadOfObjectCalls(t *testing.T) {
 	waiting(1)
 	start(ctx, "object 2", c.acquire)
 	waiting(2)
-	start(ctx, "list 1", c.acquireAhead)
+	start(ctx, "list 2", c.acquireAhead)
 	waiting(3)
 	cancelled, cancel := context.WithCancel(ctx)
-	start(cancelled, "list 2", c.acquireAhead)
+	start(cancelled, "list 3", c.acquireAhead)
 	waiting(4)
 	cancel()
-	if got := <-order; got != "list 2: context canceled" {
+	if got := <-order; got != "list 3: context canceled" {
 		t.Fatalf("first out: %q, want the cancelled list", got)
 	}
-	var got []string
-	for range 3 {
+	done := func() {
 		now := time.Now()
 		c.done(now, now, 0, outcomeOther)
+	}
+	// Two in flight (the limit and the list's place beyond it): one ends,
+	// and the waiting list takes the place beyond the limit again.
+	done()
+	if got := <-order; got != "list 2" {
+		t.Fatalf("admitted %q, want the waiting list first", got)
+	}
+	// One ends: one in flight, the limit, so the objects still wait.
+	done()
+	c.mu.Lock()
+	waiters := len(c.waiters)
+	c.mu.Unlock()
+	if waiters != 2 {
+		t.Errorf("%d waiting, want both objects (the limit is full)", waiters)
+	}
+	var got []string
+	for range 2 {
+		done()
 		got = append(got, <-order)
 	}
-	if want := []string{"list 1", "object 1", "object 2"}; !slices.Equal(got, want) {
+	if want := []string{"object 1", "object 2"}; !slices.Equal(got, want) {
 		t.Errorf("admitted in order %v, want %v", got, want)
 	}
 }
