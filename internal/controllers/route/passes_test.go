@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // created counts the creates the table got for a destination.
@@ -21,19 +22,27 @@ func (t *table) createdFor(cidr string) int {
 	return n
 }
 
+// startHeld starts a pass over one node whose create the table holds until
+// release is closed; firstEnded says when that pass's creates have ended.
+func startHeld(t *testing.T, node string) (r *reconciler, c client.Client, tbl *table, release chan struct{}, firstEnded chan bool) {
+	t.Helper()
+	release = make(chan struct{})
+	tbl = &table{hold: map[string]chan struct{}{node: release}}
+	r, c, _ = newReconciler(t, tbl, rtNode(node, []string{"198.18.1.0/24"}))
+	firstEnded = make(chan bool, 1)
+	if err := r.start(context.Background(), func(changed bool) { firstEnded <- changed }); err != nil {
+		t.Fatal(err)
+	}
+	return r, c, tbl, release, firstEnded
+}
+
 // A pass does not wait for its creates: a node that comes while a create
 // for another node hangs is routed by the next pass, which leaves the hung
 // destination to the create still on it (no second create, no condition
 // written over it).
 func TestNextPassDoesNotWaitForHungCreates(t *testing.T) {
-	release := make(chan struct{})
-	tbl := &table{hold: map[string]chan struct{}{"hung": release}}
-	r, c, _ := newReconciler(t, tbl, rtNode("hung", []string{"198.18.1.0/24"}))
+	r, c, tbl, release, firstEnded := startHeld(t, "hung")
 	ctx := context.Background()
-	firstEnded := make(chan bool, 1)
-	if err := r.start(ctx, func(changed bool) { firstEnded <- changed }); err != nil {
-		t.Fatal(err)
-	}
 	if err := c.Create(ctx, rtNode("late", []string{"198.18.2.0/24"})); err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +85,8 @@ func TestNextPassDoesNotWaitForHungCreates(t *testing.T) {
 // A create that ends while the next pass's list is on its way is not made
 // twice: the list, taken before the route existed, does not show it.
 func TestCreateEndingDuringTheNextListIsNotRepeated(t *testing.T) {
-	release := make(chan struct{})
-	tbl := &table{hold: map[string]chan struct{}{"a": release}}
-	r, c, _ := newReconciler(t, tbl, rtNode("a", []string{"198.18.1.0/24"}))
+	r, c, tbl, release, firstEnded := startHeld(t, "a")
 	ctx := context.Background()
-	firstEnded := make(chan bool, 1)
-	if err := r.start(ctx, func(changed bool) { firstEnded <- changed }); err != nil {
-		t.Fatal(err)
-	}
 	listing, taken := make(chan struct{}), make(chan struct{})
 	tbl.mu.Lock()
 	tbl.listHold, tbl.listTaken = listing, taken
