@@ -108,34 +108,58 @@ type Options struct {
 	Focus     string
 	Skip      string
 	Provider  string
+	// NumNodes is the cluster's node count (--num-nodes). The suite counts
+	// the nodes itself only in its first process; tests that need two
+	// nodes skip in the others without it.
+	NumNodes int
 	// Timeout bounds the whole suite (--ginkgo.timeout; ginkgo's own
 	// default is one hour).
 	Timeout time.Duration
+	// Procs above 1 runs the suite in that many processes, by the ginkgo
+	// CLI (Ginkgo), as upstream's CI does: its load balancer tests are
+	// not [Serial] and spend their time waiting on the cloud and on pods.
+	Procs int
+	// Ginkgo is the ginkgo CLI of the module e2e.test was built from; used
+	// when Procs > 1.
+	Ginkgo string
 	// Args are added last, so they override the above.
 	Args []string
 	// Out receives the suite's output.
 	Out io.Writer
 }
 
-// Command is the e2e.test invocation for o.
+// Command is the e2e.test invocation for o: e2e.test itself, or with
+// Procs > 1 the ginkgo CLI running it in Procs processes, the suite's
+// selection and timeout as the CLI's flags and the rest after "--".
 func Command(ctx context.Context, o Options) *exec.Cmd {
-	args := []string{
+	suite := []string{
 		"--kubeconfig=" + o.Kubeconfig,
 		"--kubectl-path=" + o.Kubectl,
 		"--provider=" + o.Provider,
 		"--report-dir=" + o.ReportDir,
-		"--ginkgo.focus=" + o.Focus,
-		"--ginkgo.timeout=" + o.Timeout.String(),
-		"--ginkgo.v",
-		"--ginkgo.no-color",
+		fmt.Sprintf("--num-nodes=%d", o.NumNodes),
 		// Log gathering from nodes is by SSH, which this cluster has not.
 		"--disable-log-dump",
 	}
+	ginkgo := []string{"focus=" + o.Focus, "timeout=" + o.Timeout.String(), "v", "no-color"}
 	if o.Skip != "" {
-		args = append(args, "--ginkgo.skip="+o.Skip)
+		ginkgo = append(ginkgo, "skip="+o.Skip)
 	}
-	args = append(args, o.Args...)
-	argv := append([]string{o.E2ETest}, args...)
+	var argv []string
+	if o.Procs > 1 {
+		argv = []string{o.Ginkgo, fmt.Sprintf("--procs=%d", o.Procs)}
+		for _, f := range ginkgo {
+			argv = append(argv, "--"+f)
+		}
+		argv = append(argv, o.E2ETest, "--")
+		argv = append(append(argv, suite...), o.Args...)
+	} else {
+		argv = append([]string{o.E2ETest}, suite...)
+		for _, f := range ginkgo {
+			argv = append(argv, "--ginkgo."+f)
+		}
+		argv = append(argv, o.Args...)
+	}
 	if o.Netns != "" {
 		argv = append([]string{"nsenter", "--net=/var/run/netns/" + o.Netns, "--"}, argv...)
 	}

@@ -6,7 +6,8 @@
 // kube-apiserver, kubectl), and the rest of a real cluster for cluster/
 // (kubelet, kube-proxy, kube-controller-manager, kube-scheduler, agnhost), and
 // upstream's e2e suite (`go test -c k8s.io/kubernetes/test/e2e`) that
-// cluster/cmd/e2e-upstream runs against that cluster.
+// cluster/cmd/e2e-upstream runs against that cluster, with the ginkgo CLI that
+// runs it in parallel.
 //
 // This module only builds binaries; internal/dev/apiserver, in the main
 // module, is the package that starts etcd and kube-apiserver from them.
@@ -25,6 +26,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "k8s.io/kubernetes/test/images/agnhost"
+
+	// The ginkgo CLI, which runs e2e.test in several processes.
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 
 	// What k8s.io/kubernetes/test/e2e/e2e_test.go imports.
 	_ "github.com/onsi/ginkgo/v2"

@@ -44,6 +44,8 @@ func run() error {
 	assets := apiserver.AssetsDir()
 	fs := flag.NewFlagSet("e2e-upstream", flag.ExitOnError)
 	e2eTest := fs.String("e2e-test", filepath.Join(assets, "e2e.test"), "upstream's e2e.test binary")
+	ginkgo := fs.String("ginkgo", filepath.Join(assets, "ginkgo"), "the ginkgo CLI that runs e2e.test in -procs processes")
+	procs := fs.Int("procs", 3, "processes the suite runs in (by the ginkgo CLI when above 1; its load balancer tests are not [Serial])")
 	reportDir := fs.String("report-dir", ".outrigger/e2e-upstream", "directory for the framework's JUnit report (junit_01.xml), the summary (summary.md, and summary.xml: names, results, durations), the suite's output and every cluster process's log")
 	fast := fs.Bool("fast", false, "run the fast subset: the suite but e2e.FastExclusions (-skip overrides them)")
 	command := fs.String("command", "e2e-upstream", "the command the JUnit summary (summary.xml) says was run (its focus and skip are recorded too)")
@@ -75,12 +77,16 @@ func run() error {
 		selection = "focused"
 	}
 
-	for _, f := range []struct{ path, make string }{
+	needed := []struct{ path, make string }{
 		{*e2eTest, "e2e-binaries"},
 		{filepath.Join(assets, "kubectl"), "controlplane"},
 		{filepath.Join(*e2eImages, "agnhost.tar"), "e2e-images"},
 		{filepath.Join(*e2eImages, "pause.tar"), "e2e-images"},
-	} {
+	}
+	if *procs > 1 {
+		needed = append(needed, struct{ path, make string }{*ginkgo, "e2e-binaries"})
+	}
+	for _, f := range needed {
 		if _, err := os.Stat(f.path); err != nil {
 			return fmt.Errorf("%s is missing: run 'make %s'", f.path, f.make)
 		}
@@ -138,6 +144,9 @@ func run() error {
 		Command: *command, Focus: *focus, Skip: *skip}
 	runErr := runSuite(ctx, c, *reportDir, &record, e2e.Options{
 		E2ETest:  *e2eTest,
+		Ginkgo:   *ginkgo,
+		Procs:    *procs,
+		NumNodes: *nodes,
 		Kubectl:  filepath.Join(assets, "kubectl"),
 		Netns:    cluster.HarnessNetns(),
 		Focus:    *focus,
