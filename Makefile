@@ -67,28 +67,20 @@ test:
 		steps_on_exit "kill -- -$$bg 2>/dev/null || kill $$bg 2>/dev/null || true"; }; \
 	waitfor() { step "$$1" wait $$bg || { tail -50 .outrigger/prebuild.log; echo "make test: $$1: failed (.outrigger/prebuild.log)"; exit 1; }; bg=; }; \
 	later="$(MAKE) --no-print-directory later-modules-test"; \
-	if [ "$$(id -u)" != 0 ]; then \
-		step '`go test -race -tags integration ./...`' $(RACE_TEST); \
-		echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast, gateway-conformance): they need root for network namespaces"; \
+	par=; [ "$$(id -u)" != 0 ] || [ "$(PREBUILD)" != 1 ] || par=1; \
+	if [ -n "$$par" ]; then background "building $(REAL_CLUSTER_ASSETS)" $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS); fi; \
+	step '`go test -race -tags integration ./...`' $(RACE_TEST); \
+	if [ -n "$$par" ]; then waitfor "waiting for the real cluster's builds"; \
+		background "the other modules' tests (later-modules-test)" $$later; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		step '`make cluster-test`' $(MAKE) --no-print-directory $${par:+-o image} cluster-test; \
+		step '`make e2e-fast`' $(MAKE) --no-print-directory $${par:+-o image} e2e-fast; \
+		step '`make gateway-conformance`' $(MAKE) --no-print-directory $${par:+-o image} gateway-conformance; \
+	else echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast, gateway-conformance): they need root for network namespaces"; \
 		step_skipped '`make cluster-test`' 'skipped (needs root)'; step_skipped '`make e2e-fast`' 'skipped (needs root)'; \
 		step_skipped '`make gateway-conformance`' 'skipped (needs root)'; \
-		$$later; exit 0; \
 	fi; \
-	if [ "$(PREBUILD)" != 1 ]; then \
-		step '`go test -race -tags integration ./...`' $(RACE_TEST); \
-		step '`make cluster-test`' $(MAKE) --no-print-directory cluster-test; \
-		step '`make e2e-fast`' $(MAKE) --no-print-directory e2e-fast; \
-		step '`make gateway-conformance`' $(MAKE) --no-print-directory gateway-conformance; \
-		$$later; exit 0; \
-	fi; \
-	background "building $(REAL_CLUSTER_ASSETS)" $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS); \
-	step '`go test -race -tags integration ./...`' $(RACE_TEST); \
-	waitfor "waiting for the real cluster's builds"; \
-	background "the other modules' tests (later-modules-test)" $$later; \
-	step '`make cluster-test`' $(MAKE) --no-print-directory -o image cluster-test; \
-	step '`make e2e-fast`' $(MAKE) --no-print-directory -o image e2e-fast; \
-	step '`make gateway-conformance`' $(MAKE) --no-print-directory -o image gateway-conformance; \
-	waitfor "waiting for the other modules' tests"
+	if [ -n "$$par" ]; then waitfor "waiting for the other modules' tests"; else $$later; fi
 
 # The root module's tests, three packages at a time (-p; the default is one per core): most of their time
 # is spent waiting on API servers, clouds and processes (two cores were busy 66 % of the time at -p 3).
