@@ -49,7 +49,10 @@ dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 # waiting on API servers, clouds and processes, and the builds take only the CPU they leave
 # (PREBUILD=0: one after the other). Its log is .outrigger/prebuild.log.
 PREBUILD ?= 1
-REAL_CLUSTER_ASSETS := cluster-binaries cluster-images image e2e-binaries e2e-images gateway-images
+# What make cluster-test needs, which the background builds first: the cluster test starts on them while
+# the rest (SUITE_ASSETS, for e2e-fast and gateway-conformance) is still being built.
+CLUSTER_ASSETS := cluster-binaries cluster-images image
+SUITE_ASSETS := e2e-binaries e2e-images gateway-images
 # Then, as root, the other modules' tests (later-modules-test) run in the background, at the same lowest
 # priority, while the real-cluster tests wait on the cluster; their output goes to the same log. The
 # real-cluster steps then take the image the background built (-o image): the release's test rebuilds it
@@ -61,26 +64,32 @@ test:
 	@set -e; . tools/steptimes.sh; steps_begin $(TEST_STEPS); \
 	step 'the control plane (`make controlplane`)' $(MAKE) --no-print-directory controlplane; \
 	step '`make verify`' $(MAKE) --no-print-directory verify; \
-	bg=; mkdir -p .outrigger; : >.outrigger/prebuild.log; \
-	background() { echo "make test: $$1 in the background (.outrigger/prebuild.log)"; shift; \
-		setsid nice -n 19 "$$@" >>.outrigger/prebuild.log 2>&1 & bg=$$!; \
-		steps_on_exit "kill -- -$$bg 2>/dev/null || kill $$bg 2>/dev/null || true"; }; \
-	waitfor() { step "$$1" wait $$bg || { tail -50 .outrigger/prebuild.log; echo "make test: $$1: failed (.outrigger/prebuild.log)"; exit 1; }; bg=; }; \
+	mkdir -p .outrigger; : >.outrigger/prebuild.log; rm -f .outrigger/cluster-built .outrigger/cluster-failed; \
+	background() { v=$$1; echo "make test: $$2 in the background (.outrigger/prebuild.log)"; shift 2; \
+		setsid nice -n 19 "$$@" >>.outrigger/prebuild.log 2>&1 & eval "$$v=$$!"; \
+		steps_on_exit "kill -- -$$! 2>/dev/null || kill $$! 2>/dev/null || true"; }; \
+	failed() { tail -50 .outrigger/prebuild.log; echo "make test: $$1: failed (.outrigger/prebuild.log)"; exit 1; }; \
 	later="$(MAKE) --no-print-directory later-modules-test"; \
 	par=; [ "$$(id -u)" != 0 ] || [ "$(PREBUILD)" != 1 ] || par=1; \
-	if [ -n "$$par" ]; then background "building $(REAL_CLUSTER_ASSETS)" $(MAKE) --no-print-directory $(REAL_CLUSTER_ASSETS); fi; \
+	if [ -n "$$par" ]; then background builds "building $(CLUSTER_ASSETS), then $(SUITE_ASSETS)" \
+		sh -c '{ $(MAKE) --no-print-directory $(CLUSTER_ASSETS) && : >.outrigger/cluster-built; } || { : >.outrigger/cluster-failed; exit 1; }; \
+			$(MAKE) --no-print-directory $(SUITE_ASSETS)'; fi; \
 	step '`go test -race -tags integration ./...`' $(RACE_TEST); \
-	if [ -n "$$par" ]; then waitfor "waiting for the real cluster's builds"; \
-		background "the other modules' tests (later-modules-test)" $$later; fi; \
+	if [ -n "$$par" ]; then \
+		step "waiting for the real cluster's builds" sh -c 'until [ -e .outrigger/cluster-built ]; do [ ! -e .outrigger/cluster-failed ] || exit 1; sleep 1; done' || \
+			failed "building $(CLUSTER_ASSETS)"; \
+		background tests "the other modules' tests (later-modules-test)" $$later; \
+	fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		step '`make cluster-test`' $(MAKE) --no-print-directory $${par:+-o image} cluster-test; \
+		if [ -n "$$par" ]; then step "waiting for the e2e suites' builds" wait $$builds || failed "building $(SUITE_ASSETS)"; fi; \
 		step '`make e2e-fast`' $(MAKE) --no-print-directory $${par:+-o image} e2e-fast; \
 		step '`make gateway-conformance`' $(MAKE) --no-print-directory $${par:+-o image} gateway-conformance; \
 	else echo "make test: skipping the real-cluster tests (cluster-test, e2e-fast, gateway-conformance): they need root for network namespaces"; \
 		step_skipped '`make cluster-test`' 'skipped (needs root)'; step_skipped '`make e2e-fast`' 'skipped (needs root)'; \
 		step_skipped '`make gateway-conformance`' 'skipped (needs root)'; \
 	fi; \
-	if [ -n "$$par" ]; then waitfor "waiting for the other modules' tests"; else $$later; fi
+	if [ -n "$$par" ]; then step "waiting for the other modules' tests" wait $$tests || failed "the other modules' tests"; else $$later; fi
 
 # The root module's tests, three packages at a time (-p; the default is one per core): most of their time
 # is spent waiting on API servers, clouds and processes (two cores were busy 66 % of the time at -p 3).
