@@ -108,9 +108,9 @@ type Options struct {
 	Focus     string
 	Skip      string
 	Provider  string
-	// NumNodes is the cluster's node count (--num-nodes). The suite counts
-	// the nodes itself only in its first process; tests that need two
-	// nodes skip in the others without it.
+	// NumNodes is the cluster's node count (--num-nodes; 0: not passed).
+	// The suite counts the nodes itself only in its first process; tests
+	// that need two nodes skip in the others without it.
 	NumNodes int
 	// Timeout bounds the whole suite (--ginkgo.timeout; ginkgo's own
 	// default is one hour).
@@ -137,9 +137,11 @@ func Command(ctx context.Context, o Options) *exec.Cmd {
 		"--kubectl-path=" + o.Kubectl,
 		"--provider=" + o.Provider,
 		"--report-dir=" + o.ReportDir,
-		fmt.Sprintf("--num-nodes=%d", o.NumNodes),
 		// Log gathering from nodes is by SSH, which this cluster has not.
 		"--disable-log-dump",
+	}
+	if o.NumNodes > 0 {
+		suite = append(suite, fmt.Sprintf("--num-nodes=%d", o.NumNodes))
 	}
 	ginkgo := []string{"focus=" + o.Focus, "timeout=" + o.Timeout.String(), "v", "no-color"}
 	if o.Skip != "" {

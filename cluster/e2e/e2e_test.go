@@ -120,26 +120,26 @@ func TestCommand(t *testing.T) {
 			Timeout: 90 * time.Minute, Args: []string{"--ginkgo.dry-run"},
 		},
 		wantArgv: []string{"nsenter", "--net=/var/run/netns/orc-harness", "--", "/a/e2e.test",
-			"--kubeconfig=/t/kc", "--kubectl-path=/a/kubectl", "--provider=skeleton", "--report-dir=/r", "--num-nodes=2", "--disable-log-dump",
+			"--kubeconfig=/t/kc", "--kubectl-path=/a/kubectl", "--provider=skeleton", "--report-dir=/r", "--disable-log-dump", "--num-nodes=2",
 			"--ginkgo.focus=F", "--ginkgo.timeout=1h30m0s", "--ginkgo.v", "--ginkgo.no-color", "--ginkgo.skip=S", "--ginkgo.dry-run"},
 	}, {
-		name: "here, no skip",
+		name: "here, no skip, no node count",
 		o: Options{E2ETest: "/a/e2e.test", Kubectl: "k", Kubeconfig: "kc", RepoListFile: "/t/repo.yaml", ReportDir: "r", Focus: "F",
-			Provider: "local", NumNodes: 2, Timeout: time.Hour},
-		wantArgv: []string{"/a/e2e.test", "--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r", "--num-nodes=2",
+			Provider: "local", Timeout: time.Hour},
+		wantArgv: []string{"/a/e2e.test", "--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r",
 			"--disable-log-dump", "--ginkgo.focus=F", "--ginkgo.timeout=1h0m0s", "--ginkgo.v", "--ginkgo.no-color"},
 	}, {
 		name: "in three processes",
 		o: Options{E2ETest: "/a/e2e.test", Ginkgo: "/a/ginkgo", Procs: 3, Kubectl: "k", Kubeconfig: "kc", RepoListFile: "/t/repo.yaml",
 			ReportDir: "r", Focus: "F", Skip: "S", Provider: "local", NumNodes: 2, Timeout: time.Hour, Args: []string{"--x"}},
 		wantArgv: []string{"/a/ginkgo", "--procs=3", "--focus=F", "--timeout=1h0m0s", "--v", "--no-color", "--skip=S", "/a/e2e.test", "--",
-			"--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r", "--num-nodes=2", "--disable-log-dump", "--x"},
+			"--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r", "--disable-log-dump", "--num-nodes=2", "--x"},
 	}, {
 		name: "one process: no ginkgo CLI",
 		o: Options{E2ETest: "/a/e2e.test", Ginkgo: "/a/ginkgo", Procs: 1, Kubectl: "k", Kubeconfig: "kc", RepoListFile: "/t/repo.yaml",
 			ReportDir: "r", Focus: "F", Provider: "local", NumNodes: 2, Timeout: time.Hour},
-		wantArgv: []string{"/a/e2e.test", "--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r", "--num-nodes=2",
-			"--disable-log-dump", "--ginkgo.focus=F", "--ginkgo.timeout=1h0m0s", "--ginkgo.v", "--ginkgo.no-color"},
+		wantArgv: []string{"/a/e2e.test", "--kubeconfig=kc", "--kubectl-path=k", "--provider=local", "--report-dir=r",
+			"--disable-log-dump", "--num-nodes=2", "--ginkgo.focus=F", "--ginkgo.timeout=1h0m0s", "--ginkgo.v", "--ginkgo.no-color"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := Command(context.Background(), tc.o)

@@ -17,6 +17,8 @@ import (
 	_ "k8s.io/kubernetes/test/images/agnhost"
 
 	_ "github.com/onsi/ginkgo/v2"
+	// The ginkgo CLI, which runs e2e.test in several processes.
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 	_ "go.yaml.in/yaml/v2"
 	_ "k8s.io/kubernetes/test/conformance/testdata"
 	_ "k8s.io/kubernetes/test/e2e"
