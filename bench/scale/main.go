@@ -57,6 +57,7 @@ func main() {
 	flag.DurationVar(&rc.refresh, "refresh", time.Minute, "--node-status-update-frequency of both CCMs (default 5m) for the idle measurement")
 	flag.IntVar(&rc.idlePeriods, "idle-periods", 2, "refresh periods the idle cost is measured over")
 	flag.BoolVar(&rc.provisionOnly, "provision-only", false, "end each row after its load balancer phase (for a quick look; not for the tables)")
+	flag.IntVar(&rc.serviceRuns, "service-runs", 3, "times each Service reference (the API server creating the Services, alone and with a CCM's two writes for each) is measured; the median is kept")
 	flag.StringVar(&rc.profileDir, "profile", "", "a directory for CPU profiles of Outrigger's process over the load balancer phase and the idle window (go tool pprof)")
 	out := flag.String("out", "docs/performance", "directory for scale.json, scale.md and the pictures")
 	commit := flag.String("commit", gitCommit(), "the commit measured, for the results file")
@@ -141,7 +142,7 @@ func run(ctx context.Context, rc runConfig, ns, ms []int, ls []float64, variants
 		if err != nil {
 			return err
 		}
-		progress("API server creating %d Services: %.1f s", m, ref.Seconds)
+		progress("API server creating %d Services: %.1f s, %.1f s with a CCM's two writes for each", m, ref.Seconds, ref.WithWritesSeconds)
 		res.ServiceReferences = append(res.ServiceReferences, ref)
 	}
 	for _, n := range ns {

@@ -66,12 +66,12 @@ func TestFits(t *testing.T) {
 
 func TestMarkdown(t *testing.T) {
 	res := &Results{References: []Reference{{Nodes: 1000, Seconds: 1, Writes: 2000}, {Nodes: 4000, Seconds: 4, Writes: 8000}},
-		ServiceReferences: []ServiceReference{{Services: 100, Seconds: 0.5}}, Rows: rows()}
+		ServiceReferences: []ServiceReference{{Services: 100, Seconds: 0.5, WithWritesSeconds: 0.8}}, Rows: rows()}
 	res.Fits = fits(res.Rows)
 	md := res.Markdown()
 	for _, want := range []string{
 		"| 1,000 | 1.0 | 2,000 |",
-		"| 100 | 0.5 | 200 |",
+		"| 100 | 0.5 | 200 | 0.8 |",
 		"| none | 1,000 | 100 | **Outrigger, defaults** | 2.0 | 2.00 | 1.0 | 2.00 | 1,000 / 100 |",
 		"| none | 4,000 | 100 | upstream, defaults | > 900 (3,412 of 4,000) | > 225.00 | not reached |  | 7,000 |",
 		"| Outrigger, defaults | none | 100 | 1.00 | 1,000, 4,000 | 0.50 | 1,000, 4,000 | 1.00 | 1,000, 4,000 |",
@@ -170,5 +170,22 @@ func TestPhaseCount(t *testing.T) {
 	}
 	if all.Calls != 15 || all.Throttled != 3 || all.ByOp["InstanceMetadata"] != 5 || all.ThrottledByOp["InstanceMetadata"] != 1 {
 		t.Errorf("every call: %+v", all)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		runs []float64
+		want float64
+	}{
+		{[]float64{4}, 4},
+		{[]float64{9, 3, 5}, 5},
+		{[]float64{3.8, 8.7, 5.3}, 5.3},
+	} {
+		i := 0
+		got, err := median(len(tt.runs), func() (float64, error) { i++; return tt.runs[i-1], nil })
+		if err != nil || got != tt.want || i != len(tt.runs) {
+			t.Errorf("median of %v: %v (%v) after %d runs, want %v", tt.runs, got, err, i, tt.want)
+		}
 	}
 }

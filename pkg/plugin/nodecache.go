@@ -295,6 +295,68 @@ type sentNodes struct {
 	sets      map[string]time.Time
 	now       func() time.Time
 	lastSweep time.Time
+	// gen counts what may leave a set the plugin resolved unusable by its
+	// digest alone: a call not answered, a cache miss, a sweep.
+	gen uint64
+	// checked is the last set a full pass over its Nodes found the plugin
+	// holding: the same digest within checkAgain, with no gen in between,
+	// goes by set without that pass.
+	checked setCheck
+
+	// memoMu guards memo, the last backend list's digest.
+	memoMu sync.Mutex
+	memo   listDigest
+}
+
+// checkAgain is how long a set found held goes by its digest without a
+// pass over its Nodes, which keeps their last use current (clientNodeTTL).
+const checkAgain = 10 * time.Second
+
+type setCheck struct {
+	digest string
+	at     time.Time
+	gen    uint64
+}
+
+// listDigest is a backend list's refs and their digest. Every load
+// balancer call of one sync names the same list (the controller's, built
+// again only when a backend changes): hashing it on each call was most of
+// the client's cost per call.
+type listDigest struct {
+	names, rvs []string
+	digest     string
+}
+
+// digestOf returns the node_set digest of nodes: the last list's when
+// nodes name the same Nodes at the same versions (an unchanged list's
+// strings are the same strings, so the comparison is cheap).
+func (c *sentNodes) digestOf(nodes []*corev1.Node) string {
+	c.memoMu.Lock()
+	m := c.memo
+	c.memoMu.Unlock()
+	if len(m.names) == len(nodes) && m.digest != "" {
+		same := true
+		for i, n := range nodes {
+			if n.Name != m.names[i] || n.ResourceVersion != m.rvs[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return m.digest
+		}
+	}
+	h := sha256.New()
+	m = listDigest{names: make([]string, len(nodes)), rvs: make([]string, len(nodes))}
+	for i, n := range nodes {
+		writeRef(h, n.Name, n.ResourceVersion)
+		m.names[i], m.rvs[i] = n.Name, n.ResourceVersion
+	}
+	m.digest = hex.EncodeToString(h.Sum(nil))
+	c.memoMu.Lock()
+	c.memo = m
+	c.memoMu.Unlock()
+	return m.digest
 }
 
 type sentNode struct {
@@ -345,11 +407,7 @@ type backendPlan struct {
 // be worth it.
 func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPlan, error) {
 	p := &backendPlan{session: c.session, count: len(nodes), call: &sending{done: make(chan struct{})}}
-	h := sha256.New()
-	for _, n := range nodes {
-		writeRef(h, n.Name, n.ResourceVersion)
-	}
-	p.digest = hex.EncodeToString(h.Sum(nil))
+	p.digest = c.digestOf(nodes)
 	defer func() {
 		if !p.bySet {
 			p.refs = make([]*pluginpb.NodeRef, len(nodes))
@@ -361,6 +419,13 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 	c.mu.Lock()
 	now := c.now()
 	c.sweep(now)
+	if ck := c.checked; ck.digest == p.digest && ck.gen == c.gen && now.Sub(ck.at) < checkAgain {
+		if _, known := c.sets[p.digest]; known {
+			c.sets[p.digest], p.bySet = now, true
+			c.mu.Unlock()
+			return p, nil
+		}
+	}
 	var pending []*corev1.Node
 	others := map[*sending]bool{}
 	for _, n := range nodes {
@@ -378,6 +443,7 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 	}
 	if _, known := c.sets[p.digest]; known && len(p.fill) == 0 && len(pending) == 0 {
 		c.sets[p.digest], p.bySet = now, true
+		c.checked = setCheck{digest: p.digest, at: now, gen: c.gen}
 		c.mu.Unlock()
 		return p, nil
 	}
@@ -420,6 +486,7 @@ func (c *sentNodes) done(p *backendPlan, answered bool) {
 	if answered {
 		return
 	}
+	c.gen++
 	delete(c.sets, p.digest)
 	for _, n := range p.fill {
 		if e := c.nodes[n.Name]; e != nil && e.by == p.call {
@@ -443,6 +510,7 @@ func (c *sentNodes) resolved(p *backendPlan) {
 func (c *sentNodes) forget(p *backendPlan, miss *pluginpb.NodeCacheMiss) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	delete(c.sets, p.digest)
 	switch {
 	case miss.GetNodeSet():
@@ -465,6 +533,7 @@ func (c *sentNodes) sweep(now time.Time) {
 	for name, e := range c.nodes {
 		if e.by.finished() && now.Sub(e.used) > clientNodeTTL {
 			delete(c.nodes, name)
+			c.gen++
 		}
 	}
 }

@@ -192,6 +192,66 @@ func TestNodeSetDigest(t *testing.T) {
 	}
 }
 
+// The client's digest of a list is the plugin's, also when the list is
+// the last one's (memoized) or the same Nodes changed in place.
+func TestSentNodesDigestOfTheLastList(t *testing.T) {
+	c := newSentNodes(time.Now)
+	nodes := cacheNodes(4, "1")
+	for _, tt := range []struct {
+		name   string
+		change func()
+	}{
+		{"a first list", func() {}},
+		{"the same list again", func() {}},
+		{"a version changed in place", func() { nodes[2].ResourceVersion = "2" }},
+		{"a name changed in place", func() { nodes[0].Name = "m0" }},
+		{"a node fewer", func() { nodes = nodes[:3] }},
+		{"the list copied", func() { nodes = append([]*corev1.Node(nil), nodes...) }},
+	} {
+		tt.change()
+		if got, want := c.digestOf(nodes), digest(refsOf(nodes)); got != want {
+			t.Errorf("%s: the client's digest %s, the plugin's %s", tt.name, got, want)
+		}
+	}
+}
+
+// A set found held goes by its digest without a pass over its Nodes until
+// checkAgain, or until something may have made it unusable: a call that was
+// not answered sends the refs again.
+func TestSentNodesSetCheckedAgain(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newSentNodes(clk.now)
+	nodes := cacheNodes(3, "1")
+	p, _ := c.plan(ctx, nodes)
+	c.done(p, true)
+	c.resolved(p)
+	for i, tt := range []struct {
+		after     time.Duration
+		answered  bool
+		wantBySet bool
+	}{
+		{0, true, true},            // a full pass finds the set held
+		{time.Second, false, true}, // by digest alone; not answered
+		{time.Second, true, false}, // so the refs again, and the plugin resolves them
+		{time.Second, true, true},
+		{checkAgain, true, true}, // a full pass again
+	} {
+		clk.t = clk.t.Add(tt.after)
+		p, err := c.plan(ctx, nodes)
+		if err != nil || p.bySet != tt.wantBySet {
+			t.Fatalf("call %d: by set %v (%v), want %v", i, p.bySet, err, tt.wantBySet)
+		}
+		c.done(p, tt.answered)
+		if tt.answered && !p.bySet {
+			c.resolved(p)
+		}
+	}
+	if e := c.nodes["n0"]; e == nil || !e.used.Equal(clk.t) {
+		t.Errorf("after the last full pass the Nodes were last used %v, want %v", e, clk.t)
+	}
+}
+
 // A plugin resolves a set's digest to the backends it kept under it, says
 // so when it holds none, and refuses a digest that is not the refs'.
 func TestServerNodeSets(t *testing.T) {
