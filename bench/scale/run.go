@@ -414,6 +414,11 @@ func runServiceWritesReference(ctx context.Context, rc runConfig, m int) (float6
 		})
 	}()
 	created, err := createServices(ctx, env.Client, m, rc.bound)
+	if err != nil || created < int64(m) {
+		// Fewer than m will appear: end the watch, which ends the writers.
+		cancel()
+		w.Stop()
+	}
 	<-writers
 	if werr := failed.Load(); werr != nil {
 		return 0, fmt.Errorf("the API server creating %d Services with two writes each: %w", m, *werr)
