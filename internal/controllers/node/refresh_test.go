@@ -36,12 +36,17 @@ func TestRefreshSpreadCoversEveryNodeOnce(t *testing.T) {
 		period     time.Duration
 		wantGroups int
 	}{
-		{name: "per node", nodes: 10, period: 10 * time.Second, wantGroups: 10},
-		{name: "per node, several per tick", nodes: 1000, period: 10 * time.Second, wantGroups: 32},
-		{name: "batches", batch: true, nodes: 1200, period: time.Second, wantGroups: 3},
+		// 4 s spread over 3 groups: 1.33 s apart.
+		{name: "per node", nodes: 3, period: 5 * time.Second, wantGroups: 3},
+		// 40 ms apart would be too close: 25 nodes a second.
+		{name: "per node, several per tick", nodes: 100, period: 5 * time.Second, wantGroups: 4},
+		{name: "batches", batch: true, nodes: 1200, period: 5 * time.Second, wantGroups: 3},
+		// 3 batches in 0.8 s would be too close: all in one tick.
+		{name: "batches, several per tick", batch: true, nodes: 1200, period: time.Second, wantGroups: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := &refresher{opts: Options{Instances: batchFlag(tc.batch), Workers: 4, RefreshPeriod: tc.period}}
 			var mu sync.Mutex
 			var ranges [][2]int
