@@ -34,7 +34,17 @@ type Answers struct {
 	mu      sync.Mutex
 	byNode  map[string]*answer
 	flights map[flightKey]*flight
+	// pruneAt is the size at which a new node's answer next prunes the
+	// map: twice what the last prune left. With more fresh answers than a
+	// fixed size (a refresh pass over 20,000 nodes keeps thousands within
+	// the window), every new node would walk the whole map.
+	pruneAt int
+	// prunes counts the passes over the map, for tests.
+	prunes int
 }
+
+// minPruneAt is the smallest map that is pruned.
+const minPruneAt = 1024
 
 // answer is what is known of one node's instance, and since when.
 type answer struct {
@@ -122,8 +132,9 @@ func (a *Answers) record(node *corev1.Node, q Question, v any) {
 	now := a.now()
 	ans := a.lookup(node)
 	if ans == nil {
-		if len(a.byNode) >= 1024 {
+		if len(a.byNode) >= max(a.pruneAt, minPruneAt) {
 			a.prune(now)
+			a.pruneAt = 2 * len(a.byNode)
 		}
 		ans = &answer{providerID: node.Spec.ProviderID}
 		a.byNode[node.Name] = ans
@@ -157,6 +168,7 @@ func (a *Answers) RecordStatuses(nodes []*corev1.Node, statuses []provider.Insta
 // prune drops answers older than the window, so the map is as large as
 // the nodes asked about recently. a.mu held.
 func (a *Answers) prune(now time.Time) {
+	a.prunes++
 	for name, ans := range a.byNode {
 		if now.Sub(ans.existsAt) > a.window && now.Sub(ans.shutdownAt) > a.window && now.Sub(ans.metadataAt) > a.window {
 			delete(a.byNode, name)
