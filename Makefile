@@ -226,7 +226,7 @@ chaos: controlplane build
 	go run ./test/chaos/cmd/chaos -outrigger bin/outrigger $(CHAOS_FLAGS)
 
 ## bin/outrigger-ccm: Outrigger's command with the benchmarks' providers, run as its own process by bench/nodeinit.
-bin/outrigger-ccm: $(shell git ls-files pkg cmd bench/outrigger-ccm bench/internal) go.mod
+bin/outrigger-ccm: $(shell git ls-files pkg internal bench/outrigger-ccm bench/internal) go.mod go.sum
 	go build -o bin/outrigger-ccm ./bench/outrigger-ccm
 
 ## bin/upstream-ccm: the upstream cloud-controller-manager with the sim provider (its own module).

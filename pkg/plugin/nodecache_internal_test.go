@@ -143,14 +143,21 @@ func TestSentNodesCallsShareOneSend(t *testing.T) {
 	}
 }
 
-// forget makes the named Nodes (or all) travel in full again.
-func TestSentNodesForget(t *testing.T) {
-	ctx := context.Background()
-	c := newSentNodes(time.Now)
+// heldSet is a client that sent three Nodes and had the plugin resolve
+// their set, with the plan that sent them.
+func heldSet(ctx context.Context, now func() time.Time) (*sentNodes, []*corev1.Node, *backendPlan) {
+	c := newSentNodes(now)
 	nodes := cacheNodes(3, "1")
 	p, _ := c.plan(ctx, nodes)
 	c.done(p, true)
 	c.resolved(p)
+	return c, nodes, p
+}
+
+// forget makes the named Nodes (or all) travel in full again.
+func TestSentNodesForget(t *testing.T) {
+	ctx := context.Background()
+	c, nodes, p := heldSet(ctx, time.Now)
 	for _, tt := range []struct {
 		miss      *pluginpb.NodeCacheMiss
 		wantBySet bool
@@ -221,11 +228,7 @@ func TestSentNodesDigestOfTheLastList(t *testing.T) {
 func TestSentNodesSetCheckedAgain(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c := newSentNodes(clk.now)
-	nodes := cacheNodes(3, "1")
-	p, _ := c.plan(ctx, nodes)
-	c.done(p, true)
-	c.resolved(p)
+	c, nodes, _ := heldSet(ctx, clk.now)
 	for i, tt := range []struct {
 		after     time.Duration
 		answered  bool
