@@ -106,6 +106,9 @@ func run() error {
 	runErr := runSuite(ctx, c, testBin, tmp, *reportDir, *runTest, *skip, *timeout)
 	fmt.Fprintln(os.Stderr, "Stopping the cluster")
 	downErr := c.Down()
+	if runErr != nil {
+		printFailures(filepath.Join(*reportDir, "conformance.log"))
+	}
 	summary, sumErr := summarize(filepath.Join(*reportDir, "report.yaml"), filepath.Join(*reportDir, "summary.md"))
 	if sumErr == nil {
 		fmt.Print(summary)
@@ -118,6 +121,21 @@ func run() error {
 		pubErr = Publish(filepath.Join(*reportDir, "report.yaml"), *publish)
 	}
 	return errors.Join(runErr, downErr, sumErr, pubErr)
+}
+
+// printFailures prints the failed tests' last lines from the suite's output.
+func printFailures(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway-conformance:", err)
+		return
+	}
+	defer f.Close()
+	out, err := failedOutput(f, 15)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway-conformance:", err)
+	}
+	fmt.Print(out)
 }
 
 // runSuite runs the compiled test in the harness's network namespace.

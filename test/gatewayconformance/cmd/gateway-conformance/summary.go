@@ -83,6 +83,9 @@ func Table(r confv1.ConformanceReport) string {
 		if len(p.Core.SkippedTests) > 0 {
 			fmt.Fprintf(&b, "\n%s core tests skipped: %s.\n", p.Name, strings.Join(p.Core.SkippedTests, ", "))
 		}
+		if p.Extended != nil && len(p.Extended.FailedTests) > 0 {
+			fmt.Fprintf(&b, "\n%s extended tests failed: %s.\n", p.Name, strings.Join(p.Extended.FailedTests, ", "))
+		}
 	}
 	return b.String()
 }
