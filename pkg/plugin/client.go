@@ -474,10 +474,7 @@ func withBackends[Res any](ctx context.Context, c *Client, method, clusterName s
 			}
 			var kept metadata.MD
 			resp, err := send(ctx, p, append(opts[:len(opts):len(opts)], grpc.Trailer(&kept))...)
-			c.nodeCache.done(p, err == nil || first(kept.Get(MetadataNodeCache)) == NodeCacheKept)
-			if err == nil && !p.bySet {
-				c.nodeCache.resolved(p)
-			}
+			c.nodeCache.done(p, err == nil || first(kept.Get(MetadataNodeCache)) == NodeCacheKept, err == nil)
 			// A plugin that restarted misses the set, then the Nodes.
 			miss := cacheMiss(err)
 			if miss == nil || attempt >= 2 {

@@ -302,6 +302,16 @@ type sentNodes struct {
 	// holding: the same digest within checkAgain, with no gen in between,
 	// goes by set without that pass.
 	checked setCheck
+	// resolving are the calls in flight that name a set the plugin has not
+	// resolved yet, by its digest: one at a time per set. Every load
+	// balancer call of a sync names the same set, and each sent by
+	// reference is a NodeRef per backend (about 2 MB at 50,000 Nodes) for
+	// the plugin to resolve; the others wait for the first and then name
+	// the set by its digest.
+	resolving map[string]*sending
+	// waits counts plans that waited for another call to resolve their
+	// set (for tests).
+	waits int
 
 	// memoMu guards memo, the last backend list's digest.
 	memoMu sync.Mutex
@@ -384,7 +394,8 @@ func (s *sending) finished() bool {
 func newSentNodes(now func() time.Time) *sentNodes {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
-	return &sentNodes{session: hex.EncodeToString(b), nodes: map[string]*sentNode{}, sets: map[string]time.Time{}, now: now}
+	return &sentNodes{session: hex.EncodeToString(b), nodes: map[string]*sentNode{}, sets: map[string]time.Time{},
+		resolving: map[string]*sending{}, now: now}
 }
 
 // backendPlan is one call's backends: every one by reference, and in full
@@ -419,12 +430,27 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 	c.mu.Lock()
 	now := c.now()
 	c.sweep(now)
-	if ck := c.checked; ck.digest == p.digest && ck.gen == c.gen && now.Sub(ck.at) < checkAgain {
-		if _, known := c.sets[p.digest]; known {
-			c.sets[p.digest], p.bySet = now, true
-			c.mu.Unlock()
-			return p, nil
+	for {
+		if ck := c.checked; ck.digest == p.digest && ck.gen == c.gen && now.Sub(ck.at) < checkAgain {
+			if _, known := c.sets[p.digest]; known {
+				c.sets[p.digest], p.bySet = now, true
+				c.mu.Unlock()
+				return p, nil
+			}
 		}
+		other := c.resolving[p.digest]
+		if _, known := c.sets[p.digest]; known || other == nil {
+			break
+		}
+		c.waits++
+		c.mu.Unlock()
+		select {
+		case <-other.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		c.mu.Lock()
+		now = c.now()
 	}
 	var pending []*corev1.Node
 	others := map[*sending]bool{}
@@ -450,6 +476,7 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 	if len(p.fill) > 0 || len(pending) < waitWorthy {
 		// Sent by this call too, but still the other's to vouch for.
 		p.fill = append(p.fill, pending...)
+		c.claim(p)
 		c.mu.Unlock()
 		return p, nil
 	}
@@ -473,36 +500,58 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 		}
 		p.fill = append(p.fill, n)
 	}
+	c.claim(p)
 	return p, nil
 }
 
-// done ends a planned call: the Nodes it carried count as held by the
-// plugin when it answered, and are sent again by the next call when not.
-func (c *sentNodes) done(p *backendPlan, answered bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p.call.ok = answered
-	close(p.call.done)
-	if answered {
+// claim makes p the call that resolves its set, unless the plugin holds
+// the set or another call is resolving it; c.mu is held. Only a plan that
+// is sent claims (done ends the claim): one that failed would hold the
+// calls waiting for it.
+func (c *sentNodes) claim(p *backendPlan) {
+	if _, known := c.sets[p.digest]; known {
 		return
 	}
-	c.gen++
-	delete(c.sets, p.digest)
-	for _, n := range p.fill {
-		if e := c.nodes[n.Name]; e != nil && e.by == p.call {
-			delete(c.nodes, n.Name)
-		}
+	if other := c.resolving[p.digest]; other == nil || other.finished() {
+		c.resolving[p.digest] = p.call
 	}
 }
 
-// resolved records that the plugin resolved a plan's refs as its set.
-func (c *sentNodes) resolved(p *backendPlan) {
+// done ends a planned call: the Nodes it carried count as held by the
+// plugin when it answered, and are sent again by the next call when not;
+// resolved says the plugin resolved the plan's refs as its set. The calls
+// waiting for this one go on only once that is recorded, so that they
+// name the set by its digest.
+func (c *sentNodes) done(p *backendPlan, answered, resolved bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer close(p.call.done)
+	p.call.ok = answered
+	if c.resolving[p.digest] == p.call {
+		delete(c.resolving, p.digest)
+	}
+	if !answered {
+		c.gen++
+		delete(c.sets, p.digest)
+		for _, n := range p.fill {
+			if e := c.nodes[n.Name]; e != nil && e.by == p.call {
+				delete(c.nodes, n.Name)
+			}
+		}
+		return
+	}
+	if !resolved || p.bySet {
+		return
+	}
+	now := c.now()
 	if _, ok := c.sets[p.digest]; !ok && len(c.sets) >= nodeSetsKept {
 		delete(c.sets, leastRecent(c.sets, func(used time.Time) time.Time { return used }))
 	}
-	c.sets[p.digest] = c.now()
+	c.sets[p.digest] = now
+	// The plugin holds every Node of the set now: the calls waiting for
+	// this one go by its digest without a pass of their own. A call that
+	// sent some of them and fails later moves gen, which ends this check.
+	c.checked = setCheck{digest: p.digest, at: now, gen: c.gen}
 }
 
 // forget acts on a NodeCacheMiss: the next calls send the refs of its

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -120,7 +121,7 @@ func TestSentNodesCallsShareOneSend(t *testing.T) {
 			if err != nil || len(b.fill) != len(nodes)+1 {
 				t.Fatalf("a call with a node of its own: %d to send (%v), want %d", len(b.fill), err, len(nodes)+1)
 			}
-			c.done(b, false)
+			c.done(b, false, false)
 			// A call with none of its own waits for a.
 			got := make(chan *backendPlan)
 			go func() {
@@ -135,7 +136,7 @@ func TestSentNodesCallsShareOneSend(t *testing.T) {
 				t.Fatalf("the call did not wait for the one sending its nodes (%d to send)", len(p.fill))
 			case <-time.After(50 * time.Millisecond):
 			}
-			c.done(a, tt.answered)
+			c.done(a, tt.answered, false)
 			if p := <-got; len(p.fill) != tt.wantFills {
 				t.Errorf("after the sender ended: %d to send, want %d", len(p.fill), tt.wantFills)
 			}
@@ -149,8 +150,7 @@ func heldSet(ctx context.Context, now func() time.Time) (*sentNodes, []*corev1.N
 	c := newSentNodes(now)
 	nodes := cacheNodes(3, "1")
 	p, _ := c.plan(ctx, nodes)
-	c.done(p, true)
-	c.resolved(p)
+	c.done(p, true, true)
 	return c, nodes, p
 }
 
@@ -175,10 +175,7 @@ func TestSentNodesForget(t *testing.T) {
 		if p.bySet != tt.wantBySet || len(p.fill) != tt.want {
 			t.Errorf("after %v: by set %v, %d to send; want %v, %d", tt.miss, p.bySet, len(p.fill), tt.wantBySet, tt.want)
 		}
-		c.done(p, true)
-		if !p.bySet {
-			c.resolved(p)
-		}
+		c.done(p, true, true)
 	}
 }
 
@@ -245,10 +242,7 @@ func TestSentNodesSetCheckedAgain(t *testing.T) {
 		if err != nil || p.bySet != tt.wantBySet {
 			t.Fatalf("call %d: by set %v (%v), want %v", i, p.bySet, err, tt.wantBySet)
 		}
-		c.done(p, tt.answered)
-		if tt.answered && !p.bySet {
-			c.resolved(p)
-		}
+		c.done(p, tt.answered, tt.answered)
 	}
 	if e := c.nodes["n0"]; e == nil || !e.used.Equal(clk.t) {
 		t.Errorf("after the last full pass the Nodes were last used %v, want %v", e, clk.t)
@@ -287,6 +281,82 @@ func TestServerNodeSets(t *testing.T) {
 		}
 		if m := cacheMiss(err); tt.want == codes.FailedPrecondition && !m.GetNodeSet() {
 			t.Errorf("%s: NodeCacheMiss %v, want node_set", name, m)
+		}
+	}
+}
+
+// Calls naming a set the plugin has not resolved wait for the one call
+// sending it, then name it by its digest; when that call fails, one of
+// them sends the set next and the others wait for it in turn. Each call
+// sent by reference would carry a NodeRef per backend.
+func TestSentNodesOneCallResolvesASet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds a failing test only
+	defer cancel()
+	const waiters = 5
+	c := newSentNodes(time.Now)
+	nodes := cacheNodes(3, "1")
+	first, err := c.plan(ctx, nodes)
+	if err != nil || first.bySet {
+		t.Fatalf("first plan: by set %v (%v)", first.bySet, err)
+	}
+	// plans starts the waiters once at least want waits were counted.
+	plans := func(want int) chan *backendPlan {
+		got := make(chan *backendPlan, waiters)
+		for range waiters {
+			go func() {
+				p, err := c.plan(ctx, nodes)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- p
+			}()
+		}
+		for {
+			c.mu.Lock()
+			n := c.waits
+			c.mu.Unlock()
+			if n >= want {
+				return got
+			}
+			select {
+			case p := <-got:
+				t.Fatalf("a call did not wait for the one resolving its set (by set %v)", p.bySet)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			default:
+				runtime.Gosched()
+			}
+		}
+	}
+
+	// The sender fails: one waiter sends next, the rest wait for it.
+	got := plans(waiters)
+	c.done(first, false, false)
+	next := <-got
+	if next.bySet {
+		t.Fatal("after the sender failed, the next call names the set by digest")
+	}
+	for {
+		c.mu.Lock()
+		n := c.waits
+		c.mu.Unlock()
+		if n >= 2*waiters-1 {
+			break
+		}
+		select {
+		case p := <-got:
+			t.Fatalf("two calls sent the set at once (by set %v)", p.bySet)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		default:
+			runtime.Gosched()
+		}
+	}
+	// It is answered: the others name the set by its digest.
+	c.done(next, true, true)
+	for range waiters - 1 {
+		if p := <-got; !p.bySet || len(p.fill) > 0 {
+			t.Errorf("after the set was resolved: by set %v, %d to send", p.bySet, len(p.fill))
 		}
 	}
 }
