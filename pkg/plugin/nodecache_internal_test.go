@@ -299,28 +299,29 @@ func TestSentNodesOneCallResolvesASet(t *testing.T) {
 	if err != nil || first.bySet {
 		t.Fatalf("first plan: by set %v (%v)", first.bySet, err)
 	}
-	// plans starts the waiters once at least want waits were counted.
-	plans := func(want int) chan *backendPlan {
-		got := make(chan *backendPlan, waiters)
-		for range waiters {
-			go func() {
-				p, err := c.plan(ctx, nodes)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- p
-			}()
-		}
+	got := make(chan *backendPlan, waiters)
+	for range waiters {
+		go func() {
+			p, err := c.plan(ctx, nodes)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- p
+		}()
+	}
+	// awaitWaits returns once want waits were counted; a plan that ends
+	// before is a call that did not wait.
+	awaitWaits := func(want int, what string) {
 		for {
 			c.mu.Lock()
 			n := c.waits
 			c.mu.Unlock()
 			if n >= want {
-				return got
+				return
 			}
 			select {
 			case p := <-got:
-				t.Fatalf("a call did not wait for the one resolving its set (by set %v)", p.bySet)
+				t.Fatalf("%s (by set %v)", what, p.bySet)
 			case <-ctx.Done():
 				t.Fatal(ctx.Err())
 			default:
@@ -330,28 +331,13 @@ func TestSentNodesOneCallResolvesASet(t *testing.T) {
 	}
 
 	// The sender fails: one waiter sends next, the rest wait for it.
-	got := plans(waiters)
+	awaitWaits(waiters, "a call did not wait for the one resolving its set")
 	c.done(first, false, false)
 	next := <-got
 	if next.bySet {
 		t.Fatal("after the sender failed, the next call names the set by digest")
 	}
-	for {
-		c.mu.Lock()
-		n := c.waits
-		c.mu.Unlock()
-		if n >= 2*waiters-1 {
-			break
-		}
-		select {
-		case p := <-got:
-			t.Fatalf("two calls sent the set at once (by set %v)", p.bySet)
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		default:
-			runtime.Gosched()
-		}
-	}
+	awaitWaits(2*waiters-1, "two calls sent the set at once")
 	// It is answered: the others name the set by its digest.
 	c.done(next, true, true)
 	for range waiters - 1 {
