@@ -512,7 +512,9 @@ func (c *sentNodes) claim(p *backendPlan) {
 	if _, known := c.sets[p.digest]; known {
 		return
 	}
-	if other := c.resolving[p.digest]; other == nil || other.finished() {
+	// done removes its claim before it closes the call, so a claim here is
+	// a call still in flight.
+	if c.resolving[p.digest] == nil {
 		c.resolving[p.digest] = p.call
 	}
 }
