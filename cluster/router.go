@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -56,9 +59,29 @@ type router struct {
 	// setRoute programs vip's next hops (none: no route).
 	setRoute func(ctx context.Context, vip netip.Addr, hops []string) error
 
+	// log receives each route change and each failed check (nil: none).
+	log io.Writer
+
 	mu sync.Mutex
 	// routes are the next hops programmed per VIP.
 	routes map[netip.Addr][]string
+	// health is each checked URL's state across passes.
+	health map[string]*checkState
+}
+
+// failThreshold is how many checks in a row must fail before a node that
+// passed leaves a VIP's next hops. As a cloud load balancer's unhealthy
+// threshold (GCE's and AWS's default to 2 or more), it keeps one slow answer
+// (a node's kube-proxy busy, the harness under load) from moving the VIP's
+// flows: leaving the ECMP route re-hashes every flow of the VIP, and an
+// established connection landing on another node, which has no conntrack
+// entry for it, hangs until the client gives up.
+const failThreshold = 3
+
+// checkState is one health check URL's verdict and its failures in a row.
+type checkState struct {
+	up    bool
+	fails int
 }
 
 // Routes returns the next hops (node IPs) the harness routes each VIP to.
@@ -72,6 +95,13 @@ func (c *Cluster) Routes() map[netip.Addr][]string {
 }
 
 func (c *Cluster) startRouter(context.Context) error {
+	if err := os.MkdirAll(c.opts.LogDir, 0o755); err != nil {
+		return err
+	}
+	log, err := os.Create(filepath.Join(c.opts.LogDir, "router.log"))
+	if err != nil {
+		return err
+	}
 	// Spread flows over the next hops by their ports too, not only by
 	// addresses: one client's connections reach every healthy node.
 	if err := run(context.Background(), "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
@@ -93,6 +123,7 @@ func (c *Cluster) startRouter(context.Context) error {
 		},
 		setRoute: setHarnessRoute,
 		routes:   map[netip.Addr][]string{},
+		log:      log,
 	}
 	if c.sim != nil {
 		r.simLBs = c.sim.LoadBalancers
@@ -107,6 +138,7 @@ func (c *Cluster) startRouter(context.Context) error {
 	c.stopRouter = func() {
 		cancel()
 		<-done
+		_ = log.Close()
 	}
 	return nil
 }
@@ -138,17 +170,34 @@ func (r *router) sync(ctx context.Context) {
 		if slices.Equal(r.routes[vip], hops) {
 			continue
 		}
-		if err := r.setRoute(ctx, vip, hops); err == nil {
+		err := r.setRoute(ctx, vip, hops)
+		r.logf("VIP %s: next hops %v -> %v: %v", vip, r.routes[vip], hops, errOrOK(err))
+		if err == nil {
 			r.routes[vip] = hops
 		}
 	}
 	for vip := range r.routes {
 		if _, ok := desired[vip]; !ok {
-			if err := r.setRoute(ctx, vip, nil); err == nil {
+			err := r.setRoute(ctx, vip, nil)
+			r.logf("VIP %s: next hops %v -> none: %v", vip, r.routes[vip], errOrOK(err))
+			if err == nil {
 				delete(r.routes, vip)
 			}
 		}
 	}
+}
+
+func (r *router) logf(format string, args ...any) {
+	if r.log != nil {
+		fmt.Fprintf(r.log, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339Nano)}, args...)...)
+	}
+}
+
+func errOrOK(err error) any {
+	if err == nil {
+		return "ok"
+	}
+	return err
 }
 
 // desired is, per VIP of the local pool in a LoadBalancer Service's status
@@ -160,10 +209,20 @@ func (r *router) desired(ctx context.Context, svcs []corev1.Service) map[netip.A
 		if ok, seen := probed[url]; seen {
 			return ok
 		}
-		ok := r.check(ctx, url)
+		ok := r.verdict(url, r.check(ctx, url))
 		probed[url] = ok
 		return ok
 	}
+	// A URL no longer checked (its Service or node gone) starts afresh.
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for url := range r.health {
+			if _, ok := probed[url]; !ok {
+				delete(r.health, url)
+			}
+		}
+	}()
 	out := map[netip.Addr][]string{}
 	pool := netip.MustParsePrefix(VIPPool)
 	for _, svc := range svcs {
@@ -241,17 +300,49 @@ func healthURL(nodeIP string, port, healthzPort int) string {
 	return fmt.Sprintf("http://%s/healthz", net.JoinHostPort(nodeIP, fmt.Sprint(healthzPort)))
 }
 
-func (r *router) check(ctx context.Context, url string) bool {
+// verdict is url's health after a check that failed (err) or passed: a
+// URL that never passed is down until it passes; one that passed stays up
+// until failThreshold checks in a row fail.
+func (r *router) verdict(url string, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.health == nil {
+		r.health = map[string]*checkState{}
+	}
+	st := r.health[url]
+	if st == nil {
+		st = &checkState{}
+		r.health[url] = st
+	}
+	if err == nil {
+		st.up, st.fails = true, 0
+		return true
+	}
+	st.fails++
+	if st.up {
+		r.logf("check %s failed (%d in a row of %d): %v", url, st.fails, failThreshold, err)
+	}
+	if st.fails >= failThreshold {
+		st.up = false
+	}
+	return st.up
+}
+
+// check probes url once: nil when it answers 200.
+func (r *router) check(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return err
 	}
 	resp, err := r.probe.Do(req)
 	if err != nil {
-		return false
+		return err
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // setHarnessRoute routes vip in the harness namespace through hops, or

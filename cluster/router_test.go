@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -188,5 +190,65 @@ func TestRouterHybrid(t *testing.T) {
 	r.sync(ctx)
 	if hops, ok := programmed[netip.MustParseAddr("198.18.128.1")]; ok {
 		t.Errorf("a deleted sim load balancer's VIP is still routed to %v", hops)
+	}
+}
+
+// A node that passed its health check stays a next hop until failThreshold
+// checks in a row fail (one slow answer must not move the VIP's flows), and
+// a node that never passed is not a next hop.
+func TestRouterFailThreshold(t *testing.T) {
+	n1, n2 := "127.0.0.1", "127.0.0.2"
+	var status1 atomic.Int32
+	status1.Store(http.StatusOK)
+	ln, err := net.Listen("tcp", net.JoinHostPort(n1, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(int(status1.Load())) })}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	healthz := ln.Addr().(*net.TCPAddr).Port
+	serveHealth(t, n2, healthz, http.StatusServiceUnavailable)
+
+	vip := netip.MustParseAddr("198.18.100.1")
+	client := fake.NewClientset(lbService("cluster", corev1.ServiceExternalTrafficPolicyCluster, 0, vip.String()))
+	var log strings.Builder
+	r := &router{
+		client:      client,
+		nodes:       []node{{Name: "n1", IP: n1, Platform: PlatformLocal}, {Name: "n2", IP: n2, Platform: PlatformLocal}},
+		healthzPort: healthz,
+		probe:       &http.Client{},
+		setRoute:    func(context.Context, netip.Addr, []string) error { return nil },
+		routes:      map[netip.Addr][]string{},
+		log:         &log,
+	}
+	ctx := context.Background()
+	r.sync(ctx)
+	if got := r.routes[vip]; !slices.Equal(got, []string{n1}) {
+		t.Fatalf("routed to %v, want [%s] (n2 never passed)", got, n1)
+	}
+	status1.Store(http.StatusServiceUnavailable)
+	for i := 1; i < failThreshold; i++ {
+		r.sync(ctx)
+		if got := r.routes[vip]; !slices.Equal(got, []string{n1}) {
+			t.Fatalf("after %d failed checks routed to %v, want [%s] still", i, got, n1)
+		}
+	}
+	r.sync(ctx)
+	if got := r.routes[vip]; len(got) != 0 {
+		t.Fatalf("after %d failed checks in a row still routed to %v", failThreshold, got)
+	}
+	// Back: one pass restores it; the count starts again.
+	status1.Store(http.StatusOK)
+	r.sync(ctx)
+	status1.Store(http.StatusServiceUnavailable)
+	r.sync(ctx)
+	if got := r.routes[vip]; !slices.Equal(got, []string{n1}) {
+		t.Fatalf("one failure after a pass routed to %v, want [%s]", got, n1)
+	}
+	for _, want := range []string{"failed (1 in a row of 3)", "next hops [] -> [" + n1 + "]", "next hops [" + n1 + "] -> []"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("router log lacks %q:\n%s", want, log.String())
+		}
 	}
 }

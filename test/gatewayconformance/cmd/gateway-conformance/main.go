@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,6 +109,8 @@ func run() error {
 	downErr := c.Down()
 	if runErr != nil {
 		printFailures(filepath.Join(*reportDir, "conformance.log"))
+		// The VIPs' routes: a node leaving one moves its flows.
+		printTail(filepath.Join(*reportDir, "logs", "router.log"), 20)
 	}
 	summary, sumErr := summarize(filepath.Join(*reportDir, "report.yaml"), filepath.Join(*reportDir, "summary.md"))
 	if sumErr == nil {
@@ -121,6 +124,18 @@ func run() error {
 		pubErr = Publish(filepath.Join(*reportDir, "report.yaml"), *publish)
 	}
 	return errors.Join(runErr, downErr, sumErr, pubErr)
+}
+
+// printTail prints the last n lines of the file at path.
+func printTail(path string, n int) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway-conformance:", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	fmt.Printf("%s, its last %d lines:\n%s\n", path, len(lines), strings.Join(lines, "\n"))
 }
 
 // printFailures prints the failed tests' last lines from the suite's output.
