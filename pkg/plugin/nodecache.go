@@ -309,8 +309,8 @@ type sentNodes struct {
 	// the plugin to resolve; the others wait for the first and then name
 	// the set by its digest.
 	resolving map[string]*sending
-	// waits counts plans that waited for another call to resolve their
-	// set (for tests).
+	// waits counts plans that waited for other calls: the one resolving
+	// their set, or those sending their Nodes (for tests).
 	waits int
 
 	// memoMu guards memo, the last backend list's digest.
@@ -411,11 +411,16 @@ type backendPlan struct {
 	call    *sending
 }
 
-// plan says what a call with these backends sends. A call that has Nodes
-// of its own to send also sends those another call is sending (it never
-// waits, so no two calls wait on each other; the other call still vouches
-// for them); one with none waits for the others when they send enough to
-// be worth it.
+// plan says what a call with these backends sends: the Nodes the plugin
+// may not hold, and the set by reference, or the set's digest alone. When
+// other calls are sending enough of its Nodes to be worth it, it waits for
+// them and sends only what they did not deliver, with its own: at 50,000
+// Nodes the first load balancer calls each differ from the others by a few
+// Nodes whose versions moved, and each sending every Node (136 MB) made a
+// dozen such calls at once, none within its timeout. A call waits only for
+// calls planned before it, which never wait for it, so no two calls wait on
+// each other; a call that had few of its Nodes in flight sends those too
+// (the other call still vouches for them).
 func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPlan, error) {
 	p := &backendPlan{session: c.session, count: len(nodes), call: &sending{done: make(chan struct{})}}
 	p.digest = c.digestOf(nodes)
@@ -473,18 +478,20 @@ func (c *sentNodes) plan(ctx context.Context, nodes []*corev1.Node) (*backendPla
 		c.mu.Unlock()
 		return p, nil
 	}
-	if len(p.fill) > 0 || len(pending) < waitWorthy {
+	if len(pending) < waitWorthy {
 		// Sent by this call too, but still the other's to vouch for.
 		p.fill = append(p.fill, pending...)
 		c.claim(p)
 		c.mu.Unlock()
 		return p, nil
 	}
+	c.waits++
 	c.mu.Unlock()
 	for o := range others {
 		select {
 		case <-o.done:
 		case <-ctx.Done():
+			c.abandon(p)
 			return nil, ctx.Err()
 		}
 	}
@@ -554,6 +561,19 @@ func (c *sentNodes) done(p *backendPlan, answered, resolved bool) {
 	// this one go by its digest without a pass of their own. A call that
 	// sent some of them and fails later moves gen, which ends this check.
 	c.checked = setCheck{digest: p.digest, at: now, gen: c.gen}
+}
+
+// abandon ends a plan that was never sent: the Nodes it was to send go to
+// the next call, and the calls waiting for them go on.
+func (c *sentNodes) abandon(p *backendPlan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range p.fill {
+		if e := c.nodes[n.Name]; e != nil && e.by == p.call {
+			delete(c.nodes, n.Name)
+		}
+	}
+	close(p.call.done)
 }
 
 // forget acts on a NodeCacheMiss: the next calls send the refs of its

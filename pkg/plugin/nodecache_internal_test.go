@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -95,52 +96,104 @@ func TestServerNodeCacheKeepsTwoVersions(t *testing.T) {
 	}
 }
 
-// A call with nothing of its own to send waits for the one sending the
-// Nodes, then names them; when that one failed, it sends them itself. A
-// call with Nodes of its own never waits (no two calls wait on each other).
+// Calls share the sending of Nodes: a call planned while enough of its
+// Nodes are on their way in another call waits for that call, whether or
+// not it has Nodes of its own, and then sends its own and those the other
+// did not deliver.
 func TestSentNodesCallsShareOneSend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds a failing test only
 	defer cancel()
+	nodes := cacheNodes(waitWorthy, "1")
+	own := cacheNodes(waitWorthy+1, "1")[waitWorthy:]
 	for _, tt := range []struct {
 		name      string
+		own       []*corev1.Node
 		answered  bool
 		wantFills int
 	}{
-		{"the sender was answered", true, 0},
-		{"the sender failed", false, waitWorthy},
+		{"none of its own, the sender answered", nil, true, 0},
+		{"none of its own, the sender failed", nil, false, waitWorthy},
+		{"one of its own, the sender answered", own, true, 1},
+		{"one of its own, the sender failed", own, false, waitWorthy + 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newSentNodes(time.Now)
-			nodes := cacheNodes(waitWorthy, "1")
 			a, err := c.plan(ctx, nodes)
 			if err != nil || len(a.fill) != len(nodes) {
 				t.Fatalf("first plan: %d to send (%v), want %d", len(a.fill), err, len(nodes))
 			}
-			// Another call with one node of its own sends everything now.
-			b, err := c.plan(ctx, append(nodes[:len(nodes):len(nodes)], cacheNodes(waitWorthy+1, "1")[waitWorthy]))
-			if err != nil || len(b.fill) != len(nodes)+1 {
-				t.Fatalf("a call with a node of its own: %d to send (%v), want %d", len(b.fill), err, len(nodes)+1)
-			}
-			c.done(b, false, false)
-			// A call with none of its own waits for a.
-			got := make(chan *backendPlan)
+			got := make(chan *backendPlan, 1)
 			go func() {
-				p, err := c.plan(ctx, nodes)
+				p, err := c.plan(ctx, append(nodes[:len(nodes):len(nodes)], tt.own...))
 				if err != nil {
 					t.Error(err)
 				}
 				got <- p
 			}()
-			select {
-			case p := <-got:
-				t.Fatalf("the call did not wait for the one sending its nodes (%d to send)", len(p.fill))
-			case <-time.After(50 * time.Millisecond):
-			}
+			awaitWait(ctx, t, c, 1, got, "the call did not wait for the one sending its Nodes")
 			c.done(a, tt.answered, false)
 			if p := <-got; len(p.fill) != tt.wantFills {
 				t.Errorf("after the sender ended: %d to send, want %d", len(p.fill), tt.wantFills)
 			}
 		})
+	}
+}
+
+// A call whose context ends while it waits leaves its own Nodes to the next
+// call, which does not wait for the call that was never sent.
+func TestSentNodesWaiterGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds a failing test only
+	defer cancel()
+	c := newSentNodes(time.Now)
+	all := cacheNodes(2*waitWorthy, "1")
+	first, own := all[:waitWorthy], all[waitWorthy:]
+	a, err := c.plan(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, giveUp := context.WithCancel(ctx)
+	got := make(chan *backendPlan, 1)
+	go func() {
+		p, err := c.plan(waitCtx, all)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the plan whose context ended: %v, want %v", err, context.Canceled)
+		}
+		got <- p
+	}()
+	awaitWait(ctx, t, c, 1, got, "the call did not wait for the one sending its Nodes")
+	giveUp()
+	<-got
+	c.done(a, true, false)
+	short, stop := context.WithTimeout(ctx, 5*time.Second)
+	defer stop()
+	p, err := c.plan(short, own)
+	if err != nil {
+		t.Fatalf("the next call with those Nodes: %v (it waited for the call that gave up)", err)
+	}
+	if len(p.fill) != len(own) {
+		t.Errorf("the next call sends %d Nodes, want %d", len(p.fill), len(own))
+	}
+}
+
+// awaitWait returns once c counted want waits; a plan that ends on got
+// before is a call that did not wait (what says which).
+func awaitWait(ctx context.Context, t *testing.T, c *sentNodes, want int, got <-chan *backendPlan, what string) {
+	t.Helper()
+	for {
+		c.mu.Lock()
+		n := c.waits
+		c.mu.Unlock()
+		if n >= want {
+			return
+		}
+		select {
+		case p := <-got:
+			t.Fatalf("%s (by set %v, %d to send)", what, p.bySet, len(p.fill))
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		default:
+			runtime.Gosched()
+		}
 	}
 }
 
@@ -309,35 +362,14 @@ func TestSentNodesOneCallResolvesASet(t *testing.T) {
 			got <- p
 		}()
 	}
-	// awaitWaits returns once want waits were counted; a plan that ends
-	// before is a call that did not wait.
-	awaitWaits := func(want int, what string) {
-		for {
-			c.mu.Lock()
-			n := c.waits
-			c.mu.Unlock()
-			if n >= want {
-				return
-			}
-			select {
-			case p := <-got:
-				t.Fatalf("%s (by set %v)", what, p.bySet)
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			default:
-				runtime.Gosched()
-			}
-		}
-	}
-
 	// The sender fails: one waiter sends next, the rest wait for it.
-	awaitWaits(waiters, "a call did not wait for the one resolving its set")
+	awaitWait(ctx, t, c, waiters, got, "a call did not wait for the one resolving its set")
 	c.done(first, false, false)
 	next := <-got
 	if next.bySet {
 		t.Fatal("after the sender failed, the next call names the set by digest")
 	}
-	awaitWaits(2*waiters-1, "two calls sent the set at once")
+	awaitWait(ctx, t, c, 2*waiters-1, got, "two calls sent the set at once")
 	// It is answered: the others name the set by its digest.
 	c.done(next, true, true)
 	for range waiters - 1 {
