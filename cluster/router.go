@@ -95,16 +95,16 @@ func (c *Cluster) Routes() map[netip.Addr][]string {
 }
 
 func (c *Cluster) startRouter(context.Context) error {
+	// Spread flows over the next hops by their ports too, not only by
+	// addresses: one client's connections reach every healthy node.
+	if err := run(context.Background(), "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(c.opts.LogDir, 0o755); err != nil {
 		return err
 	}
 	log, err := os.Create(filepath.Join(c.opts.LogDir, "router.log"))
 	if err != nil {
-		return err
-	}
-	// Spread flows over the next hops by their ports too, not only by
-	// addresses: one client's connections reach every healthy node.
-	if err := run(context.Background(), "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
 		return err
 	}
 	r := &router{
