@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -378,5 +379,64 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 	})
 	if got := layer.Degraded()[cloud.FamilyLoadBalancers]; got != 0 {
 		t.Errorf("%d calls abandoned at an hour's timeout", got)
+	}
+}
+
+// A Service whose cloud call its worker stopped waiting for is not failing
+// meanwhile: when the call returns a failure, the Service is retried as
+// after a first failure (the controller's base backoff), as upstream's
+// worker, which waits on the call, retries it; not after a backoff grown
+// with every look at the call still running.
+func TestLeftCallFailureRetriedAsAFirstFailure(t *testing.T) {
+	release := make(chan struct{})
+	lb := newFakeLB()
+	var slowCalls atomic.Int32
+	lb.ensure["slow"] = func() (*corev1.LoadBalancerStatus, error) {
+		if slowCalls.Add(1) == 1 {
+			<-release
+			return nil, errors.New("released")
+		}
+		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.8.9"}}}, nil
+	}
+	layer := cloud.New(&lbCloud{lb: lb}, cloud.Options{Timeout: time.Hour})
+	viaLayer, _ := layer.LoadBalancer()
+	ns := testenv.Name("lb")
+	startController(t, viaLayer, ns)
+	createNamespace(t, ns)
+	node(t, "198.18.8.5", nil)
+	// Answered calls first: a call straggles past its family's answers.
+	for i := range 5 {
+		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
+	}
+	testenv.Eventually(t, 30*time.Second, "the answered Services provisioned", func() (bool, error) {
+		for i := range 5 {
+			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	clock := retryClock(t, lb, ns)
+	create(t, lbService(ns, "slow", 80))
+	testenv.Eventually(t, 30*time.Second, "the slow Service's call left running", func() (bool, error) {
+		c := meta.FindStatusCondition(get(t, ns, "slow").Status.Conditions, service.ConditionLoadBalancerReady)
+		return c != nil && c.Reason == cloud.ReasonCallInFlight, nil
+	})
+	// While the retry clock fails three more times (1s, 2s, 4s... apart),
+	// a Service looked at on every failure would have grown its backoff as
+	// much. The call returns just after one of the clock's attempts: its
+	// next is at least 8 s away, a first failure's retry 1 s.
+	from := clock()
+	testenv.Eventually(t, 60*time.Second, "three more attempts of the retry clock", func() (bool, error) { return clock() >= from+3, nil })
+	at := clock()
+	close(release)
+	testenv.Eventually(t, 60*time.Second, "the slow Service provisioned after its call failed", func() (bool, error) {
+		return len(get(t, ns, "slow").Status.LoadBalancer.Ingress) > 0, nil
+	})
+	if got := clock(); got > at {
+		t.Errorf("the slow Service was provisioned after %v more attempts of the retry clock; a first failure's retry comes before its next", got-at)
+	}
+	if n := slowCalls.Load(); n != 2 {
+		t.Errorf("the slow Service's EnsureLoadBalancer was called %d times, want 2 (the failed call, then the retry)", n)
 	}
 }

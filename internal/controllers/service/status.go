@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,8 +19,9 @@ import (
 )
 
 // The controller's writes to a Service: status.loadBalancer with the
-// LoadBalancerReady condition, and the cleanup finalizer. Both are patches
-// made from the object the reconcile read, which then holds the result.
+// LoadBalancerReady condition, and the cleanup finalizer. Both are strategic
+// merge patches of the status subresource, as upstream's, made from the
+// object the reconcile read, which then holds the result.
 
 // noNodesCondition is the condition a provisioned load balancer keeps when
 // it has no backends; nil (the condition removed) otherwise.
@@ -89,29 +92,45 @@ func withDefaultIPMode(status corev1.ServiceStatus) corev1.ServiceStatus {
 }
 
 // addFinalizer puts the load balancer cleanup finalizer on svc, if missing.
-func addFinalizer(ctx context.Context, c client.Writer, svc *corev1.Service) error {
+func addFinalizer(ctx context.Context, c client.StatusClient, svc *corev1.Service) error {
 	if slices.Contains(svc.Finalizers, Finalizer) {
 		return nil
 	}
-	return patchFinalizers(ctx, c, svc, append(slices.Clone(svc.Finalizers), Finalizer))
+	return patchFinalizer(ctx, c, svc, "finalizers")
 }
 
 // removeFinalizer takes the load balancer cleanup finalizer off svc, if
 // there.
-func removeFinalizer(ctx context.Context, c client.Writer, svc *corev1.Service) error {
-	i := slices.Index(svc.Finalizers, Finalizer)
-	if i < 0 {
+func removeFinalizer(ctx context.Context, c client.StatusClient, svc *corev1.Service) error {
+	if !slices.Contains(svc.Finalizers, Finalizer) {
 		return nil
 	}
-	return patchFinalizers(ctx, c, svc, slices.Delete(slices.Clone(svc.Finalizers), i, i+1))
+	return patchFinalizer(ctx, c, svc, "$deleteFromPrimitiveList/finalizers")
 }
 
-// patchFinalizers writes svc's finalizers, failing on a conflict: another
-// writer's finalizer added meanwhile must not be dropped.
-func patchFinalizers(ctx context.Context, c client.Writer, svc *corev1.Service, finalizers []string) error {
+// patchFinalizer adds (key "finalizers") or deletes (key
+// "$deleteFromPrimitiveList/finalizers") our finalizer alone, in a strategic
+// merge patch of the status subresource, as upstream's service controller
+// writes it; svc then holds the Service written.
+//
+//   - Finalizers merge as a set, so another writer's finalizer written
+//     since svc was read is kept without a resourceVersion precondition.
+//     (Upstream's patch, a diff of two whole lists, drops every finalizer
+//     when ours was the last it saw.)
+//   - The patch carries svc's UID, which the API server refuses to change:
+//     one made from a stale read never lands on a Service created since
+//     under the same name.
+//   - The status subresource spares the API server the Service update's
+//     allocation pass and spec validation: in a burst of new Services, a
+//     load balancer costs the API server the writes upstream's costs. The
+//     managedFields entry is upstream's too (subresource status).
+func patchFinalizer(ctx context.Context, c client.StatusClient, svc *corev1.Service, key string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": svc.UID, key: []string{Finalizer}}})
+	if err != nil {
+		return fmt.Errorf("patching service finalizers: %w", err)
+	}
 	updated := svc.DeepCopy()
-	updated.Finalizers = finalizers
-	if err := c.Patch(ctx, updated, client.MergeFromWithOptions(svc, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := c.Status().Patch(ctx, updated, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
 		return fmt.Errorf("patching service finalizers: %w", err)
 	}
 	updated.DeepCopyInto(svc)
