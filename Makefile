@@ -203,6 +203,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000 -plugin
 	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000,20000,50000 -services 1000 -limits 0 -ccms outrigger,upstream-tuned
 	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000 -services 1000 -limits 100 -ccms outrigger,upstream-tuned -out docs/performance/scale-limit
+	go run ./bench/scale $(SCALE_SETUP) -nodes 1000,5000 -services 1000 -limits 0 -ccms outrigger,upstream-tuned -out docs/performance/scale-small
 	go run ./bench/scale -refresh 1m -idle-periods 1 -bound 20m -service-runs 1 -nodes 50000 -services 10000 -limits 0 -ccms outrigger-plugin,outrigger -out docs/performance/scale-plugin
 	go run ./bench/scale -refresh 1m -idle-periods 1 -bound 20m -append -nodes 1000 -services 1000 -limits 0 -ccms outrigger-plugin,outrigger -out docs/performance/scale-plugin
 	go run ./bench/hung -hung 0,12,100,1000 -bound 1m
