@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"testing"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
