@@ -139,8 +139,7 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 	want := map[string][]string{
 		"nodes/" + name:                    {sa + "node-controller"},                          // initialization, pod CIDRs
 		"nodes/" + name + "/status":        {sa + "node-controller", sa + "route-controller"}, // addresses, NetworkUnavailable
-		"services/" + svc.Name:             {sa + "service-controller"},                       // the finalizer
-		"services/" + svc.Name + "/status": {sa + "service-controller"},                       // the ingress
+		"services/" + svc.Name + "/status": {sa + "service-controller"},                       // the finalizer, the ingress
 	}
 	testenv.Eventually(t, 10*time.Second, "the audit log to show each controller's identity", func() (bool, error) {
 		writers := testenv.AuditWriters(t)

@@ -147,7 +147,11 @@ func TestGatewaysOnTheCloudsOwnLoadBalancers(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &got); err != nil {
 			return false, err
 		}
-		return meta.IsStatusConditionTrue(got.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) &&
+		// The Gateway may be programmed before the route attaches: the
+		// cloud is given the route with a later call.
+		lb, _, _ := cloud.state(got.UID)
+		routed := lb != nil && lb.Config != nil && len(lb.Config.Ports) == 1 && len(lb.Config.Ports[0].Hosts) == 1
+		return routed && meta.IsStatusConditionTrue(got.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) &&
 			len(got.Status.Addresses) == 1 && got.Status.Addresses[0].Value == "198.18.70.1", nil
 	})
 	if err := c.Get(ctx, client.ObjectKeyFromObject(gw), gw); err != nil {
