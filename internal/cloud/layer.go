@@ -246,15 +246,16 @@ var ErrTimeout = errors.New("cloud call timed out")
 // ErrStillRunning is wrapped by the error of a call its caller stopped
 // waiting for because it ran far past what its method's answers take (a
 // straggler): the call goes on, its object's next calls are refused with
-// ErrCallInFlight until the provider returns, and the caller retries the
-// object with its backoff, as for ErrCallInFlight.
+// ErrCallInFlight until the provider returns, and the caller looks at the
+// object again when it does (WhenLeftReturns).
 var ErrStillRunning = errors.New("cloud call still running")
 
 // ErrCallInFlight is wrapped by the error of a call refused without reaching
 // the cloud because an earlier call for the same object, abandoned after its
 // timeout, has not returned yet. Sending another (a second
 // EnsureLoadBalancer, say) could make a second cloud resource; the caller
-// retries the object with its backoff instead.
+// waits for that call's return instead (WhenLeftReturns) or retries the
+// object with its backoff.
 var ErrCallInFlight = admission.ErrCallInFlight
 
 // Background marks the calls made with ctx as background work: periodic

@@ -19,10 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
@@ -108,12 +106,8 @@ type Reconciler struct {
 	// returned requeues a node whose cloud call its worker stopped waiting
 	// for (a straggler) as soon as the call returns: its answer, kept by the
 	// layer, initializes the node then, not after the retry backoff.
-	returned chan event.GenericEvent
+	returned *retryhint.Returned
 }
-
-// returnedBuffer bounds the requeues waiting for the controller's queue; a
-// node whose requeue finds it full is still retried with its backoff.
-const returnedBuffer = 4096
 
 // Setup adds the controller and its address refresher to mgr.
 func Setup(mgr manager.Manager, opts Options) error {
@@ -137,7 +131,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
-		returned: make(chan event.GenericEvent, returnedBuffer),
+		returned: retryhint.NewReturned(func(key types.NamespacedName) client.Object {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}
+		}),
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()
@@ -146,7 +142,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named(name).
 		For(&corev1.Node{}, builder.WithPredicates(needsInitialization())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.Workers}).
-		WatchesRawSource(crsource.Channel(r.returned, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.returned.Source()).
 		Complete(retryhint.Requeue(r))
 	if err != nil {
 		return fmt.Errorf("setting up %s: %w", Name, err)
@@ -227,7 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	st := r.lookup(cloud.WhenLeftReturns(ctx, r.requeue(node.Name)), &node)
+	st := r.lookup(r.returned.Context(ctx, types.NamespacedName{Name: node.Name}), &node)
 	if owner == platform.Undecided && st.Err == nil {
 		var id string
 		if st.Metadata != nil {
@@ -248,8 +244,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	switch {
 	case st.Err != nil:
-		// A call for the node that still runs is waited for with
-		// backoff, without an Event for every retry.
+		// A call for the node that still runs is waited for (Requeue
+		// looks at the node again when it returns), without an Event.
 		if cloud.Reason(st.Err) != cloud.ReasonCallInFlight {
 			r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to get instance metadata from the cloud: %v", st.Err)
 		}
@@ -347,18 +343,6 @@ func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) provider.Ins
 		return provider.InstanceStatus{Exists: true, Err: err}
 	}
 	return provider.InstanceStatus{Exists: true, Metadata: md}
-}
-
-// requeue is what the cloud layer does when a call for the node its worker
-// stopped waiting for returns: the node goes back into the queue. It never
-// blocks the call's goroutine.
-func (r *Reconciler) requeue(name string) func() {
-	return func() {
-		select {
-		case r.returned <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
-		default:
-		}
-	}
 }
 
 // patchAddresses writes the addresses the node should have, if they differ,

@@ -38,11 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
@@ -177,18 +175,8 @@ type reconciler struct {
 	// returned requeues a Service whose cloud call its worker stopped
 	// waiting for (a straggler) as soon as the call returns, so that its
 	// answer is acted on then, not after the retry backoff.
-	returned chan event.GenericEvent
+	returned *retryhint.Returned
 }
-
-// returnedBuffer bounds the requeues waiting for the controller's queue; a
-// Service whose requeue finds it full is still looked at again after
-// inFlightRecheck.
-const returnedBuffer = 4096
-
-// inFlightRecheck is when a Service whose cloud call still runs is looked at
-// again if the layer's word that the call returned was lost: that word, not
-// this, is how such a Service goes on.
-const inFlightRecheck = 30 * time.Second
 
 // Setup adds the controller to mgr.
 func Setup(mgr manager.Manager, opts Options) error {
@@ -212,7 +200,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		memory:   newMemory(),
 		backends: newBackendList(cachednodes.FromCache(mgr.GetCache()), opts.Platforms),
 		rounds:   newSyncRounds(),
-		returned: make(chan event.GenericEvent, returnedBuffer),
+		returned: retryhint.NewReturned(func(key types.NamespacedName) client.Object {
+			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		}),
 	}
 	nodes := newNodeFanOut(mgr.GetCache(), opts.NodeSyncWindow, opts.Platforms, r.backends, r.memory.keys, r.rounds)
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -225,7 +215,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		}})).
 		// Node changes queue the Services whose backends they may change.
 		WatchesRawSource(nodes).
-		WatchesRawSource(crsource.Channel(r.returned, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.returned.Source()).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Workers,
 			// Upstream retries a failed Service after 5s, up to 5m.
@@ -280,7 +270,7 @@ func wantsLoadBalancer(svc *corev1.Service) bool {
 // Reconcile implements reconcile.Reconciler.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	defer r.rounds.synced(req.NamespacedName, time.Now())
-	ctx = cloud.WhenLeftReturns(ctx, r.requeueWhenReturned(req.NamespacedName))
+	ctx = r.returned.Context(ctx, req.NamespacedName)
 	svc := &corev1.Service{}
 	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -289,43 +279,17 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.vanished(ctx, req.NamespacedName)
 	}
 	if !r.owns(svc) {
-		return requeue(ctx, r.reclaim(ctx, svc))
+		return ctrl.Result{}, r.reclaim(ctx, svc)
 	}
 	if wantsLoadBalancer(svc) {
-		return requeue(ctx, r.ensure(ctx, svc))
+		return ctrl.Result{}, r.ensure(ctx, svc)
 	}
 	if !slices.Contains(svc.Finalizers, Finalizer) {
 		if _, ok := r.memory.last(req.NamespacedName); !ok {
 			return ctrl.Result{}, nil
 		}
 	}
-	return requeue(ctx, r.cleanup(ctx, svc))
-}
-
-// requeue retries a Service whose cloud call carried a retry hint after
-// that hint, as upstream does, without growing its failure backoff. A
-// Service whose call still runs is not failing: it waits for the call's
-// return (requeueWhenReturned) without its backoff growing meanwhile, so
-// that what the call answers is retried as a first failure would be, as
-// upstream's worker, which waits on the call, retries it.
-func requeue(ctx context.Context, err error) (ctrl.Result, error) {
-	if err != nil && cloud.Reason(err) == cloud.ReasonCallInFlight {
-		klog.FromContext(ctx).V(2).Info("A cloud call for this Service still runs; looked at again when it returns", "err", err.Error())
-		return ctrl.Result{RequeueAfter: inFlightRecheck}, nil
-	}
-	return retryhint.After(ctx, ctrl.Result{}, err)
-}
-
-// requeueWhenReturned is what the cloud layer does when a call for the
-// Service its worker stopped waiting for returns: the Service goes back
-// into the queue. It never blocks the call's goroutine.
-func (r *reconciler) requeueWhenReturned(key types.NamespacedName) func() {
-	return func() {
-		select {
-		case r.returned <- event.GenericEvent{Object: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
-		default:
-		}
-	}
+	return ctrl.Result{}, r.cleanup(ctx, svc)
 }
 
 // elsewhere reports whether err is the provider saying another component
