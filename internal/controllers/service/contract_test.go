@@ -111,6 +111,23 @@ func startController(t *testing.T, lb cloudprovider.LoadBalancer, ns string) {
 // backoff, for as long, so a failure of another Service made before this
 // one's first attempt would have been retried by then. It is deleted when
 // the test ends (the namespace's cleanup).
+// provisionAll creates n Services ok-0.. and waits until each has an
+// ingress.
+func provisionAll(t *testing.T, ns string, n int, within time.Duration, what string) {
+	t.Helper()
+	for i := range n {
+		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
+	}
+	testenv.Eventually(t, within, what, func() (bool, error) {
+		for i := range n {
+			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 func retryClock(t *testing.T, lb *fakeLB, ns string) func() float64 {
 	t.Helper()
 	const name = "retry-clock"
@@ -318,17 +335,7 @@ func TestHungServicesCostOnlyThemselves(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, "every hung Service's call abandoned", func() (bool, error) {
 		return layer.Degraded()[cloud.FamilyLoadBalancers] >= hung, nil
 	})
-	for i := range 10 {
-		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
-	}
-	testenv.Eventually(t, 30*time.Second, "every other Service provisioned behind the hung ones", func() (bool, error) {
-		for i := range 10 {
-			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	provisionAll(t, ns, 10, 30*time.Second, "every other Service provisioned behind the hung ones")
 }
 
 // 300 Services hung in the provider, more than the load balancer family
@@ -366,17 +373,7 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 		}
 		return true, nil
 	})
-	for i := range 10 {
-		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
-	}
-	testenv.Eventually(t, 60*time.Second, "every other Service provisioned behind 300 hung ones", func() (bool, error) {
-		for i := range 10 {
-			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	provisionAll(t, ns, 10, 60*time.Second, "every other Service provisioned behind 300 hung ones")
 	if got := layer.Degraded()[cloud.FamilyLoadBalancers]; got != 0 {
 		t.Errorf("%d calls abandoned at an hour's timeout", got)
 	}
@@ -405,17 +402,7 @@ func TestLeftCallFailureRetriedAsAFirstFailure(t *testing.T) {
 	createNamespace(t, ns)
 	node(t, "198.18.8.5", nil)
 	// Answered calls first: a call straggles past its family's answers.
-	for i := range 5 {
-		create(t, lbService(ns, fmt.Sprintf("ok-%d", i), 80))
-	}
-	testenv.Eventually(t, 30*time.Second, "the answered Services provisioned", func() (bool, error) {
-		for i := range 5 {
-			if len(get(t, ns, fmt.Sprintf("ok-%d", i)).Status.LoadBalancer.Ingress) == 0 {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	provisionAll(t, ns, 5, 30*time.Second, "the answered Services provisioned")
 	clock := retryClock(t, lb, ns)
 	create(t, lbService(ns, "slow", 80))
 	testenv.Eventually(t, 30*time.Second, "the slow Service's call left running", func() (bool, error) {
