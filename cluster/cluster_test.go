@@ -289,6 +289,7 @@ func realCluster(ctx context.Context, t *testing.T, c *Cluster) {
 		t.Fatalf("through VIP %s saw %v, want both pods %v: %v", vip, seen, pods, err)
 	}
 
+	checkFlowsStayOnOneNode(ctx, t, c, vip)
 	checkClusterDNS(ctx, t, c, "hostnames")
 
 	// The API server reaches the kubelets (logs, through the egress

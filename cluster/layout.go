@@ -9,7 +9,7 @@ import (
 // as every address the project uses.
 const (
 	// BridgeCIDR is the node network: the bridge in the harness namespace
-	// holds .1 and node i holds .10+i.
+	// holds .1, the router namespace .2 (routerIP) and node i .10+i.
 	BridgeCIDR = "198.18.0.0/24"
 	// BridgeIP is the harness end of the node network, where the API
 	// server forwarder listens (on the API server's own port), and the
@@ -55,8 +55,13 @@ var KubernetesServiceNames = []string{"198.19.0.1", "kubernetes", "kubernetes.de
 // Names of what the harness creates; one prefix so leftovers are easy to
 // recognize.
 const (
-	prefix     = "orc-"
-	harnessNS  = prefix + "harness"
+	prefix    = "orc-"
+	harnessNS = prefix + "harness"
+	// routerNS forwards each VIP to its healthy nodes (router.go), on
+	// the bridge by routerVeth at routerIP.
+	routerNS   = prefix + "router"
+	routerVeth = "orcrt"
+	routerIP   = "198.18.0.2"
 	bridgeName = "orcbr0"
 	sinkName   = "orcsink"
 	// sinkGateway is the sink's made-up next hop (no interface holds it).

@@ -39,31 +39,27 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		// outside the cluster's networks; the router (router.go) routes
 		// each VIP to its healthy nodes with that source.
 		{"addr", "add", ExternalClientIP + "/32", "dev", "lo"},
-		// A VIP the router has no healthy node for (or that no Service
-		// holds) swallows packets, as a cloud's network does: the
-		// sender times out rather than getting an error. Upstream's e2e
-		// tests take only a timeout as "not reachable".
-		// (The sink is a veth pair with no one behind it, reached through
-		// a permanent neighbour entry: no ARP, no error; a dummy
-		// interface would do, where the kernel has the module.)
-		{"link", "add", sinkName, "type", "veth", "peer", "name", sinkName + "p"},
-		{"link", "set", sinkName, "up"},
-		{"link", "set", sinkName + "p", "up"},
-		{"neigh", "add", sinkGateway, "lladdr", "02:00:00:00:00:01", "dev", sinkName, "nud", "permanent"},
 	} {
 		if err := h(args...); err != nil {
 			return err
 		}
 	}
+	// Every VIP goes to the router namespace, which forwards it to its
+	// healthy nodes (router.go).
 	for _, pool := range c.vipPools() {
-		if err := h("route", "add", pool, "via", sinkGateway, "dev", sinkName, "onlink", "src", ExternalClientIP); err != nil {
+		if err := h("route", "add", pool, "via", routerIP, "dev", bridgeName, "onlink", "src", ExternalClientIP); err != nil {
 			return err
 		}
 	}
+	if err := c.setupRouterNetns(ctx); err != nil {
+		return err
+	}
 	// ARP asks from the bridge's own address (arp_announce 2), not from
-	// ExternalClientIP, which is not on the node network.
+	// ExternalClientIP, which is not on the node network. A redirect
+	// would send a VIP's packets past the router (it sends none).
 	if err := run(ctx, "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.ip_forward=1",
-		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf."+bridgeName+".arp_announce=2"); err != nil {
+		"net.ipv4.conf.all.arp_announce=2", "net.ipv4.conf."+bridgeName+".arp_announce=2",
+		"net.ipv4.conf.all.accept_redirects=0", "net.ipv4.conf."+bridgeName+".accept_redirects=0"); err != nil {
 		return err
 	}
 	for _, n := range c.nodes {
@@ -103,6 +99,66 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// setupRouterNetns makes the router namespace: one leg on the bridge
+// (routerIP), the VIP routes the router programs (router.go), and a sink
+// for the rest of each pool. A VIP's ECMP choice is made here, for packets
+// it forwards, and not in the harness, which sends them: the harness's own
+// kernel, choosing a next hop for the packets it sends itself, sent some
+// packets of one connection to another node once a route changed (a
+// connection's last ACK, sent from TIME_WAIT, and the RSTs after it), so the
+// node that served the connection kept it in LAST_ACK, and a later
+// connection from the same port met that state and hung. Forwarded, every
+// packet is hashed from its own headers: addresses, protocol and ports
+// (fib_multipath_hash_policy 3 with those fields), as a cloud's network
+// hashes a flow.
+func (c *Cluster) setupRouterNetns(ctx context.Context) error {
+	if err := c.state.addNetns(routerNS); err != nil {
+		return err
+	}
+	if err := run(ctx, "ip", "netns", "add", routerNS); err != nil {
+		return err
+	}
+	h := func(args ...string) error { return run(ctx, "ip", append([]string{"-n", harnessNS}, args...)...) }
+	if err := h("link", "add", routerVeth, "type", "veth", "peer", "name", "eth0", "netns", routerNS); err != nil {
+		return err
+	}
+	if err := h("link", "set", routerVeth, "master", bridgeName, "up"); err != nil {
+		return err
+	}
+	r := func(args ...string) error { return run(ctx, "ip", append([]string{"-n", routerNS}, args...)...) }
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"addr", "add", routerIP + "/24", "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+		{"route", "add", ExternalClientIP + "/32", "via", BridgeIP},
+		// A VIP the router has no healthy node for (or that no Service
+		// holds) swallows packets, as a cloud's network does: the
+		// sender times out rather than getting an error. Upstream's e2e
+		// tests take only a timeout as "not reachable".
+		// (The sink is a veth pair with no one behind it, reached through
+		// a permanent neighbour entry: no ARP, no error; a dummy
+		// interface would do, where the kernel has the module.)
+		{"link", "add", sinkName, "type", "veth", "peer", "name", sinkName + "p"},
+		{"link", "set", sinkName, "up"},
+		{"link", "set", sinkName + "p", "up"},
+		{"neigh", "add", sinkGateway, "lladdr", "02:00:00:00:00:01", "dev", sinkName, "nud", "permanent"},
+	} {
+		if err := r(args...); err != nil {
+			return err
+		}
+	}
+	for _, pool := range c.vipPools() {
+		if err := r("route", "add", pool, "via", sinkGateway, "dev", sinkName, "onlink"); err != nil {
+			return err
+		}
+	}
+	// It forwards out of the interface packets came in by: no ICMP
+	// redirects, which would send the harness straight to one node.
+	return run(ctx, "ip", "netns", "exec", routerNS, "sysctl", "-qw", "net.ipv4.ip_forward=1",
+		"net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
+		"net.ipv4.fib_multipath_hash_policy=3", "net.ipv4.fib_multipath_hash_fields=0x0037")
 }
 
 // listenInNetns listens on addr inside the network namespace at nsPath; the

@@ -36,8 +36,9 @@ const KubeProxyHealthzPort = 10256
 // there takes them (ingress ipMode VIP): for externalTrafficPolicy: Local
 // the Service's healthCheckNodePort, which answers 200 only on nodes with a
 // ready local endpoint; for Cluster kube-proxy's own /healthz. The
-// forwarding is a route per VIP in the harness namespace with one next hop
-// per healthy node (ECMP, hashed on the flow's addresses and ports), so
+// forwarding is a route per VIP in the router namespace, between the
+// harness and the nodes, with one next hop per healthy node (ECMP, every
+// packet hashed on its addresses, protocol and ports: setupRouterNetns), so
 // every node with endpoints gets traffic, which upstream's e2e load
 // balancer tests require ("should target all nodes with endpoints").
 //
@@ -95,11 +96,6 @@ func (c *Cluster) Routes() map[netip.Addr][]string {
 }
 
 func (c *Cluster) startRouter(context.Context) error {
-	// Spread flows over the next hops by their ports too, not only by
-	// addresses: one client's connections reach every healthy node.
-	if err := run(context.Background(), "ip", "netns", "exec", harnessNS, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
-		return err
-	}
 	if err := os.MkdirAll(c.opts.LogDir, 0o755); err != nil {
 		return err
 	}
@@ -121,7 +117,7 @@ func (c *Cluster) startRouter(context.Context) error {
 				},
 			},
 		},
-		setRoute: setHarnessRoute,
+		setRoute: setVIPRoute,
 		routes:   map[netip.Addr][]string{},
 		log:      log,
 	}
@@ -143,7 +139,7 @@ func (c *Cluster) startRouter(context.Context) error {
 	return nil
 }
 
-// run syncs the routes every interval until ctx ends. The harness
+// run syncs the routes every interval until ctx ends. The router
 // namespace, and the routes with it, go when the cluster stops.
 func (r *router) run(ctx context.Context) {
 	t := time.NewTicker(r.interval)
@@ -345,20 +341,21 @@ func (r *router) check(ctx context.Context, url string) error {
 	return nil
 }
 
-// setHarnessRoute routes vip in the harness namespace through hops, or
-// removes its route when there are none (then nothing answers for it).
-func setHarnessRoute(ctx context.Context, vip netip.Addr, hops []string) error {
+// setVIPRoute routes vip in the router namespace through hops, one ECMP
+// next hop each, or removes its route when there are none (then the pool's
+// sink swallows it).
+func setVIPRoute(ctx context.Context, vip netip.Addr, hops []string) error {
 	dst := vip.String() + "/32"
 	if len(hops) == 0 {
-		err := run(ctx, "ip", "-n", harnessNS, "route", "del", dst)
+		err := run(ctx, "ip", "-n", routerNS, "route", "del", dst)
 		if err != nil && strings.Contains(err.Error(), "No such process") {
 			return nil // already gone
 		}
 		return err
 	}
-	args := []string{"-n", harnessNS, "route", "replace", dst, "src", ExternalClientIP}
+	args := []string{"-n", routerNS, "route", "replace", dst}
 	for _, h := range hops {
-		args = append(args, "nexthop", "via", h, "dev", bridgeName)
+		args = append(args, "nexthop", "via", h, "dev", "eth0")
 	}
 	return run(ctx, "ip", args...)
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -108,13 +107,16 @@ func run() error {
 	fmt.Fprintln(os.Stderr, "Stopping the cluster")
 	downErr := c.Down()
 	if runErr != nil {
-		printFailures(filepath.Join(*reportDir, "conformance.log"))
 		// The VIPs' routes: a node leaving one moves its flows.
-		printTail(filepath.Join(*reportDir, "logs", "router.log"), 20)
+		printTail(filepath.Join(*reportDir, "logs", "router.log"), 10)
 	}
 	summary, sumErr := summarize(filepath.Join(*reportDir, "report.yaml"), filepath.Join(*reportDir, "summary.md"))
 	if sumErr == nil {
 		fmt.Print(summary)
+	}
+	if runErr != nil {
+		// Last, where a CI log that keeps only its end shows them.
+		printFailures(filepath.Join(*reportDir, "conformance.log"))
 	}
 	var pubErr error
 	switch {
@@ -174,9 +176,11 @@ func runSuite(ctx context.Context, c *cluster.Cluster, testBin, tmp, reportDir, 
 		"GATEWAY_CONFORMANCE_RUN_TEST="+runTest,
 		"GATEWAY_CONFORMANCE_SKIP="+skip,
 	)
-	cmd.Stdout = io.MultiWriter(logf, os.Stdout)
-	cmd.Stderr = cmd.Stdout
-	fmt.Fprintf(os.Stderr, "Running %s\n", cmd)
+	// The suite's -v output (megabytes) goes to the log only; a failed
+	// run ends with each failed test's last lines.
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	fmt.Fprintf(os.Stderr, "Running %s (its output: %s)\n", cmd, logf.Name())
 	started := time.Now()
 	err = cmd.Run()
 	fmt.Fprintf(os.Stderr, "The suite ran %s\n", time.Since(started).Round(time.Second))
