@@ -19,10 +19,15 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/outrigger-ccm/outrigger/cluster"
 )
 
 func main() {
+	// The cluster's API clients (controller-runtime's) log through klog.
+	ctrllog.SetLogger(klog.NewKlogr())
 	fs := flag.NewFlagSet("cluster", flag.ExitOnError)
 	work := fs.String("workdir", "/var/tmp/outrigger-cluster", "directory for the cluster's files (removed on exit)")
 	nodes := fs.Int("nodes", 2, "number of nodes")

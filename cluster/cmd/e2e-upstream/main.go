@@ -28,12 +28,17 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/cluster/e2e"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 )
 
 func main() {
+	// The cluster's API clients (controller-runtime's) log through klog.
+	ctrllog.SetLogger(klog.NewKlogr())
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e-upstream:", err)
 		os.Exit(1)
