@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
@@ -131,9 +130,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorderFor(source), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		opts:     opts,
-		returned: retryhint.NewReturned(func(key types.NamespacedName) client.Object {
-			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: key.Name}}
-		}),
+		returned: retryhint.NewReturned(),
 	}
 	if p, ok := opts.Instances.(providerIDOptional); ok {
 		r.emptyProviderIDOK = p.ProviderIDOptional()

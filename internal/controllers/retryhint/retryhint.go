@@ -10,9 +10,9 @@ import (
 	"context"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,10 +22,10 @@ import (
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// InFlightRecheck is when an object whose cloud call still runs is looked at
+// inFlightRecheck is when an object whose cloud call still runs is looked at
 // again if the word that the call returned was lost (Returned's buffer
 // full): that word, not this, is how such an object goes on.
-const InFlightRecheck = 30 * time.Second
+const inFlightRecheck = 30 * time.Second
 
 // Requeue wraps r so that an error carrying a retry hint (see
 // provider.RetryAfter) retries only the object that got it, after the hint, as
@@ -56,7 +56,7 @@ func After(ctx context.Context, res reconcile.Result, err error) (reconcile.Resu
 	}
 	if cloud.Reason(err) == cloud.ReasonCallInFlight {
 		klog.FromContext(ctx).V(2).Info("A cloud call for this object still runs; looked at again when it returns", "err", err.Error())
-		return reconcile.Result{RequeueAfter: InFlightRecheck}, nil
+		return reconcile.Result{RequeueAfter: inFlightRecheck}, nil
 	}
 	after, ok := provider.RetryAfter(err)
 	if !ok || after <= 0 {
@@ -72,19 +72,17 @@ func After(ctx context.Context, res reconcile.Result, err error) (reconcile.Resu
 // for (a straggler, cloud.ErrStillRunning) as soon as the call returns, so
 // that its answer is acted on then, not after a retry backoff.
 type Returned struct {
-	ch     chan event.GenericEvent
-	object func(types.NamespacedName) client.Object
+	ch chan event.GenericEvent
 }
 
 // returnedBuffer bounds the requeues waiting for the controller's queue; an
 // object whose requeue finds it full is looked at again after
-// InFlightRecheck.
+// inFlightRecheck.
 const returnedBuffer = 4096
 
-// NewReturned makes the requeues for one controller; object builds its
-// For type's object with a key (only the key is read).
-func NewReturned(object func(types.NamespacedName) client.Object) *Returned {
-	return &Returned{ch: make(chan event.GenericEvent, returnedBuffer), object: object}
+// NewReturned makes the requeues for one controller.
+func NewReturned() *Returned {
+	return &Returned{ch: make(chan event.GenericEvent, returnedBuffer)}
 }
 
 // Source is what the controller watches (WatchesRawSource) for the requeues.
@@ -98,7 +96,8 @@ func (r *Returned) Source() crsource.Source {
 func (r *Returned) Context(ctx context.Context, key types.NamespacedName) context.Context {
 	return cloud.WhenLeftReturns(ctx, func() {
 		select {
-		case r.ch <- event.GenericEvent{Object: r.object(key)}:
+		// The queue takes only the key: an object of any kind carries it.
+		case r.ch <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:
 		default:
 		}
 	})

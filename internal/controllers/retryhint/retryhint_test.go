@@ -27,8 +27,8 @@ func TestRequeue(t *testing.T) {
 		{name: "wrapped hint", err: fmt.Errorf("ensuring load balancer: %w", cloudproviderapi.NewRetryError("slow down", 3*time.Second)), wantRes: reconcile.Result{RequeueAfter: 3 * time.Second}},
 		{name: "zero hint keeps the backoff", err: cloudproviderapi.NewRetryError("slow down", 0), wantErr: true},
 		{name: "plain error", err: boom, wantErr: true},
-		{name: "call in flight waits for its return", err: fmt.Errorf("x: %w", cloud.ErrCallInFlight), wantRes: reconcile.Result{RequeueAfter: InFlightRecheck}},
-		{name: "call left running waits for its return", err: fmt.Errorf("x: %w", cloud.ErrStillRunning), wantRes: reconcile.Result{RequeueAfter: InFlightRecheck}},
+		{name: "call in flight waits for its return", err: fmt.Errorf("x: %w", cloud.ErrCallInFlight), wantRes: reconcile.Result{RequeueAfter: inFlightRecheck}},
+		{name: "call left running waits for its return", err: fmt.Errorf("x: %w", cloud.ErrStillRunning), wantRes: reconcile.Result{RequeueAfter: inFlightRecheck}},
 		{name: "success passes through", res: reconcile.Result{RequeueAfter: time.Minute}, wantRes: reconcile.Result{RequeueAfter: time.Minute}},
 	}
 	for _, tc := range tests {

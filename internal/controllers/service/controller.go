@@ -200,9 +200,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		memory:   newMemory(),
 		backends: newBackendList(cachednodes.FromCache(mgr.GetCache()), opts.Platforms),
 		rounds:   newSyncRounds(),
-		returned: retryhint.NewReturned(func(key types.NamespacedName) client.Object {
-			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		}),
+		returned: retryhint.NewReturned(),
 	}
 	nodes := newNodeFanOut(mgr.GetCache(), opts.NodeSyncWindow, opts.Platforms, r.backends, r.memory.keys, r.rounds)
 	err := ctrl.NewControllerManagedBy(mgr).
