@@ -38,17 +38,16 @@ func (p *providerInit) NeedLeaderElection() bool { return true }
 
 func (p *providerInit) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	id, err := p.cluster.resolve(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
+	// The identity is read (or refused for good) first: what the provider
+	// makes from its first call on carries it.
+	if err := p.cluster.wait(ctx); err != nil {
+		return nil
 	}
 	p.provider.Initialize(p.clientBuilder(), ctx.Done())
-	// After Initialize, as SetInformers: a provider may set up its clients there.
-	if c, ok := p.provider.(provider.ClusterIdentity); ok && id != "" {
-		c.SetClusterID(id)
+	// After Initialize, as SetInformers: a provider may set up its clients
+	// there. Now, or later when the identity was not readable at start.
+	if c, ok := p.provider.(provider.ClusterIdentity); ok {
+		p.cluster.subscribe(c.SetClusterID)
 	}
 	// A provider that watches objects itself gets the manager's cache,
 	// which has started by now (this runs once leading).

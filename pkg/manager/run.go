@@ -138,7 +138,10 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	if err := addConsole(mgr, port, restConfig, opts, units, degradedList(degraded)); err != nil {
 		return nil, err
 	}
-	cluster := &clusterIdentity{config: restConfig}
+	cluster, err := addClusterIdentity(mgr, restConfig, opts)
+	if err != nil {
+		return nil, err
+	}
 	for _, u := range units {
 		u.init = newProviderInit(u.provider, u.name, restConfig, opts, cluster, informers)
 		if err := mgr.Add(u.init); err != nil {

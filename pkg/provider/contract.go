@@ -126,9 +126,16 @@ func (o LoadBalancerOwner) OfCluster(id string) bool {
 // and the provider records it on everything it makes (beside the cluster
 // name it is passed in every call). The identity is the UID of the
 // kube-system namespace, which nobody configures and no other cluster has
-// (OpenTelemetry's k8s.cluster.uid). Outrigger deletes a load balancer
-// whose Service no longer exists, and a provider lists routes for
-// cleanup, only when the record carries this identity.
+// (OpenTelemetry's k8s.cluster.uid), or, on a control plane marked as a
+// restored copy of another, an identity derived from it. Outrigger deletes
+// a load balancer whose Service no longer exists, and a provider lists
+// routes for cleanup, only when the record carries this identity.
+//
+// When the identity could not be read at start (reading kube-system
+// refused for longer than the lease duration), the provider runs without
+// one and SetClusterID is called later, once it is read, while calls run:
+// it must be safe for concurrent use, and what the provider makes after it
+// carries the identity.
 type ClusterIdentity interface {
 	SetClusterID(id string)
 }
