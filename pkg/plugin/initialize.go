@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,8 +22,11 @@ import (
 // ServeOptions say how ServeWith serves a provider.
 type ServeOptions struct {
 	// ClientBuilder, when set, is handed to the provider's Initialize,
-	// which runs once, on the first call that asks the provider for work
-	// (anything but GetPluginInfo, GetCapabilities and Probe). Only a
+	// which runs on the first call that asks the provider for work
+	// (anything but GetPluginInfo, GetCapabilities and Probe), and again
+	// with backoff (1s doubling to 1m) after it failed (panicked), until
+	// it succeeds; meanwhile calls for work fail Unavailable with the
+	// reason and Probe reports not ready. Only a
 	// leading Outrigger makes such calls, so the provider initializes where
 	// its controllers run, as in upstream's CCM, and a standby replica's
 	// plugin never does. A provider that watches objects
@@ -66,17 +70,40 @@ func (n noAPI) Client(string) (kubernetes.Interface, error) {
 }
 func (n noAPI) ClientOrDie(string) kubernetes.Interface { panic(n.err) }
 
-// initOnce initializes the provider on its first call for work.
-type initOnce struct {
+// initializer initializes the provider on its first call for work, and
+// again, with backoff, after a failed Initialize (a panic: no credentials
+// yet, an API server not reachable) until it succeeds. Until then Probe
+// reports the plugin not ready, so that Outrigger's readiness (and a probe
+// of the plugin's container) says so instead of a plugin that fails every
+// call for good while it looks healthy.
+//
+// No lock is held while anything runs: a call waits for a running
+// Initialize, and for the provider's informers to sync, each on its own
+// context, so a call gives up at its own deadline, not at another's.
+type initializer struct {
 	provider cloudprovider.Interface
 	builder  cloudprovider.ControllerClientBuilder
-	// stop ends what Initialize started: when the server stops.
+	// stop ends what Initialize started, and the retries: when the server
+	// stops.
 	stop <-chan struct{}
+	// backoff is the first delay before a retry, doubled up to maxBackoff.
+	backoff, maxBackoff time.Duration
 
-	mu      sync.Mutex
-	done    bool
+	mu sync.Mutex
+	// started is set by the first call for work.
+	started bool
+	// attempt is closed when the running attempt ends.
+	attempt chan struct{}
+	// err is the last attempt's failure, nil once one succeeded.
 	err     error
+	ok      bool
 	factory informers.SharedInformerFactory
+	// attempts counts attempts, for tests and logs.
+	attempts int
+}
+
+func newInitializer(p cloudprovider.Interface, b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) *initializer {
+	return &initializer{provider: p, builder: b, stop: stop, backoff: time.Second, maxBackoff: time.Minute}
 }
 
 // exempt are the calls that do not initialize the provider: a standby
@@ -90,24 +117,37 @@ func exempt(fullMethod string) bool {
 	return false
 }
 
-// ensure initializes the provider once; a panic in Initialize is an error
-// every later call gets, in the Unavailable status Outrigger retries.
-func (o *initOnce) ensure(ctx context.Context) error {
+// ensure returns once the provider is initialized and its informers have
+// synced, or with the reason it is not (in the Unavailable status Outrigger
+// retries), or at ctx's end.
+func (o *initializer) ensure(ctx context.Context) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.done {
-		o.done = true
-		o.err = o.initialize()
-		if o.err != nil {
-			klog.FromContext(ctx).Error(o.err, "Initializing the provider")
+	if !o.started {
+		o.started = true
+		o.attempt = make(chan struct{})
+		go o.run(klog.FromContext(ctx), o.attempt)
+	}
+	ok, err, attempt, factory := o.ok, o.err, o.attempt, o.factory
+	if !ok && err == nil {
+		// The first attempt runs: its outcome is this call's.
+		o.mu.Unlock()
+		select {
+		case <-attempt:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
 		}
+		o.mu.Lock()
+		ok, err, factory = o.ok, o.err, o.factory
 	}
-	if o.err != nil {
-		return status.Error(codes.FailedPrecondition, o.err.Error())
+	o.mu.Unlock()
+	if !ok {
+		return status.Errorf(codes.Unavailable, "the provider is not initialized (retried with backoff): %v", err)
 	}
-	if o.factory != nil {
-		for typ, ok := range o.factory.WaitForCacheSync(ctx.Done()) {
-			if !ok {
+	if factory != nil {
+		// WaitForCacheSync returns as soon as ctx ends; many calls wait
+		// at once, none behind another.
+		for typ, synced := range factory.WaitForCacheSync(ctx.Done()) {
+			if !synced {
 				return status.Errorf(codes.Unavailable, "the provider's informer for %v has not synced", typ)
 			}
 		}
@@ -115,7 +155,54 @@ func (o *initOnce) ensure(ctx context.Context) error {
 	return nil
 }
 
-func (o *initOnce) initialize() (err error) {
+// run tries Initialize until it succeeds or the server stops, waiting
+// backoff (doubling) between attempts.
+func (o *initializer) run(log klog.Logger, attempt chan struct{}) {
+	delay := o.backoff
+	for {
+		o.mu.Lock()
+		if attempt == nil {
+			attempt = make(chan struct{})
+			o.attempt = attempt
+		}
+		o.attempts++
+		n := o.attempts
+		o.mu.Unlock()
+		factory, err := o.initialize()
+		o.mu.Lock()
+		o.ok, o.err, o.factory = err == nil, err, factory
+		close(attempt)
+		attempt = nil
+		o.mu.Unlock()
+		if err == nil {
+			if n > 1 {
+				log.Info("Initialized the provider", "attempt", n)
+			}
+			return
+		}
+		log.Error(err, "Initializing the provider; retrying", "attempt", n, "retryIn", delay)
+		select {
+		case <-o.stop:
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, o.maxBackoff)
+	}
+}
+
+// ready is Probe's answer: not ready while the last Initialize failed.
+// Before the first call for work (a standby replica's plugin) it is ready,
+// as nothing has failed.
+func (o *initializer) ready() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.ok && o.err != nil {
+		return fmt.Errorf("the provider is not initialized (retried with backoff): %w", o.err)
+	}
+	return nil
+}
+
+func (o *initializer) initialize() (factory informers.SharedInformerFactory, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("the provider's Initialize panicked: %v", r)
@@ -125,16 +212,16 @@ func (o *initOnce) initialize() (err error) {
 	if user, ok := o.provider.(cloudprovider.InformerUser); ok {
 		client, err := o.builder.Client("shared-informers")
 		if err != nil {
-			return fmt.Errorf("informers for the provider: %w", err)
+			return nil, fmt.Errorf("informers for the provider: %w", err)
 		}
-		o.factory = informers.NewSharedInformerFactory(client, 0)
-		user.SetInformers(o.factory)
-		o.factory.Start(o.stop)
+		factory = informers.NewSharedInformerFactory(client, 0)
+		user.SetInformers(factory)
+		factory.Start(o.stop)
 	}
-	return nil
+	return factory, nil
 }
 
-func (o *initOnce) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+func (o *initializer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !exempt(info.FullMethod) {
 		if err := o.ensure(ctx); err != nil {
 			return nil, err
@@ -143,7 +230,7 @@ func (o *initOnce) unary(ctx context.Context, req any, info *grpc.UnaryServerInf
 	return handler(ctx, req)
 }
 
-func (o *initOnce) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (o *initializer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	if !exempt(info.FullMethod) {
 		if err := o.ensure(ss.Context()); err != nil {
 			return err

@@ -53,12 +53,19 @@ type server struct {
 	// clusterID is the identity last handed the provider (identify).
 	clusterMu sync.Mutex
 	clusterID string
+	// initialized, when ServeWith initializes the provider, says why it
+	// is not (yet): Probe reports not ready then.
+	initialized func() error
 }
 
 // NewServer returns the gRPC service for provider. Capabilities are what
 // the provider offers: InstancesV2 (or Instances, adapted), the optional
 // batch lookup and CIDR source, LoadBalancer, Routes.
 func NewServer(p cloudprovider.Interface, info Info) pluginpb.CloudProviderServer {
+	return newServer(p, info)
+}
+
+func newServer(p cloudprovider.Interface, info Info) *server {
 	if info.Name == "" {
 		info.Name = p.ProviderName()
 	}
@@ -118,6 +125,11 @@ type Prober interface {
 }
 
 func (s *server) Probe(ctx context.Context, _ *pluginpb.ProbeRequest) (*pluginpb.ProbeResponse, error) {
+	if s.initialized != nil {
+		if err := s.initialized(); err != nil {
+			return &pluginpb.ProbeResponse{Ready: false, Message: err.Error()}, nil
+		}
+	}
 	if p, ok := s.provider.(Prober); ok {
 		if err := p.Ready(ctx); err != nil {
 			return &pluginpb.ProbeResponse{Ready: false, Message: err.Error()}, nil
@@ -536,12 +548,14 @@ func Serve(ctx context.Context, ln net.Listener, provider cloudprovider.Interfac
 // ServeWith serves provider on ln until ctx ends, as o says.
 func ServeWith(ctx context.Context, ln net.Listener, provider cloudprovider.Interface, info Info, o ServeOptions) error {
 	var opts []grpc.ServerOption
+	s := newServer(provider, info)
 	if o.ClientBuilder != nil {
-		init := &initOnce{provider: provider, builder: o.ClientBuilder, stop: ctx.Done()}
+		init := newInitializer(provider, o.ClientBuilder, ctx.Done())
 		opts = append(opts, grpc.ChainUnaryInterceptor(init.unary), grpc.ChainStreamInterceptor(init.stream))
+		s.initialized = init.ready
 	}
 	srv := grpc.NewServer(opts...)
-	pluginpb.RegisterCloudProviderServer(srv, NewServer(provider, info))
+	pluginpb.RegisterCloudProviderServer(srv, s)
 	go func() {
 		<-ctx.Done()
 		srv.GracefulStop()
