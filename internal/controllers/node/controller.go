@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/outrigger-ccm/outrigger/internal/apilimits"
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/retryhint"
@@ -46,7 +48,26 @@ const (
 	// has none and the provider does not know it by name. The node keeps
 	// its taint for its own platform's CCM.
 	ReasonNotOwned = "NodeNotOwned"
+	// ReasonAnswerRefused is recorded when part of the provider's answer
+	// (an address, a label) does not fit the API (internal/apilimits) and
+	// is left out; the rest is written.
+	ReasonAnswerRefused = "ProviderAnswerRefused"
 )
+
+// answerRefused records what of the provider's answer was left out.
+func (r *Reconciler) answerRefused(node *corev1.Node, what string, refused []apilimits.Violation) {
+	r.recorder.Eventf(node, corev1.EventTypeWarning, ReasonAnswerRefused, "Provider %s answered %s the API does not accept; left out: %s",
+		cloud.ProviderNameOf(r.opts.Instances, r.providerName()), what, apilimits.Summary(refused))
+}
+
+// providerName names the provider when the layer does not (a test's
+// double): the Provider tag.
+func (r *Reconciler) providerName() string {
+	if r.opts.Provider != "" {
+		return r.opts.Provider
+	}
+	return "(unnamed)"
+}
 
 // ProviderIDWait is how long a node without a providerID is given for its
 // kubelet to set one (KEP-5778) before the provider is asked for it by name,
@@ -262,6 +283,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// Addresses first: when the taint goes, the node is complete.
+	if _, refused, _, _ := desiredAddresses(&node, st.Metadata.NodeAddresses); len(refused) > 0 {
+		r.answerRefused(&node, "node addresses", refused)
+	}
 	if _, err := patchAddresses(ctx, r.client, &node, st.Metadata.NodeAddresses); err != nil {
 		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonSyncFailed, "Failed to set node addresses: %v", err)
 		return ctrl.Result{}, err
@@ -270,6 +294,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	updated, skipped := initialized(&node, st.Metadata)
 	if len(skipped) > 0 {
 		log.Info("Skipped provider labels", "node", klog.KObj(&node), "labels", skipped)
+		r.recorder.Eventf(&node, corev1.EventTypeWarning, ReasonAnswerRefused, "Provider %s answered labels left off: %s",
+			cloud.ProviderNameOf(r.opts.Instances, r.providerName()), strings.Join(skipped, "; "))
 	}
 	patch, err := initializationPatch(&node, updated)
 	if err != nil {
@@ -348,7 +374,7 @@ func (r *Reconciler) lookup(ctx context.Context, node *corev1.Node) provider.Ins
 // which is right for a list with several addresses of one type (dual-stack),
 // where a strategic merge keyed on type is not.
 func patchAddresses(ctx context.Context, c client.Client, node *corev1.Node, cloudAddrs []corev1.NodeAddress) (bool, error) {
-	want, ok, err := desiredAddresses(node, cloudAddrs)
+	want, _, ok, err := desiredAddresses(node, cloudAddrs)
 	if err != nil || !ok || addressesEqual(node.Status.Addresses, want) {
 		return false, err
 	}

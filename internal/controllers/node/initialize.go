@@ -13,6 +13,8 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	cloudnodehelpers "k8s.io/cloud-provider/node/helpers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/outrigger-ccm/outrigger/internal/apilimits"
 )
 
 // Label keys upstream sets from instance metadata. The beta and
@@ -67,8 +69,8 @@ func isUninitialized(node *corev1.Node) bool {
 }
 
 // initialized returns a copy of node with what the cloud says about it
-// applied and the uninitialized taint removed. skipped lists additional labels
-// it refused, with why, for the caller to log.
+// applied and the uninitialized taint removed. skipped lists labels it
+// refused, with why, for the caller to log and record.
 func initialized(node *corev1.Node, md *cloudprovider.InstanceMetadata) (out *corev1.Node, skipped []string) {
 	out = node.DeepCopy()
 	if out.Spec.ProviderID == "" && md.ProviderID != "" {
@@ -77,20 +79,28 @@ func initialized(node *corev1.Node, md *cloudprovider.InstanceMetadata) (out *co
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
-	if md.InstanceType != "" {
-		out.Labels[labelInstanceType] = md.InstanceType
-		out.Labels[labelInstanceTypeBeta] = md.InstanceType
+	// A label the API refuses would fail the whole patch, and the node
+	// would keep its taint for ever: it is left off, never cut (a zone
+	// name cut short names another zone).
+	set := func(value string, keys ...string) {
+		if value == "" {
+			return
+		}
+		if v := apilimits.Label(keys[0], value); v != nil {
+			skipped = append(skipped, v.String())
+			return
+		}
+		for _, k := range keys {
+			out.Labels[k] = value
+		}
 	}
-	if md.Zone != "" {
-		out.Labels[labelZone] = md.Zone
-		out.Labels[labelZoneFailureDomain] = md.Zone
-	}
-	if md.Region != "" {
-		out.Labels[labelRegion] = md.Region
-		out.Labels[labelRegionFailureDomain] = md.Region
-	}
+	set(md.InstanceType, labelInstanceType, labelInstanceTypeBeta)
+	set(md.Zone, labelZone, labelZoneFailureDomain)
+	set(md.Region, labelRegion, labelRegionFailureDomain)
 	for k, v := range md.AdditionalLabels {
 		switch old, exists := out.Labels[k]; {
+		case apilimits.Label(k, v) != nil:
+			skipped = append(skipped, apilimits.Label(k, v).String())
 		case k8sNamespace.MatchString(k):
 			skipped = append(skipped, fmt.Sprintf("%s: in a reserved kubernetes.io/k8s.io namespace", k))
 		case exists && old != v:
@@ -113,9 +123,14 @@ func initialized(node *corev1.Node, md *cloudprovider.InstanceMetadata) (out *co
 // addresses of its type are kept, and must be among the cloud's. ok is false
 // when the cloud returned no addresses, in which case the node's are left
 // alone.
-func desiredAddresses(node *corev1.Node, cloudAddrs []corev1.NodeAddress) (addrs []corev1.NodeAddress, ok bool, err error) {
+//
+// Addresses the API or its readers do not take (apilimits.NodeAddresses)
+// are left out first, and returned in refused: one would fail the whole
+// patch, leaving the node without any of the cloud's addresses.
+func desiredAddresses(node *corev1.Node, cloudAddrs []corev1.NodeAddress) (addrs []corev1.NodeAddress, refused []apilimits.Violation, ok bool, err error) {
+	cloudAddrs, refused = apilimits.NodeAddresses(cloudAddrs)
 	if len(cloudAddrs) == 0 {
-		return nil, false, nil
+		return nil, refused, false, nil
 	}
 	addrs = slices.Clone(cloudAddrs)
 	if !slices.ContainsFunc(addrs, func(a corev1.NodeAddress) bool { return a.Type == corev1.NodeHostName }) {
@@ -128,11 +143,11 @@ func desiredAddresses(node *corev1.Node, cloudAddrs []corev1.NodeAddress) (addrs
 	if ip, set := node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]; set {
 		addrs, err = cloudnodehelpers.GetNodeAddressesFromNodeIP(ip, addrs)
 		if err != nil {
-			return nil, false, fmt.Errorf("kubelet's --node-ip (annotation %s=%q) does not match the cloud's addresses %v: %w",
+			return nil, refused, false, fmt.Errorf("kubelet's --node-ip (annotation %s=%q) does not match the cloud's addresses %v: %w",
 				cloudproviderapi.AnnotationAlphaProvidedIPAddr, ip, cloudAddrs, err)
 		}
 	}
-	return addrs, true, nil
+	return addrs, refused, true, nil
 }
 
 // addressesEqual compares address lists in order: order matters (the first

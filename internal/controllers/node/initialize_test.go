@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -70,6 +71,14 @@ func TestInitialized(t *testing.T) {
 		absent:      []string{"kubernetes.io/x", "node.kubernetes.io/y", "k8s.io/z", "sub.k8s.io/w"},
 		wantSkipped: 5,
 	}, {
+		name: "labels one past the API's 63 characters are left off, never cut",
+		node: makeNode(),
+		md: cloudprovider.InstanceMetadata{Zone: strings.Repeat("z", 64), Region: strings.Repeat("r", 63), InstanceType: "m5 large",
+			AdditionalLabels: map[string]string{"example.com/long": strings.Repeat("v", 64), "example.com/" + strings.Repeat("k", 64): "v", "example.com/ok": strings.Repeat("v", 63)}},
+		wantLabels:  map[string]string{labelRegion: strings.Repeat("r", 63), labelRegionFailureDomain: strings.Repeat("r", 63), "example.com/ok": strings.Repeat("v", 63)},
+		absent:      []string{labelZone, labelZoneFailureDomain, labelInstanceType, labelInstanceTypeBeta, "example.com/long"},
+		wantSkipped: 4,
+	}, {
 		name:       "nil labels map",
 		node:       makeNode(func(n *corev1.Node) { n.Labels = nil }),
 		md:         cloudprovider.InstanceMetadata{Zone: "z"},
@@ -114,6 +123,8 @@ func TestDesiredAddresses(t *testing.T) {
 		want    []corev1.NodeAddress
 		wantOK  bool
 		wantErr bool
+		// wantRefused are the cloud's addresses the API does not take.
+		wantRefused int
 	}{
 		{name: "cloud gave nothing: leave the node alone", node: makeNode(), cloud: nil, wantOK: false},
 		{name: "dual stack kept in order, kubelet hostname appended", node: makeNode(func(n *corev1.Node) {
@@ -131,15 +142,23 @@ func TestDesiredAddresses(t *testing.T) {
 		{name: "provided node IP unknown to the cloud", node: makeNode(func(n *corev1.Node) {
 			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "192.0.2.1"}
 		}), cloud: cloudDual, wantErr: true},
+		{name: "addresses the API does not take are left out, the others written", node: makeNode(),
+			cloud: addrList("InternalIP", "ip-198-18-0-1", "InternalIP", "198.18.0.1", "PublicIP", "203.0.113.1", "InternalDNS", strings.Repeat("a", 254), "InternalIP", "198.18.0.1"),
+			want:  addrList("InternalIP", "198.18.0.1"), wantOK: true, wantRefused: 4},
+		{name: "no address the API takes: leave the node alone", node: makeNode(),
+			cloud: addrList("InternalIP", "not-an-ip"), wantOK: false, wantRefused: 1},
 		{name: "malformed provided node IP", node: makeNode(func(n *corev1.Node) {
 			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "not-an-ip"}
 		}), cloud: cloudDual, wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok, err := desiredAddresses(tc.node, tc.cloud)
+			got, refused, ok, err := desiredAddresses(tc.node, tc.cloud)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %t", err, tc.wantErr)
+			}
+			if len(refused) != tc.wantRefused {
+				t.Errorf("refused %v, want %d", refused, tc.wantRefused)
 			}
 			if ok != tc.wantOK || !slices.Equal(got, tc.want) {
 				t.Errorf("got %v (ok %t), want %v (ok %t)", got, ok, tc.want, tc.wantOK)
@@ -159,7 +178,7 @@ func TestAddressesEqualDualStackIsStable(t *testing.T) {
 }
 
 func TestInitializationPatch(t *testing.T) {
-	md := &cloudprovider.InstanceMetadata{ProviderID: "p://1", Zone: "z", AdditionalLabels: map[string]string{"example.com/a~b": "x"}}
+	md := &cloudprovider.InstanceMetadata{ProviderID: "p://1", Zone: "z", AdditionalLabels: map[string]string{"example.com/a-b": "x"}}
 	apply := func(t *testing.T, base, node *corev1.Node) (*corev1.Node, error) {
 		t.Helper()
 		updated, _ := initialized(node, md)
@@ -212,7 +231,7 @@ func TestInitializationPatch(t *testing.T) {
 	t.Run("nil labels", func(t *testing.T) {
 		node := makeNode(func(n *corev1.Node) { n.Labels = nil })
 		got, err := apply(t, node, node)
-		if err != nil || got.Labels[labelZone] != "z" || got.Labels["example.com/a~b"] != "x" {
+		if err != nil || got.Labels[labelZone] != "z" || got.Labels["example.com/a-b"] != "x" {
 			t.Errorf("got %v, %v", got, err)
 		}
 	})

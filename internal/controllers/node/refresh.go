@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/outrigger-ccm/outrigger/internal/apilimits"
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -165,7 +166,10 @@ func (r *refresher) spread(ctx context.Context, n int, fn func(lo, hi int)) {
 // the cache's object: it is copied before the patch, which decodes the
 // answer into the object it is given.
 func refreshAddresses(ctx context.Context, c client.Client, node *corev1.Node, cloudAddrs []corev1.NodeAddress) (bool, error) {
-	want, ok, err := desiredAddresses(node, cloudAddrs)
+	want, refused, ok, err := desiredAddresses(node, cloudAddrs)
+	if len(refused) > 0 {
+		klog.FromContext(ctx).Info("Left out node addresses the API does not accept", "node", klog.KObj(node), "refused", apilimits.Summary(refused))
+	}
 	if err != nil || !ok || addressesEqual(node.Status.Addresses, want) {
 		return false, err
 	}

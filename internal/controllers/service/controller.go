@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/outrigger-ccm/outrigger/internal/apilimits"
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/retryhint"
@@ -80,6 +81,9 @@ const (
 	// from memory; a failure through the finalizer is EventSyncFailed.
 	EventDeleteFailed = "DeleteLoadBalancerFailed" // Warning
 	EventNoNodes      = "UnAvailableLoadBalancer"  // Warning: no backend node
+	// EventAnswerRefused: part of the provider's answer does not fit the
+	// API (internal/apilimits) and is left out of the status.
+	EventAnswerRefused = "ProviderAnswerRefused" // Warning
 )
 
 // Condition reasons of Outrigger's own (the cloud's come from cloud.Reason).
@@ -407,6 +411,15 @@ func (r *reconciler) ensure(ctx context.Context, svc *corev1.Service) error {
 			return fmt.Errorf("failed to ensure load balancer: %w", err)
 		}
 		return r.syncFailed(svc, fmt.Errorf("failed to ensure load balancer: %w", err))
+	}
+	// An ingress point the API refuses would fail the whole status write,
+	// retried for ever: it is left out, and the Event names it.
+	if ingress, refused := apilimits.LoadBalancerIngress(status.Ingress); len(refused) > 0 {
+		status = status.DeepCopy() // the provider's, maybe shared
+		status.Ingress = ingress
+		r.recorder.Eventf(svc, corev1.EventTypeWarning, EventAnswerRefused, "Provider %s answered load balancer ingress the API does not accept; left out: %s",
+			cloud.ProviderNameOf(r.opts.LoadBalancer, r.providerName()), apilimits.Summary(refused))
+		log.Info("Left out ingress points the API does not accept", "service", key, "refused", apilimits.Summary(refused))
 	}
 	r.recorder.Event(svc, corev1.EventTypeNormal, EventEnsured, "Ensured load balancer")
 	if err := patchStatus(ctx, r.client, svc, *status, noNodesCondition(svc, len(nodes))); err != nil {

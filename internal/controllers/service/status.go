@@ -136,3 +136,12 @@ func patchFinalizer(ctx context.Context, c client.StatusClient, svc *corev1.Serv
 	updated.DeepCopyInto(svc)
 	return nil
 }
+
+// providerName names the provider in an Event about its answer: the
+// layer's name for it, else the Provider tag.
+func (r *reconciler) providerName() string {
+	if r.opts.Provider != "" {
+		return r.opts.Provider
+	}
+	return "(unnamed)"
+}
