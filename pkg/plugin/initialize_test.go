@@ -92,12 +92,20 @@ func TestInitializeOnFirstWork(t *testing.T) {
 }
 
 // TestInitializePanics: a provider whose Initialize panics (no API access,
-// say) fails every call for work with the reason, and the plugin serves on.
+// say) fails every call for work with the reason, its Probe reports the
+// plugin not ready with it, and the plugin serves on.
 func TestInitializePanics(t *testing.T) {
 	p := &initProvider{Cloud: &fake.Cloud{EnableInstancesV2: true}, panicWith: "no credentials"}
 	endpoint, _ := socket(t)
 	serveWith(t, endpoint, p, plugin.ClientBuilderFor(""))
-	inst, _ := dial(t, endpoint).InstancesV2()
+	client := dial(t, endpoint)
+	defer func() {
+		err := client.(interface{ Ready(context.Context) error }).Ready(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "no credentials") {
+			t.Errorf("Ready = %v, want not ready with the panic's reason", err)
+		}
+	}()
+	inst, _ := client.InstancesV2()
 	for range 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := inst.InstanceExists(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{ProviderID: "fake://n"}})
