@@ -20,7 +20,7 @@ import (
 func TestIngressTheAPIRefusesIsLeftOut(t *testing.T) {
 	lb := newFakeLB()
 	name := testenv.Name("too-long")
-	long := strings.Repeat(strings.Repeat("a", 62)+".", 4)[:253] + "b" // 254 characters
+	long := strings.Repeat(strings.Repeat("a", 62)+".", 5)[:253] + "b" // 254 characters
 	lb.ensure[name] = func() (*corev1.LoadBalancerStatus, error) {
 		return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.7.2"}, {Hostname: long}}}, nil
 	}
