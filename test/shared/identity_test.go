@@ -293,7 +293,10 @@ func TestWithoutTheIdentityRBAC(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--controllers=service-lb-controller", "--load-balancer-orphan-sweep-period=1s", "--kubeconfig=" + kubeconfig}
+	// The refusal is taken as an answer once it has lasted a lease
+	// duration: a short one, so that the test does not wait 15s.
+	flags := []string{"--controllers=service-lb-controller", "--load-balancer-orphan-sweep-period=1s", "--kubeconfig=" + kubeconfig,
+		"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=1s", "--leader-elect-retry-period=500ms"}
 	first := testenv.StartOutrigger(t, cloud, flags...)
 
 	c.create(t, "kept", nil)
