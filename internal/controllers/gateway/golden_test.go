@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -67,9 +68,9 @@ func TestCompileGolden(t *testing.T) {
 		dir := filepath.Dir(path)
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			w := loadWorld(t, path)
-			before := snapshot(w)
+			before, fields := snapshot(w), *w
 			res := compile(w)
-			if after := snapshot(w); !equality.Semantic.DeepEqual(before, after) {
+			if after := snapshot(w); !equality.Semantic.DeepEqual(before, after) || !reflect.DeepEqual(fields, *w) {
 				t.Errorf("compile changed its input world")
 			}
 
