@@ -71,6 +71,16 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 			b.Invalid = true
 			return b
 		}
+		if svc.Spec.Type == corev1.ServiceTypeExternalName {
+			// An ExternalName Service is a DNS alias: reaching it would
+			// send the Gateway's traffic wherever it points (another
+			// namespace's Service without a ReferenceGrant, the node's
+			// metadata endpoint). Gateway API asks that it not be
+			// supported (CVE-2021-25740).
+			fail(gwv1.RouteReasonUnsupportedValue, fmt.Sprintf("Service %s/%s is of type ExternalName, which is not a supported backend", ns, ref.Name))
+			b.Invalid = true
+			return b
+		}
 		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool {
 			return ref.Port != nil && p.Port == *ref.Port && p.Protocol == protocol
 		})

@@ -143,11 +143,17 @@ func goldenStatusOf(res *result) goldenStatus {
 // served.
 func loadWorld(t *testing.T, path string) *world {
 	t.Helper()
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	return worldOf(t, path, data)
+}
+
+// worldOf is the world of YAML documents, as loadWorld reads them; name
+// names them in errors.
+func worldOf(t *testing.T, name string, data []byte) *world {
+	t.Helper()
 	w := &world{
 		controller: goldenController,
 		kinds:      servedKinds(true),
@@ -156,7 +162,7 @@ func loadWorld(t *testing.T, path string) *world {
 		namespaces: map[string]*corev1.Namespace{},
 	}
 	decoder := serializer.NewCodecFactory(clientgoscheme.Scheme).UniversalDeserializer()
-	reader := yamlutil.NewYAMLReader(bufio.NewReader(f))
+	reader := yamlutil.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
@@ -170,12 +176,12 @@ func loadWorld(t *testing.T, path string) *world {
 		}
 		obj, _, err := decoder.Decode(doc, nil, nil)
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		addToWorld(t, w, obj)
 	}
 	if w.gateway == nil {
-		t.Fatalf("%s holds no Gateway", path)
+		t.Fatalf("%s holds no Gateway", name)
 	}
 	// Routes in the order the reconciler gathers them: by kind.
 	slices.SortStableFunc(w.routes, func(a, b route) int {
