@@ -77,6 +77,14 @@ func attachOne(w *world, listeners []*listenerState, rt route, ref gwv1.ParentRe
 		return accepted, resolved
 	}
 
+	if rt.kind.layer7() {
+		rules, _ := rt.kind.httpRules(rt.obj)
+		if msg := invalidRegex(rules); msg != "" {
+			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, 0)
+			return accepted, resolved
+		}
+	}
+
 	// Backends resolve once per route, whatever listener takes it.
 	reason, msg, backends := resolveBackends(w, rt)
 	if reason != "" {

@@ -144,29 +144,50 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 	return reason, msg, out
 }
 
-// validRule refuses what the data plane cannot do: a regular expression
-// Go cannot compile, a filter it does not implement.
+// validRule refuses what the data plane cannot do in a rule it still
+// serves: a filter it does not implement (that rule's requests answer
+// 500). Regular expressions are checked for the whole route, by
+// invalidRegex.
 func validRule(rule gwv1.HTTPRouteRule) string {
-	for _, m := range rule.Matches {
-		if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression && m.Path.Value != nil {
-			if _, err := regexp.Compile(*m.Path.Value); err != nil {
-				return fmt.Sprintf("path regular expression: %v", err)
-			}
-		}
-		for _, h := range m.Headers {
-			if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
-				if _, err := regexp.Compile(h.Value); err != nil {
-					return fmt.Sprintf("header %s regular expression: %v", h.Name, err)
-				}
-			}
-		}
-	}
 	for _, f := range rule.Filters {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier,
 			gwv1.HTTPRouteFilterRequestRedirect, gwv1.HTTPRouteFilterURLRewrite:
 		default:
 			return fmt.Sprintf("filter %s is not supported", f.Type)
+		}
+	}
+	return ""
+}
+
+// invalidRegex names the first regular expression of a route's matches
+// that the data plane cannot compile, as it compiles them (a path anchored
+// whole, header and query values as given), or "". The data plane refuses
+// a whole configuration holding one, so such a route is not accepted and
+// nothing of it is programmed: it costs only itself.
+func invalidRegex(rules []gwv1.HTTPRouteRule) string {
+	for ri, rule := range rules {
+		for mi, m := range rule.Matches {
+			where := fmt.Sprintf("rule %d match %d", ri, mi)
+			if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression && m.Path.Value != nil {
+				if _, err := regexp.Compile("^(?:" + *m.Path.Value + ")$"); err != nil {
+					return fmt.Sprintf("%s: path regular expression %q: %v", where, *m.Path.Value, err)
+				}
+			}
+			for _, h := range m.Headers {
+				if h.Type != nil && *h.Type == gwv1.HeaderMatchRegularExpression {
+					if _, err := regexp.Compile(h.Value); err != nil {
+						return fmt.Sprintf("%s: header %s regular expression %q: %v", where, h.Name, h.Value, err)
+					}
+				}
+			}
+			for _, q := range m.QueryParams {
+				if q.Type != nil && *q.Type == gwv1.QueryParamMatchRegularExpression {
+					if _, err := regexp.Compile(q.Value); err != nil {
+						return fmt.Sprintf("%s: query parameter %s regular expression %q: %v", where, q.Name, q.Value, err)
+					}
+				}
+			}
 		}
 	}
 	return ""

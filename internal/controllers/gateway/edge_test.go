@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"net"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -108,5 +110,116 @@ spec:
 	}
 	if served != 1 {
 		t.Errorf("the route's other backend is served %d times, want once", served)
+	}
+}
+
+// TestInvalidRegexCostsOnlyItsRoute: a route with a regular expression
+// the data plane's Go regexp rejects (in a query parameter, a header, a
+// path, a GRPCRoute method) is not accepted (reason UnsupportedValue, the
+// message naming it) and nothing of it is programmed; the data plane
+// takes the configuration, and the Gateway's other route serves.
+func TestInvalidRegexCostsOnlyItsRoute(t *testing.T) {
+	w := worldOf(t, t.Name(), []byte(`
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {namespace: edge, name: gw}
+spec:
+  gatewayClassName: outrigger
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: edge, name: web}
+spec:
+  clusterIP: 198.18.0.10
+  ports: [{port: 80, protocol: TCP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {namespace: edge, name: bad-query, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /fine}}]
+    backendRefs: [{name: web, port: 80}]
+  - matches: [{queryParams: [{type: RegularExpression, name: q, value: "(["}]}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {namespace: edge, name: bad-header, creationTimestamp: "2026-01-01T00:00:01Z"}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{headers: [{type: RegularExpression, name: x-id, value: "a**"}]}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {namespace: edge, name: bad-path, creationTimestamp: "2026-01-01T00:00:02Z"}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: RegularExpression, value: "/a(?<x"}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {namespace: edge, name: bad-method, creationTimestamp: "2026-01-01T00:00:03Z"}
+spec:
+  parentRefs: [{name: gw}]
+  hostnames: [grpc.example.com]
+  rules:
+  - matches: [{method: {type: RegularExpression, service: "pkg(", method: Get}}]
+    backendRefs: [{name: web, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {namespace: edge, name: good, creationTimestamp: "2026-01-01T00:00:04Z"}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /good}, queryParams: [{type: RegularExpression, name: q, value: "^a+$"}]}]
+    backendRefs: [{name: web, port: 80}]
+`))
+	res := compile(w)
+	for _, bad := range []struct{ kind, name, regex string }{
+		{kindHTTPRoute, "bad-query", `"(["`},
+		{kindHTTPRoute, "bad-header", `"a**"`},
+		{kindHTTPRoute, "bad-path", `"/a(?<x"`},
+		{kindGRPCRoute, "bad-method", `pkg(`},
+	} {
+		c := parentCondition(t, res, bad.kind, "edge", bad.name, string(gwv1.RouteConditionAccepted))
+		if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.RouteReasonUnsupportedValue) || !strings.Contains(c.Message, bad.regex) {
+			t.Errorf("%s %s: Accepted %s %s %q, want False UnsupportedValue naming %s", bad.kind, bad.name, c.Status, c.Reason, c.Message, bad.regex)
+		}
+	}
+	if c := parentCondition(t, res, kindHTTPRoute, "edge", "good", string(gwv1.RouteConditionAccepted)); c.Status != metav1.ConditionTrue {
+		t.Errorf("route good: Accepted %s %s %q, want True", c.Status, c.Reason, c.Message)
+	}
+	var routes []string
+	for _, p := range res.config.Ports {
+		for _, h := range p.Hosts {
+			for _, r := range h.Rules {
+				routes = append(routes, r.Route)
+			}
+		}
+	}
+	if len(routes) != 1 || routes[0] != "edge/good" {
+		t.Errorf("programmed rules of routes %q, want edge/good's only", routes)
+	}
+	if got := res.listeners[0].AttachedRoutes; got != 1 {
+		t.Errorf("listener has %d routes attached, want 1", got)
+	}
+
+	// The data plane takes what was compiled.
+	proxy := dataplane.New(dataplane.Options{
+		ListenTCP: func(int32) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") },
+		Log:       testr.New(t),
+	})
+	defer proxy.Close()
+	if err := proxy.Apply(&res.config); err != nil {
+		t.Errorf("the data plane refused the configuration: %v", err)
 	}
 }
