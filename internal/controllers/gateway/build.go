@@ -25,14 +25,10 @@ import (
 )
 
 // writeConfig stores the data plane's programming in the Gateway's Secret.
-func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, cfg interface{ Marshal() ([]byte, error) }) error {
-	data, err := cfg.Marshal()
-	if err != nil {
-		return err
-	}
+func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, data []byte) error {
 	key := r.key(gw)
 	var s corev1.Secret
-	err = r.own.Get(ctx, key, &s)
+	err := r.own.Get(ctx, key, &s)
 	switch {
 	case apierrors.IsNotFound(err):
 		s = corev1.Secret{

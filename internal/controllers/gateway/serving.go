@@ -56,7 +56,14 @@ func (s *dataPlaneServing) refused(ctx context.Context, gw *gwv1.Gateway) (map[c
 
 func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world, res *result) (front, error) {
 	r := s.r
-	if err := r.writeConfig(ctx, gw, &res.config); err != nil {
+	data, err := res.config.Marshal()
+	if err != nil {
+		return front{}, err
+	}
+	if len(data) > maxConfigSize {
+		return s.tooLarge(ctx, gw, len(data))
+	}
+	if err := r.writeConfig(ctx, gw, data); err != nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
 		return front{}, err
 	}
@@ -81,4 +88,28 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 
 func (s *dataPlaneServing) remove(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
 	return s.r.deleteDataPlane(ctx, gw)
+}
+
+// maxConfigSize is the most a data plane's configuration may be: what one
+// Secret holds.
+const maxConfigSize = corev1.MaxSecretSize
+
+// tooLarge refuses a configuration of size bytes, which no Secret holds,
+// before anything is written: the API server would refuse the write
+// itself, and with it every status. The data plane keeps the programming
+// it has, and what serves it stays as it is; the Gateway says why it is
+// not programmed. Nothing retrying could fix: a change to the Gateway or
+// its routes brings it back.
+func (s *dataPlaneServing) tooLarge(ctx context.Context, gw *gwv1.Gateway, size int) (front, error) {
+	var svc corev1.Service
+	f := front{}
+	switch err := s.r.client.Get(ctx, s.r.key(gw), &svc); {
+	case err == nil && owned(&svc, gw):
+		f = serviceFront(&svc, true)
+	case err != nil && !apierrors.IsNotFound(err):
+		return front{}, fmt.Errorf("reading Service %s: %w", s.r.key(gw), err)
+	}
+	f.invalid = fmt.Sprintf("the data plane's configuration would be %d bytes, more than the %d a Secret holds: not written, "+
+		"the data plane keeps its last one (fewer hostnames, rules or matches per Gateway fit)", size, maxConfigSize)
+	return f, nil
 }

@@ -30,6 +30,8 @@ type front struct {
 	waiting string
 	// pending says why the addresses do not serve yet ("" they do).
 	pending string
+	// invalid says why what was compiled cannot be served ("" it can).
+	invalid string
 	// wait: what serves the Gateway changed, and its watch brings the
 	// Gateway back; no status is written now.
 	wait bool
@@ -81,6 +83,8 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	switch {
 	case res.accepted.Status == metav1.ConditionFalse:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "not accepted: "+res.accepted.Message, gen)
+	case f.invalid != "":
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), f.invalid, gen)
 	case !f.exists:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
 	case len(addrs) == 0:
@@ -129,6 +133,9 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	if prev := meta.FindStatusCondition(orig.Status.Conditions, programmed.Type); programmed.Status == metav1.ConditionFalse &&
 		strings.HasPrefix(programmed.Message, refusedPrefix) && (prev == nil || prev.Message != programmed.Message) {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "%s", programmed.Message)
+	}
+	if prev := meta.FindStatusCondition(orig.Status.Conditions, programmed.Type); f.invalid != "" && (prev == nil || prev.Message != programmed.Message) {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "%s", programmed.Message)
 	}
 	if res.accepted.Status == metav1.ConditionFalse && meta.FindStatusCondition(orig.Status.Conditions, res.accepted.Type) == nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, res.accepted.Reason, "Gateway not accepted: %s", res.accepted.Message)
