@@ -58,6 +58,7 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 	r := s.r
 	data, err := res.config.Marshal()
 	if err != nil {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
 		return front{}, err
 	}
 	if len(data) > maxConfigSize {
