@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -91,6 +93,18 @@ func (s *cloudServing) serve(ctx context.Context, gw *gwv1.Gateway, _ *world, re
 		f.retry = fmt.Errorf("ensuring the cloud's load balancer of Gateway %s/%s: %w", gw.Namespace, gw.Name, err)
 	}
 	return f, nil
+}
+
+// supported are the features of fs the provider's load balancers serve.
+func (s *cloudServing) supported(fs []features.FeatureName) []features.FeatureName {
+	served := s.lb.GatewayFeatures()
+	var out []features.FeatureName
+	for _, f := range fs {
+		if slices.Contains(served, string(f)) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // remove deletes what the Gateway had from Outrigger's data plane, if

@@ -177,9 +177,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("registering Gateway API types: %w", err)
 		}
 	}
-	if err := setupClass(mgr, opts); err != nil {
-		return err
-	}
 	own, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
@@ -205,6 +202,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		r.serving = &cloudServing{r: r, lb: opts.Cloud}
 	} else {
 		r.serving = &dataPlaneServing{r: r}
+	}
+	if err := setupClass(mgr, opts, r.serving); err != nil {
+		return err
 	}
 	if err := r.serving.setup(mgr); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/features"
 )
 
 // serving is one way of serving a Gateway, chosen once in Setup:
@@ -27,6 +28,9 @@ type serving interface {
 	serve(ctx context.Context, gw *gwv1.Gateway, w *world, res *result) (front, error)
 	// remove deletes what serves the Gateway; it says whether all is gone.
 	remove(ctx context.Context, gw *gwv1.Gateway) (bool, error)
+	// supported are the features of fs this way of serving serves, which
+	// a GatewayClass states.
+	supported(fs []features.FeatureName) []features.FeatureName
 }
 
 // dataPlaneServing serves a Gateway with Outrigger's data plane: its
@@ -85,6 +89,12 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 		}
 	}
 	return serviceFront(svc, dataPlaneReady), nil
+}
+
+// supported is every feature: Outrigger's data plane serves all it
+// compiles.
+func (s *dataPlaneServing) supported(fs []features.FeatureName) []features.FeatureName {
+	return fs
 }
 
 func (s *dataPlaneServing) remove(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
