@@ -234,12 +234,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return r.cleanup(ctx, &gw)
 	}
-	if !controllerutil.ContainsFinalizer(&gw, Finalizer) {
-		patch := client.MergeFrom(gw.DeepCopy())
-		controllerutil.AddFinalizer(&gw, Finalizer)
-		if err := r.client.Patch(ctx, &gw, patch); err != nil {
-			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := r.addFinalizer(ctx, &gw); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	w, err := r.gather(ctx, &gw)
@@ -299,6 +295,20 @@ func (r *reconciler) ours(ctx context.Context, gw *gwv1.Gateway) (*gwv1.GatewayC
 		return nil, nil
 	}
 	return &gc, nil
+}
+
+// addFinalizer holds the Gateway, before anything is made for it, until
+// cleanup has undone it.
+func (r *reconciler) addFinalizer(ctx context.Context, gw *gwv1.Gateway) error {
+	if controllerutil.ContainsFinalizer(gw, Finalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(gw.DeepCopy())
+	controllerutil.AddFinalizer(gw, Finalizer)
+	if err := r.client.Patch(ctx, gw, patch); err != nil {
+		return fmt.Errorf("adding finalizer: %w", err)
+	}
+	return nil
 }
 
 // cleanup deletes what Outrigger made for a Gateway (its data plane, or
