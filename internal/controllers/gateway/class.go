@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,22 +57,15 @@ type classReconciler struct {
 // classFeatures are the features a class states: what Outrigger compiles
 // (GRPCRoute's only where it serves GRPCRoutes) and what serves it (its
 // data plane, or the provider's load balancers) serves.
-func classFeatures(opts Options) []features.FeatureName {
-	var served []string
-	if opts.Cloud != nil {
-		served = opts.Cloud.GatewayFeatures()
-	}
+func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
 	for _, f := range SupportedFeatures {
 		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") {
 			continue
 		}
-		if opts.Cloud != nil && !slices.Contains(served, string(f)) {
-			continue
-		}
 		fs = append(fs, f)
 	}
-	return fs
+	return s.supported(fs)
 }
 
 func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -110,8 +102,8 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	return reconcile.Result{}, nil
 }
 
-func setupClass(mgr ctrl.Manager, opts Options) error {
-	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName, features: classFeatures(opts)}
+func setupClass(mgr ctrl.Manager, opts Options, s serving) error {
+	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName, features: classFeatures(opts, s)}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		gc, ok := o.(*gwv1.GatewayClass)
 		return ok && gc.Spec.ControllerName == opts.ControllerName

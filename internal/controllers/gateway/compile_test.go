@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
@@ -90,7 +93,7 @@ func TestCompileListeners(t *testing.T) {
 			{Name: "tcp", Port: 53, Protocol: gwv1.TCPProtocolType},
 		}},
 	}
-	res := compile(&world{gateway: gw, services: map[types.NamespacedName]*corev1.Service{}, secrets: map[types.NamespacedName]*corev1.Secret{}})
+	res := compile(&world{kinds: servedKinds(true), gateway: gw, services: map[types.NamespacedName]*corev1.Service{}, secrets: map[types.NamespacedName]*corev1.Secret{}})
 	want := map[string]struct {
 		condition, reason string
 		programmed        bool
@@ -233,24 +236,22 @@ func TestCompileGRPCRoute(t *testing.T) {
 	}
 	method := []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr.To("pkg.Svc"), Method: ptr.To("Get")}}}
 	w := &world{
-		grpc:    true,
+		kinds:   servedKinds(true),
 		gateway: gw,
-		grpcRoutes: []*gwv1.GRPCRoute{
+		routes: routesOf(
+			&gwv1.HTTPRoute{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "younger-http", CreationTimestamp: young},
+				Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: parent("http")}},
+			},
+			&gwv1.HTTPRoute{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other-host", CreationTimestamp: young},
+				Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: parent("http")}, Hostnames: []gwv1.Hostname{"web.example.com"}},
+			},
 			grpcRoute("served", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{Matches: method, BackendRefs: backend("")}),
 			grpcRoute("not-permitted", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{BackendRefs: backend("other")}),
 			grpcRoute("mirror", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{BackendRefs: backend(""), Filters: []gwv1.GRPCRouteFilter{{Type: gwv1.GRPCRouteFilterRequestMirror}}}),
 			grpcRoute("http-only", old, "http-only", nil, gwv1.GRPCRouteRule{BackendRefs: backend("")}),
-		},
-		httpRoutes: []*gwv1.HTTPRoute{
-			{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "younger-http", CreationTimestamp: young},
-				Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: parent("http")}},
-			},
-			{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "other-host", CreationTimestamp: young},
-				Spec:       gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: parent("http")}, Hostnames: []gwv1.Hostname{"web.example.com"}},
-			},
-		},
+		),
 		services: map[types.NamespacedName]*corev1.Service{{Namespace: "ns", Name: "grpc"}: svc, {Namespace: "other", Name: "grpc"}: other},
 		secrets:  map[types.NamespacedName]*corev1.Secret{},
 	}
@@ -303,8 +304,22 @@ func TestCompileGRPCRoute(t *testing.T) {
 		t.Errorf("first rule %+v, want ns/served's method to an h2c backend", first)
 	}
 
-	w.grpc = false
+	w.kinds = servedKinds(false)
 	if kinds := compile(w).listeners[0].SupportedKinds; len(kinds) != 1 || kinds[0].Kind != kindHTTPRoute {
 		t.Errorf("without GRPCRoute served, HTTP listener supports %v, want HTTPRoute only", kinds)
 	}
+}
+
+// routesOf are route objects as the world holds them, each with its kind
+// from routeKindTable.
+func routesOf(objs ...client.Object) []route {
+	out := make([]route, 0, len(objs))
+	for _, o := range objs {
+		i := slices.IndexFunc(routeKindTable, func(k *routeKind) bool { return reflect.TypeOf(k.object()) == reflect.TypeOf(o) })
+		if i < 0 {
+			panic(fmt.Sprintf("%T is no route kind served", o))
+		}
+		out = append(out, route{kind: routeKindTable[i], obj: o})
+	}
+	return out
 }

@@ -1,0 +1,299 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
+)
+
+// writeConfig stores the data plane's programming in the Gateway's Secret.
+func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, data []byte) error {
+	key := r.key(gw)
+	var s corev1.Secret
+	err := r.own.Get(ctx, key, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		s = corev1.Secret{
+			ObjectMeta: r.ownedMeta(gw, false),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{ConfigKey: data},
+		}
+		if err := r.client.Create(ctx, &s); err != nil {
+			return fmt.Errorf("creating data plane Secret %s: %w", key, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading data plane Secret %s: %w", key, err)
+	}
+	if !owned(&s, gw) {
+		return fmt.Errorf("secret %s is not Outrigger's for this Gateway (UID %s); not touching it", key, gw.UID)
+	}
+	if bytes.Equal(s.Data[ConfigKey], data) {
+		return nil
+	}
+	s.Data = map[string][]byte{ConfigKey: data}
+	if err := r.client.Update(ctx, &s); err != nil {
+		return fmt.Errorf("updating data plane Secret %s: %w", key, err)
+	}
+	return nil
+}
+
+// key is where the Gateway's data plane objects are.
+func (r *reconciler) key(gw *gwv1.Gateway) types.NamespacedName {
+	return types.NamespacedName{Namespace: r.opts.Namespace, Name: DataPlaneName(gw.Namespace, gw.Name)}
+}
+
+// ownedMeta is the metadata of an object made for gw: in the data plane
+// namespace, labeled with the Gateway's name, namespace and UID (owner
+// references cannot cross namespaces). withInfrastructure adds the
+// labels and annotations of spec.infrastructure, which the specification
+// asks to carry to what is made for the Gateway (and through which a
+// user gives a provider its load balancer annotations).
+func (r *reconciler) ownedMeta(gw *gwv1.Gateway, withInfrastructure bool) metav1.ObjectMeta {
+	labels := map[string]string{}
+	annotations := map[string]string{}
+	if inf := gw.Spec.Infrastructure; inf != nil && withInfrastructure {
+		for k, v := range inf.Labels {
+			labels[string(k)] = string(v)
+		}
+		for k, v := range inf.Annotations {
+			annotations[string(k)] = string(v)
+		}
+	}
+	maps.Copy(labels, r.selector(gw))
+	labels[GatewayLabel], labels[GatewayNamespaceLabel] = gw.Name, gw.Namespace
+	return metav1.ObjectMeta{Name: DataPlaneName(gw.Namespace, gw.Name), Namespace: r.opts.Namespace, Labels: labels, Annotations: annotations}
+}
+
+// selector picks the Gateway's data plane pods.
+func (r *reconciler) selector(gw *gwv1.Gateway) map[string]string {
+	return map[string]string{managedByLabel: managedBy, GatewayUIDLabel: string(gw.UID)}
+}
+
+// owned says whether an object was made by Outrigger for this very
+// Gateway: its UID, not its name.
+func owned(o metav1.Object, gw *gwv1.Gateway) bool {
+	return o.GetLabels()[GatewayUIDLabel] == string(gw.UID) && o.GetLabels()[managedByLabel] == managedBy
+}
+
+// ensureService keeps the load balancer Service fronting the data plane:
+// its ports are the listeners', its class the provider's, its annotations
+// those of spec.infrastructure (how a user passes provider options).
+func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (*corev1.Service, error) {
+	key := r.key(gw)
+	var cur corev1.Service
+	err := r.client.Get(ctx, key, &cur)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading Service %s: %w", key, err)
+	}
+	exists := err == nil
+	if exists && !owned(&cur, gw) {
+		return nil, fmt.Errorf("service %s exists and is not Outrigger's for this Gateway; not touching it", key)
+	}
+	if len(ports) == 0 {
+		// No valid listener: nothing to balance.
+		if exists {
+			if err := r.client.Delete(ctx, &cur); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("deleting Service %s: %w", key, err)
+			}
+		}
+		return nil, nil
+	}
+	want := corev1.Service{
+		ObjectMeta: r.ownedMeta(gw, true),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Ports:    ports,
+			Selector: r.selector(gw),
+		},
+	}
+	if r.opts.LoadBalancerClass != "" {
+		want.Spec.LoadBalancerClass = ptrTo(r.opts.LoadBalancerClass)
+	}
+	if len(gw.Spec.Addresses) == 1 && net.ParseIP(gw.Spec.Addresses[0].Value) != nil {
+		want.Spec.LoadBalancerIP = gw.Spec.Addresses[0].Value //nolint:staticcheck // how providers take a requested address
+	}
+	if !exists {
+		if err := r.client.Create(ctx, &want); err != nil {
+			return nil, fmt.Errorf("creating Service %s: %w", key, err)
+		}
+		return &want, nil
+	}
+	upd := cur.DeepCopy()
+	// Node ports the API server allocated stay.
+	for i := range want.Spec.Ports {
+		for _, p := range cur.Spec.Ports {
+			if p.Port == want.Spec.Ports[i].Port && p.Protocol == want.Spec.Ports[i].Protocol {
+				want.Spec.Ports[i].NodePort = p.NodePort
+			}
+		}
+	}
+	upd.Spec.Ports = want.Spec.Ports
+	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.LoadBalancerIP = want.Spec.LoadBalancerIP //nolint:staticcheck // as above
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	maps.Copy(upd.Labels, want.Labels)
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	maps.Copy(upd.Annotations, want.Annotations)
+	if equality.Semantic.DeepEqual(upd.Spec, cur.Spec) && equality.Semantic.DeepEqual(upd.ObjectMeta, cur.ObjectMeta) {
+		return &cur, nil
+	}
+	if err := r.client.Update(ctx, upd); err != nil {
+		return nil, fmt.Errorf("updating Service %s: %w", key, err)
+	}
+	return upd, nil
+}
+
+// deleteDataPlane deletes what Outrigger made for a Gateway's data plane:
+// the load balancer's Service first, which its own finalizer holds until
+// the cloud's load balancer is gone, then the Deployment and the Secret.
+// It says whether they are all gone.
+func (r *reconciler) deleteDataPlane(ctx context.Context, gw *gwv1.Gateway) (bool, error) {
+	key := r.key(gw)
+	var svc corev1.Service
+	switch err := r.client.Get(ctx, key, &svc); {
+	case err == nil && owned(&svc, gw):
+		if svc.DeletionTimestamp.IsZero() {
+			if err := r.client.Delete(ctx, &svc); err != nil && !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("deleting Service %s: %w", key, err)
+			}
+		}
+		return false, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return false, err
+	}
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
+		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
+			continue
+		}
+		if err := r.client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("deleting %T %s: %w", o, key, err)
+		}
+	}
+	return true, nil
+}
+
+// ensureDataPlane keeps the Gateway's data plane Deployment (when an image
+// is configured) and says whether it is available.
+func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (bool, error) {
+	if r.opts.DataPlaneImage == "" {
+		return true, nil
+	}
+	key := r.key(gw)
+	want := r.deployment(gw, ports)
+	var cur appsv1.Deployment
+	switch err := r.own.Get(ctx, key, &cur); {
+	case apierrors.IsNotFound(err):
+		if err := r.client.Create(ctx, want); err != nil {
+			return false, fmt.Errorf("creating data plane Deployment %s: %w", key, err)
+		}
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading data plane Deployment %s: %w", key, err)
+	}
+	if !owned(&cur, gw) {
+		return false, fmt.Errorf("deployment %s is not Outrigger's for this Gateway (UID %s); not touching it", key, gw.UID)
+	}
+	// What the API server defaults in the template makes it differ from
+	// what was asked; the hash of what was asked tells a change.
+	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) {
+		upd := cur.DeepCopy()
+		upd.Labels = want.Labels
+		if upd.Annotations == nil {
+			upd.Annotations = map[string]string{}
+		}
+		upd.Annotations[templateHashAnnotation] = want.Annotations[templateHashAnnotation]
+		upd.Spec.Template = want.Spec.Template
+		if err := r.client.Update(ctx, upd); err != nil {
+			return false, fmt.Errorf("updating data plane Deployment %s: %w", key, err)
+		}
+		return false, nil
+	}
+	return cur.Status.ObservedGeneration >= cur.Generation && cur.Status.AvailableReplicas > 0, nil
+}
+
+// deployment is the data plane's Deployment: Outrigger's own image running
+// `outrigger gateway-dataplane`, under Pod Security "restricted" (listeners
+// below 1024 through the namespaced sysctl that allows them, not a
+// capability).
+func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *appsv1.Deployment {
+	meta := r.ownedMeta(gw, true)
+	podLabels := maps.Clone(meta.Labels)
+	var cports []corev1.ContainerPort
+	for _, p := range ports {
+		cports = append(cports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptrTo(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: r.selector(gw)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: r.opts.DataPlaneServiceAccount,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptrTo(true),
+						RunAsUser:      ptrTo(int64(65532)),
+						RunAsGroup:     ptrTo(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}},
+					},
+					Containers: []corev1.Container{{
+						Name:  "dataplane",
+						Image: r.opts.DataPlaneImage,
+						Args:  []string{"gateway-dataplane", "--namespace=" + r.opts.Namespace, "--secret=" + meta.Name},
+						Ports: cports,
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(dataplane.HealthPort)}},
+							PeriodSeconds: 2,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(dataplane.HealthPort)}},
+							PeriodSeconds: 10,
+						},
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptrTo(false),
+							ReadOnlyRootFilesystem:   ptrTo(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+					}},
+				},
+			},
+		},
+	}
+	template, _ := json.Marshal(d.Spec.Template)
+	sum := sha256.Sum256(template)
+	d.Annotations = maps.Clone(d.Annotations)
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[templateHashAnnotation] = hex.EncodeToString(sum[:8])
+	return d
+}

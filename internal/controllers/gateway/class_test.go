@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
+)
+
+// featureCloud is a provider's load balancers serving only the features
+// named; no load balancer is ever made.
+type featureCloud struct {
+	provider.GatewayLoadBalancer
+	features []string
+}
+
+func (c featureCloud) GatewayFeatures() []string { return c.features }
+
+// TestClassFeatures: a class states what Outrigger compiles (GRPCRoute's
+// features only where GRPCRoutes are served) and what serves it serves:
+// the data plane all of it, a provider's own load balancers what they
+// name.
+func TestClassFeatures(t *testing.T) {
+	all := classFeatures(Options{GRPCRoute: true}, &dataPlaneServing{})
+	if !slices.Equal(all, SupportedFeatures) {
+		t.Errorf("data plane with GRPCRoute: %v, want SupportedFeatures", all)
+	}
+	for _, f := range classFeatures(Options{}, &dataPlaneServing{}) {
+		if strings.HasPrefix(string(f), "GRPCRoute") {
+			t.Errorf("without GRPCRoute served, the class states %s", f)
+		}
+	}
+	cloud := &cloudServing{lb: featureCloud{features: []string{string(features.SupportGateway), string(features.SupportHTTPRoute), "SomethingElse"}}}
+	if got := classFeatures(Options{GRPCRoute: true}, cloud); !slices.Equal(got, []features.FeatureName{features.SupportGateway, features.SupportHTTPRoute}) {
+		t.Errorf("a cloud serving Gateway and HTTPRoute: %v, want those two", got)
+	}
+}

@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// gather reads from the cache (certificates from the API) what compiling
+// the Gateway needs.
+func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, error) {
+	w := &world{
+		controller: r.opts.ControllerName,
+		kinds:      r.kinds,
+		gateway:    gw,
+		services:   map[types.NamespacedName]*corev1.Service{},
+		secrets:    map[types.NamespacedName]*corev1.Secret{},
+		namespaces: map[string]*corev1.Namespace{},
+	}
+	for _, k := range r.kinds {
+		list := k.list()
+		if err := r.client.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("listing %ss: %w", k.name, err)
+		}
+		for _, o := range k.items(list) {
+			if rt := (route{kind: k, obj: o}); r.names(rt, gw) {
+				w.routes = append(w.routes, rt)
+			}
+		}
+	}
+	var grants gwv1.ReferenceGrantList
+	if err := r.client.List(ctx, &grants); err != nil {
+		return nil, fmt.Errorf("listing ReferenceGrants: %w", err)
+	}
+	for i := range grants.Items {
+		w.grants = append(w.grants, &grants.Items[i])
+	}
+	var nss corev1.NamespaceList
+	if err := r.client.List(ctx, &nss); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	for i := range nss.Items {
+		w.namespaces[nss.Items[i].Name] = &nss.Items[i]
+	}
+	// Services the routes name.
+	addService := func(routeNS string, ref gwv1.BackendObjectReference) error {
+		ns := routeNS
+		if ref.Namespace != nil {
+			ns = string(*ref.Namespace)
+		}
+		key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+		if _, ok := w.services[key]; ok {
+			return nil
+		}
+		var svc corev1.Service
+		if err := r.client.Get(ctx, key, &svc); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		w.services[key] = &svc
+		return nil
+	}
+	var errs []error
+	for _, rt := range w.routes {
+		for _, ref := range rt.kind.backendRefs(rt.obj) {
+			errs = append(errs, addService(rt.obj.GetNamespace(), ref))
+		}
+	}
+	// Certificates, read from the API: Outrigger caches no Secrets.
+	for _, l := range gw.Spec.Listeners {
+		if l.TLS == nil {
+			continue
+		}
+		for _, ref := range l.TLS.CertificateRefs {
+			ns := gw.Namespace
+			if ref.Namespace != nil {
+				ns = string(*ref.Namespace)
+			}
+			key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+			var s corev1.Secret
+			if err := r.reader.Get(ctx, key, &s); err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+					errs = append(errs, fmt.Errorf("reading certificate Secret %s: %w", key, err))
+				}
+				continue
+			}
+			w.secrets[key] = &s
+		}
+	}
+	return w, errors.Join(errs...)
+}
+
+// names says whether a route names gw as a parent, or carries a status of
+// Outrigger's for it (so that status is cleaned up).
+func (r *reconciler) names(rt route, gw *gwv1.Gateway) bool {
+	for _, p := range rt.kind.parentRefs(rt.obj) {
+		if refersTo(p, rt.obj.GetNamespace(), gw) {
+			return true
+		}
+	}
+	for _, s := range *rt.kind.parentStatuses(rt.obj) {
+		if s.ControllerName == r.opts.ControllerName && refersTo(s.ParentRef, rt.obj.GetNamespace(), gw) {
+			return true
+		}
+	}
+	return false
+}
