@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -214,6 +215,21 @@ func prefixMatch(path, prefix string) bool {
 }
 
 func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	np, ok := normalizePath(req.URL.EscapedPath())
+	if !ok {
+		http.Error(w, "path must begin with /", http.StatusBadRequest)
+		return
+	}
+	if np.redirect {
+		loc := np.escaped
+		if req.URL.RawQuery != "" {
+			loc += "?" + req.URL.RawQuery
+		}
+		w.Header().Set("Location", loc)
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
+	req.URL.Path, req.URL.RawPath = np.decoded, np.escaped
 	v := r.host(req.Host)
 	if v == nil {
 		notFound(w, req, "no route for this host")
@@ -291,23 +307,24 @@ func modifyHeaders(h http.Header, f *gwv1.HTTPHeaderFilter) {
 	}
 }
 
-// replacePath applies a path modifier to the matched request path.
-func replacePath(path string, ru *rule, m *gwv1.HTTPPathModifier) string {
+// replacePath applies a path modifier to the matched request path, both
+// escaped: what is not replaced keeps the client's spelling (an escaped "?"
+// or "+" stays escaped), and a replacement is escaped as a path.
+func replacePath(escaped string, ru *rule, m *gwv1.HTTPPathModifier) string {
 	if m == nil {
-		return path
+		return escaped
 	}
 	switch m.Type {
 	case gwv1.FullPathHTTPPathModifier:
 		if m.ReplaceFullPath != nil {
-			return *m.ReplaceFullPath
+			return escapePath(*m.ReplaceFullPath)
 		}
 	case gwv1.PrefixMatchHTTPPathModifier:
 		if m.ReplacePrefixMatch == nil || ru.path != gwv1.PathMatchPathPrefix {
-			return path
+			return escaped
 		}
-		prefix := strings.TrimSuffix(ru.value, "/")
-		rest := strings.TrimPrefix(path, prefix)
-		repl := strings.TrimSuffix(*m.ReplacePrefixMatch, "/")
+		rest := trimSegments(escaped, segments(ru.value))
+		repl := escapePath(strings.TrimSuffix(*m.ReplacePrefixMatch, "/"))
 		switch {
 		case rest == "" && repl == "":
 			return "/"
@@ -316,7 +333,11 @@ func replacePath(path string, ru *rule, m *gwv1.HTTPPathModifier) string {
 		}
 		return repl + rest
 	}
-	return path
+	return escaped
+}
+
+func escapePath(p string) string {
+	return (&url.URL{Path: p}).EscapedPath()
 }
 
 func rewrite(req *http.Request, ru *rule, f *gwv1.HTTPURLRewriteFilter) {
@@ -327,8 +348,12 @@ func rewrite(req *http.Request, ru *rule, f *gwv1.HTTPURLRewriteFilter) {
 		req.Host = string(*f.Hostname)
 	}
 	if f.Path != nil {
-		req.URL.Path = replacePath(req.URL.Path, ru, f.Path)
-		req.URL.RawPath = ""
+		escaped := replacePath(req.URL.EscapedPath(), ru, f.Path)
+		decoded, err := url.PathUnescape(escaped)
+		if err != nil {
+			decoded = escaped
+		}
+		req.URL.Path, req.URL.RawPath = decoded, escaped
 	}
 }
 
@@ -359,7 +384,7 @@ func (r *router) redirect(w http.ResponseWriter, req *http.Request, ru *rule, f 
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		port = ""
 	}
-	path := replacePath(req.URL.Path, ru, f.Path)
+	path := replacePath(req.URL.EscapedPath(), ru, f.Path)
 	loc := scheme + "://" + host
 	if port != "" {
 		loc = scheme + "://" + net.JoinHostPort(host, port)
