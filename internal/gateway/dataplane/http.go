@@ -39,6 +39,7 @@ type rule struct {
 	filters  []gwv1.HTTPRouteFilter
 	backends []Backend
 	grpc     bool
+	timeouts routeTimeouts
 }
 
 type valueMatch struct {
@@ -91,6 +92,11 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 
 func compileRule(cr Rule) (*rule, error) {
 	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, path: gwv1.PathMatchPathPrefix, value: "/"}
+	t, err := parseTimeouts(cr.Timeouts)
+	if err != nil {
+		return nil, err
+	}
+	ru.timeouts = t
 	if p := cr.Match.Path; p != nil {
 		if p.Type != nil {
 			ru.path = *p.Type
@@ -288,7 +294,9 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
 			respMods = append(respMods, f.ResponseHeaderModifier)
 		}
 	}
-	ctx := withTarget(req.Context(), target{address: b.Address, h2c: b.H2C, respMods: respMods})
+	ctx, cancel := ru.timeouts.bound(req.Context())
+	defer cancel()
+	ctx = withTarget(ctx, target{address: b.Address, h2c: b.H2C, respMods: respMods})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 
