@@ -95,6 +95,12 @@ func New(o Options) *Proxy {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = t.address
+			// The client's X-Forwarded-For is kept and this hop
+			// appended, as Envoy does: the backend decides how many hops
+			// it trusts (the Rewrite hook starts without the header).
+			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -187,31 +193,51 @@ func (p *Proxy) Apply(cfg *Config) error {
 	if p.closed {
 		return errors.New("proxy closed")
 	}
-	var errs []error
+	// New ports open first, while the old programming still serves: a
+	// port that cannot open (taken, no descriptors) leaves everything as
+	// it was, and the error says which. A port whose protocol changes
+	// (HTTP to HTTPS on one number) must close before it reopens.
+	opened := map[portKey]*served{}
+	undo := func() {
+		for _, s := range opened {
+			s.close()
+		}
+	}
+	for k, c := range want {
+		if s, ok := p.ports[k]; ok {
+			if s.protocol == c.port.Protocol {
+				continue
+			}
+			s.close()
+			delete(p.ports, k)
+		}
+		s := &served{protocol: c.port.Protocol}
+		s.router.Store(c.router)
+		s.certs.Store(&c.certs)
+		s.backends.Store(&c.backends)
+		if err := p.open(k, s); err != nil {
+			undo()
+			return err
+		}
+		opened[k] = s
+	}
+	for k, c := range want {
+		if s, ok := opened[k]; ok {
+			p.ports[k] = s
+			continue
+		}
+		s := p.ports[k]
+		s.router.Store(c.router)
+		s.certs.Store(&c.certs)
+		s.backends.Store(&c.backends)
+	}
 	for k, s := range p.ports {
-		if c, ok := want[k]; !ok || c.port.Protocol != s.protocol {
+		if _, ok := want[k]; !ok {
 			s.close()
 			delete(p.ports, k)
 		}
 	}
-	for k, c := range want {
-		s, ok := p.ports[k]
-		if !ok {
-			s = &served{protocol: c.port.Protocol}
-		}
-		s.router.Store(c.router)
-		s.certs.Store(&c.certs)
-		s.backends.Store(&c.backends)
-		if ok {
-			continue
-		}
-		if err := p.open(k, s); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.ports[k] = s
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // Close stops every port.
@@ -295,7 +321,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 }
 
 // pickCertificate chooses by SNI: exact hostname, then the longest
-// wildcard, then the certificate for any host, then the first.
+// wildcard, then the certificate for any host; no other.
 func pickCertificate(certs []certificate, name string) (*tls.Certificate, error) {
 	name = strings.ToLower(name)
 	var wild, any *certificate
@@ -317,10 +343,10 @@ func pickCertificate(certs []certificate, name string) (*tls.Certificate, error)
 		return wild.cert, nil
 	case any != nil:
 		return any.cert, nil
-	case len(certs) > 0:
-		return certs[0].cert, nil
 	}
-	return nil, errors.New("no certificate")
+	// No listener serves this name: the handshake fails rather than
+	// showing a certificate that names another listener's hosts.
+	return nil, fmt.Errorf("no certificate for server name %q", name)
 }
 
 // pickBackend chooses a valid backend by weight.
