@@ -59,6 +59,9 @@ type served struct {
 	certs    atomic.Pointer[[]certificate]
 	backends atomic.Pointer[[]Backend]
 	close    func()
+	// drain stops accepting and lets what is in flight finish until ctx
+	// ends, then closes.
+	drain func(ctx context.Context)
 	// relay is a UDP port's flows, for tests.
 	relay *udpRelay
 }
@@ -240,6 +243,22 @@ func (p *Proxy) Apply(cfg *Config) error {
 	return nil
 }
 
+// Drain stops every port gracefully, as a pod that is told to stop does:
+// no new connection is accepted, requests and TCP connections in flight
+// may finish until ctx ends, then everything left is closed.
+func (p *Proxy) Drain(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	ports := p.ports
+	p.ports = map[portKey]*served{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range ports {
+		wg.Go(func() { s.drain(ctx) })
+	}
+	wg.Wait()
+}
+
 // Close stops every port.
 func (p *Proxy) Close() {
 	p.mu.Lock()
@@ -260,6 +279,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 		}
 		u := &udpRelay{conn: pc, s: s, p: p, flows: map[string]*udpFlow{}}
 		s.close, s.relay = u.close, u
+		s.drain = func(context.Context) { u.close() }
 		go u.serve()
 		return nil
 	}
@@ -271,7 +291,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 	switch s.protocol {
 	case TCP:
 		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]struct{}{}}
-		s.close = t.close
+		s.close, s.drain = t.close, t.drain
 		go t.serve()
 	default:
 		lim := p.opts.Limits
@@ -304,10 +324,17 @@ func (p *Proxy) open(k portKey, s *served) error {
 				},
 			}
 		}
+		s.drain = func(ctx context.Context) {
+			// Shutdown closes the listener and idle connections, and
+			// waits for requests in flight; what is left when ctx ends
+			// is cut.
+			_ = srv.Shutdown(ctx)
+			_ = srv.Close()
+		}
 		s.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(ctx)
+			s.drain(ctx)
 		}
 		if s.protocol == HTTPS {
 			// ServeTLS offers h2 and http/1.1 by ALPN; the certificate
@@ -482,6 +509,27 @@ func splice(a, b net.Conn, idle time.Duration) {
 	go pipe(a, b)
 	<-done
 	<-done
+}
+
+// drain stops accepting and waits for the connections to end by
+// themselves until ctx ends.
+func (t *tcpForwarder) drain(ctx context.Context) {
+	t.l.Close()
+	for {
+		t.mu.Lock()
+		n := len(t.conns)
+		t.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.close()
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.close()
 }
 
 func (t *tcpForwarder) close() {
