@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,6 +22,9 @@ type router struct {
 	any   *vhost
 	tls   bool
 	proxy *httputil.ReverseProxy
+	// allowed are the routes' valid backends, for revoking requests in
+	// flight that the next programming no longer allows.
+	allowed map[allowKey]struct{}
 }
 
 type vhost struct {
@@ -62,7 +66,7 @@ func (m valueMatch) holds(got string, present bool) bool {
 // regular expression is an error (the controller refuses the route before
 // it gets here).
 func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
-	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy}
+	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
 	for _, h := range p.Hosts {
 		v := &vhost{name: h.Hostname}
 		for _, cr := range h.Rules {
@@ -71,6 +75,11 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
 			}
 			v.rules = append(v.rules, ru)
+			for _, b := range cr.Backends {
+				if !b.Invalid {
+					r.allowed[allowKey{cr.Route, b.Address}] = struct{}{}
+				}
+			}
 		}
 		switch name := strings.ToLower(h.Hostname); {
 		case name == "":
@@ -221,6 +230,12 @@ func prefixMatch(path, prefix string) bool {
 }
 
 func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.serveOn(w, req, nil)
+}
+
+// serveOn serves a request, recording it among the port's flights (when
+// given) while it is proxied.
+func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) {
 	np, ok := normalizePath(req.URL.EscapedPath())
 	if !ok {
 		http.Error(w, "path must begin with /", http.StatusBadRequest)
@@ -243,7 +258,7 @@ func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	for _, ru := range v.rules {
 		if ru.matches(req) {
-			r.serve(w, req, ru)
+			r.serve(w, req, ru, fl)
 			return
 		}
 	}
@@ -260,7 +275,7 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 	http.Error(w, msg, http.StatusNotFound)
 }
 
-func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
+func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
 	var respMods []*gwv1.HTTPHeaderFilter
 	for i := range ru.filters {
 		f := &ru.filters[i]
@@ -296,6 +311,13 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
 	}
 	ctx, cancel := ru.timeouts.bound(req.Context())
 	defer cancel()
+	if fl != nil {
+		var revoke context.CancelFunc
+		ctx, revoke = context.WithCancel(ctx)
+		f := &flight{route: ru.route, backend: b.Address, cancel: revoke}
+		fl.add(f)
+		defer fl.done(f)
+	}
 	ctx = withTarget(ctx, target{address: b.Address, h2c: b.H2C, respMods: respMods})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }

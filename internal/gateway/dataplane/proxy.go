@@ -64,6 +64,10 @@ type served struct {
 	drain func(ctx context.Context)
 	// relay is a UDP port's flows, for tests.
 	relay *udpRelay
+	// flights are an HTTP port's requests in flight, tcp a TCP port's
+	// forwarder: what a change of programming may have to revoke.
+	flights flights
+	tcp     *tcpForwarder
 }
 
 type certificate struct {
@@ -233,6 +237,10 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
 		s.backends.Store(&c.backends)
+		s.flights.revoke(c.router)
+		if s.tcp != nil {
+			s.tcp.revoke(c.backends)
+		}
 	}
 	for k, s := range p.ports {
 		if _, ok := want[k]; !ok {
@@ -290,14 +298,14 @@ func (p *Proxy) open(k portKey, s *served) error {
 	l := &limitedListener{Listener: raw, t: p.conns}
 	switch s.protocol {
 	case TCP:
-		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]struct{}{}}
-		s.close, s.drain = t.close, t.drain
+		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]string{}}
+		s.close, s.drain, s.tcp = t.close, t.drain, t
 		go t.serve()
 	default:
 		lim := p.opts.Limits
 		srv := &http.Server{
 			Handler: guardIdle(lim.StreamIdleTimeout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				s.router.Load().ServeHTTP(w, r)
+				s.router.Load().serveOn(w, r, &s.flights)
 			})),
 			ReadHeaderTimeout: lim.RequestHeaderTimeout,
 			IdleTimeout:       lim.IdleTimeout,
@@ -401,8 +409,10 @@ type tcpForwarder struct {
 	s *served
 	p *Proxy
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns are the client and backend connections; a client's value is
+	// the backend address it was spliced to, once it was.
+	conns map[net.Conn]string
 	done  bool
 }
 
@@ -427,7 +437,7 @@ func (t *tcpForwarder) track(c net.Conn, add bool) bool {
 		if t.done {
 			return false
 		}
-		t.conns[c] = struct{}{}
+		t.conns[c] = ""
 		return true
 	}
 	delete(t.conns, c)
@@ -453,6 +463,7 @@ func (t *tcpForwarder) handle(c net.Conn) {
 		t.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
 		return
 	}
+	t.trackUpstream(c, b.Address)
 	if !t.track(up, true) {
 		up.Close()
 		return
