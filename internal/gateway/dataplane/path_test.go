@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -136,4 +137,40 @@ func TestPathTraversalCannotEscapeAPrefix(t *testing.T) {
 			t.Errorf("%s: %d from %q seeing %q, want %d from %q seeing %q", tc.target, code, served, seen, tc.code, tc.served, tc.seen)
 		}
 	}
+}
+
+// FuzzRouter: any request line and host reach the router without a panic,
+// and a request is served by a rule only if its normalized path matches the
+// rule: /public's backend never answers a path outside /public.
+func FuzzRouter(f *testing.F) {
+	for _, s := range []string{"/public/x", "/public/../admin", "/public%2F..%2Fadmin", "//public", "/public/%2e%2e/", "/p\\..\\admin"} {
+		f.Add(s, "any")
+	}
+	r, err := compileHTTP(Port{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{
+		{Hostname: "*.example.com", Rules: []Rule{{Route: "wild", Match: gwv1.HTTPRouteMatch{Path: prefix("/")}}}},
+		{Rules: []Rule{{Route: "public", Match: gwv1.HTTPRouteMatch{Path: prefix("/public")}}}},
+	}}, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path, host string) {
+		req, err := http.NewRequest(http.MethodGet, "http://x/", nil)
+		if err != nil {
+			t.Skip()
+		}
+		req.URL.Path, req.URL.RawPath, req.Host = path, "", host
+		if u, err := req.URL.Parse(path); err == nil && u.Host == "" && u.Scheme == "" {
+			req.URL = u
+		}
+		w := httptest.NewRecorder()
+		r.serveOn(w, req, nil)
+		if w.Code == http.StatusInternalServerError {
+			// No backends: the rule that took it answered. Only a
+			// normalized path under /public may be taken by "public".
+			n, ok := normalizePath(req.URL.EscapedPath())
+			if ok && !n.redirect && r.host(host) != nil && r.host(host).name == "" && !prefixMatch(n.decoded, "/public") {
+				t.Fatalf("%q taken by /public (normalized %q)", path, n.decoded)
+			}
+		}
+	})
 }
