@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -30,33 +32,69 @@ const ConfigKey = "config.json"
 // told otherwise; a Gateway listener cannot use it.
 const HealthPort = 15021
 
-// Watch programs p from the Config in one Secret until ctx ends: every
-// change of the Secret is applied as it arrives (a watch on that one
-// object, never a list of others). applied is told each outcome.
+// Watch programs p from the Config in one Secret until ctx ends: the
+// newest version of the Secret is applied as it arrives (a watch on that one
+// object, never a list of others). applied is told each outcome. A version
+// that fails to apply is tried again with backoff (1 s doubling to 1 min)
+// until it applies or a newer one arrives: a port busy for a moment must not
+// leave the data plane on old programming for good.
 func Watch(ctx context.Context, client kubernetes.Interface, namespace, name string, p *Proxy, applied func(error)) {
 	lw := cache.NewListWatchFromClient(client.CoreV1().RESTClient(), "secrets", namespace, fields.OneTermEqualSelector("metadata.name", name))
-	var last atomic.Pointer[string]
-	apply := func(obj any) {
+	// latest holds the newest version not yet taken by the loop below;
+	// the informer's one handler goroutine is its only writer.
+	latest := make(chan *corev1.Secret, 1)
+	offer := func(obj any) {
 		s, ok := obj.(*corev1.Secret)
 		if !ok {
 			return
 		}
-		if rv := s.ResourceVersion; last.Load() != nil && *last.Load() == rv {
-			return
+		select {
+		case <-latest:
+		default:
 		}
-		last.Store(&s.ResourceVersion)
-		cfg, err := Unmarshal(s.Data[ConfigKey])
+		latest <- s
+	}
+	inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    offer,
+		UpdateFunc: func(_, obj any) { offer(obj) },
+	})
+	go inf.Run(ctx.Done())
+	applyLoop(ctx, latest, p, applied)
+}
+
+// applyLoop applies each Secret it is given, retrying a failed one with
+// backoff until it applies or a newer one comes.
+func applyLoop(ctx context.Context, latest <-chan *corev1.Secret, p *Proxy, applied func(error)) {
+	var (
+		current   *corev1.Secret
+		appliedRV string
+		delay     time.Duration
+		retry     <-chan time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case current = <-latest:
+			delay, retry = 0, nil
+		case <-retry:
+		}
+		if current == nil || current.ResourceVersion == appliedRV {
+			continue
+		}
+		cfg, err := Unmarshal(current.Data[ConfigKey])
 		if err == nil {
 			err = p.Apply(cfg)
 		}
 		applied(err)
+		if err != nil {
+			delay = min(max(2*delay, time.Second), time.Minute)
+			retry = time.After(delay)
+			continue
+		}
+		appliedRV, retry = current.ResourceVersion, nil
 	}
-	inf := cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    apply,
-		UpdateFunc: func(_, obj any) { apply(obj) },
-	})
-	inf.Run(ctx.Done())
 }
 
 // NewCommand is `outrigger gateway-dataplane`: the data plane of one
@@ -112,9 +150,34 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// A stopping data plane first fails its readiness and keeps serving for
+// shutdownDelay, the time the endpoints take to drop it, then drains for up
+// to drainTimeout; the two fit in the pod's default 30 s grace period.
+const (
+	shutdownDelay = 10 * time.Second
+	drainTimeout  = 15 * time.Second
+)
+
+// bytesPerConnection is what a TLS client connection costs the data plane
+// at most while it waits (goroutine, buffers, TLS state): the memory limit
+// divided by it, with a quarter kept for everything else, is the connection
+// limit when none is given.
+const bytesPerConnection = 48 << 10
+
+// limitsFor sets the connection limit from the process's memory limit
+// (GOMEMLIMIT, which the Deployment sets from the container's limit).
+func limitsFor(memLimit int64) Limits {
+	var l Limits
+	if memLimit > 0 && memLimit < math.MaxInt64 {
+		l.MaxConnections = max(int(memLimit/4*3/bytesPerConnection), 256)
+	}
+	return l.withDefaults()
+}
+
 func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, namespace, secret, listen string, healthPort int) error {
 	p := New(Options{
-		Log: log,
+		Log:    log,
+		Limits: limitsFor(debug.SetMemoryLimit(-1)),
 		ListenTCP: func(port int32) (net.Listener, error) {
 			return net.Listen("tcp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
 		},
@@ -122,11 +185,14 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 			return net.ListenPacket("udp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
 		},
 	})
-	defer p.Close()
-	var ready atomic.Bool
+	var ready, draining atomic.Bool
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
 		if !ready.Load() {
 			http.Error(w, "not programmed yet", http.StatusServiceUnavailable)
 			return
@@ -151,5 +217,12 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 		ready.Store(true)
 		log.Info("Programmed")
 	})
+	draining.Store(true)
+	log.Info("Stopping: not ready, serving until the endpoints drop this pod", "delay", shutdownDelay)
+	<-time.After(shutdownDelay)
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	p.Drain(dctx)
+	log.Info("Drained")
 	return nil
 }

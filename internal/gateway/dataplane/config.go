@@ -75,6 +75,9 @@ type Rule struct {
 	// GRPC: the rule is a GRPCRoute's (its match is the path and headers
 	// of the calls it takes); its errors are answered as gRPC statuses.
 	GRPC bool `json:"grpc,omitempty"`
+	// Timeouts are an HTTPRoute rule's request and backend request
+	// timeouts; an expired one is answered 504.
+	Timeouts *gwv1.HTTPRouteTimeouts `json:"timeouts,omitempty"`
 }
 
 // Backend is one destination with its weight. An Invalid one (not found,

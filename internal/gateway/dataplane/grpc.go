@@ -13,8 +13,9 @@ import (
 // gRPC status codes the data plane answers with itself
 // (https://grpc.github.io/grpc/core/md_doc_statuscodes.html).
 const (
-	grpcUnimplemented = 12
-	grpcUnavailable   = 14
+	grpcDeadlineExceeded = 4
+	grpcUnimplemented    = 12
+	grpcUnavailable      = 14
 )
 
 // listenerProtocols are what HTTP and HTTPS listeners speak: HTTP/1.1,

@@ -1,10 +1,12 @@
 package dataplane
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,6 +22,9 @@ type router struct {
 	any   *vhost
 	tls   bool
 	proxy *httputil.ReverseProxy
+	// allowed are the routes' valid backends, for revoking requests in
+	// flight that the next programming no longer allows.
+	allowed map[allowKey]struct{}
 }
 
 type vhost struct {
@@ -38,6 +43,7 @@ type rule struct {
 	filters  []gwv1.HTTPRouteFilter
 	backends []Backend
 	grpc     bool
+	timeouts routeTimeouts
 }
 
 type valueMatch struct {
@@ -60,7 +66,7 @@ func (m valueMatch) holds(got string, present bool) bool {
 // regular expression is an error (the controller refuses the route before
 // it gets here).
 func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
-	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy}
+	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
 	for _, h := range p.Hosts {
 		v := &vhost{name: h.Hostname}
 		for _, cr := range h.Rules {
@@ -69,6 +75,11 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
 			}
 			v.rules = append(v.rules, ru)
+			for _, b := range cr.Backends {
+				if !b.Invalid {
+					r.allowed[allowKey{cr.Route, b.Address}] = struct{}{}
+				}
+			}
 		}
 		switch name := strings.ToLower(h.Hostname); {
 		case name == "":
@@ -90,6 +101,11 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 
 func compileRule(cr Rule) (*rule, error) {
 	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, path: gwv1.PathMatchPathPrefix, value: "/"}
+	t, err := parseTimeouts(cr.Timeouts)
+	if err != nil {
+		return nil, err
+	}
+	ru.timeouts = t
 	if p := cr.Match.Path; p != nil {
 		if p.Type != nil {
 			ru.path = *p.Type
@@ -214,6 +230,27 @@ func prefixMatch(path, prefix string) bool {
 }
 
 func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.serveOn(w, req, nil)
+}
+
+// serveOn serves a request, recording it among the port's flights (when
+// given) while it is proxied.
+func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) {
+	np, ok := normalizePath(req.URL.EscapedPath())
+	if !ok {
+		http.Error(w, "path must begin with /", http.StatusBadRequest)
+		return
+	}
+	if np.redirect {
+		loc := np.escaped
+		if req.URL.RawQuery != "" {
+			loc += "?" + req.URL.RawQuery
+		}
+		w.Header().Set("Location", loc)
+		w.WriteHeader(http.StatusTemporaryRedirect)
+		return
+	}
+	req.URL.Path, req.URL.RawPath = np.decoded, np.escaped
 	v := r.host(req.Host)
 	if v == nil {
 		notFound(w, req, "no route for this host")
@@ -221,7 +258,7 @@ func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	for _, ru := range v.rules {
 		if ru.matches(req) {
-			r.serve(w, req, ru)
+			r.serve(w, req, ru, fl)
 			return
 		}
 	}
@@ -238,7 +275,7 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 	http.Error(w, msg, http.StatusNotFound)
 }
 
-func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
+func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
 	var respMods []*gwv1.HTTPHeaderFilter
 	for i := range ru.filters {
 		f := &ru.filters[i]
@@ -272,7 +309,16 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule) {
 			respMods = append(respMods, f.ResponseHeaderModifier)
 		}
 	}
-	ctx := withTarget(req.Context(), target{address: b.Address, h2c: b.H2C, respMods: respMods})
+	ctx, cancel := ru.timeouts.bound(req.Context())
+	defer cancel()
+	if fl != nil {
+		var revoke context.CancelFunc
+		ctx, revoke = context.WithCancel(ctx)
+		f := &flight{route: ru.route, backend: b.Address, cancel: revoke}
+		fl.add(f)
+		defer fl.done(f)
+	}
+	ctx = withTarget(ctx, target{address: b.Address, h2c: b.H2C, respMods: respMods})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 
@@ -291,23 +337,24 @@ func modifyHeaders(h http.Header, f *gwv1.HTTPHeaderFilter) {
 	}
 }
 
-// replacePath applies a path modifier to the matched request path.
-func replacePath(path string, ru *rule, m *gwv1.HTTPPathModifier) string {
+// replacePath applies a path modifier to the matched request path, both
+// escaped: what is not replaced keeps the client's spelling (an escaped "?"
+// or "+" stays escaped), and a replacement is escaped as a path.
+func replacePath(escaped string, ru *rule, m *gwv1.HTTPPathModifier) string {
 	if m == nil {
-		return path
+		return escaped
 	}
 	switch m.Type {
 	case gwv1.FullPathHTTPPathModifier:
 		if m.ReplaceFullPath != nil {
-			return *m.ReplaceFullPath
+			return escapePath(*m.ReplaceFullPath)
 		}
 	case gwv1.PrefixMatchHTTPPathModifier:
 		if m.ReplacePrefixMatch == nil || ru.path != gwv1.PathMatchPathPrefix {
-			return path
+			return escaped
 		}
-		prefix := strings.TrimSuffix(ru.value, "/")
-		rest := strings.TrimPrefix(path, prefix)
-		repl := strings.TrimSuffix(*m.ReplacePrefixMatch, "/")
+		rest := trimSegments(escaped, segments(ru.value))
+		repl := escapePath(strings.TrimSuffix(*m.ReplacePrefixMatch, "/"))
 		switch {
 		case rest == "" && repl == "":
 			return "/"
@@ -316,7 +363,11 @@ func replacePath(path string, ru *rule, m *gwv1.HTTPPathModifier) string {
 		}
 		return repl + rest
 	}
-	return path
+	return escaped
+}
+
+func escapePath(p string) string {
+	return (&url.URL{Path: p}).EscapedPath()
 }
 
 func rewrite(req *http.Request, ru *rule, f *gwv1.HTTPURLRewriteFilter) {
@@ -327,8 +378,12 @@ func rewrite(req *http.Request, ru *rule, f *gwv1.HTTPURLRewriteFilter) {
 		req.Host = string(*f.Hostname)
 	}
 	if f.Path != nil {
-		req.URL.Path = replacePath(req.URL.Path, ru, f.Path)
-		req.URL.RawPath = ""
+		escaped := replacePath(req.URL.EscapedPath(), ru, f.Path)
+		decoded, err := url.PathUnescape(escaped)
+		if err != nil {
+			decoded = escaped
+		}
+		req.URL.Path, req.URL.RawPath = decoded, escaped
 	}
 }
 
@@ -359,7 +414,7 @@ func (r *router) redirect(w http.ResponseWriter, req *http.Request, ru *rule, f 
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		port = ""
 	}
-	path := replacePath(req.URL.Path, ru, f.Path)
+	path := replacePath(req.URL.EscapedPath(), ru, f.Path)
 	loc := scheme + "://" + host
 	if port != "" {
 		loc = scheme + "://" + net.JoinHostPort(host, port)

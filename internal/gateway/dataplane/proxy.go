@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -31,13 +30,17 @@ type Options struct {
 	// UDPIdle is how long a UDP flow without packets keeps its backend.
 	// Default 60 s.
 	UDPIdle time.Duration
-	Log     logr.Logger
+	// Limits bound what clients can hold (limits.go); zero fields take
+	// their defaults.
+	Limits Limits
+	Log    logr.Logger
 }
 
 // Proxy serves one Gateway's Config; Apply reprograms it in place.
 type Proxy struct {
 	opts    Options
 	reverse *httputil.ReverseProxy
+	conns   *connTable
 
 	mu     sync.Mutex
 	ports  map[portKey]*served
@@ -56,6 +59,15 @@ type served struct {
 	certs    atomic.Pointer[[]certificate]
 	backends atomic.Pointer[[]Backend]
 	close    func()
+	// drain stops accepting and lets what is in flight finish until ctx
+	// ends, then closes.
+	drain func(ctx context.Context)
+	// relay is a UDP port's flows, for tests.
+	relay *udpRelay
+	// flights are an HTTP port's requests in flight, tcp a TCP port's
+	// forwarder: what a change of programming may have to revoke.
+	flights flights
+	tcp     *tcpForwarder
 }
 
 type certificate struct {
@@ -82,13 +94,20 @@ func New(o Options) *Proxy {
 	if o.UDPIdle <= 0 {
 		o.UDPIdle = time.Minute
 	}
-	p := &Proxy{opts: o, ports: map[portKey]*served{}}
+	o.Limits = o.Limits.withDefaults()
+	p := &Proxy{opts: o, ports: map[portKey]*served{}, conns: newConnTable(o.Limits.MaxConnections)}
 	p.reverse = &httputil.ReverseProxy{
 		Transport: newBackendTransport(o.Dial),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = t.address
+			// The client's X-Forwarded-For is kept and this hop
+			// appended, as Envoy does: the backend decides how many hops
+			// it trusts (the Rewrite hook starts without the header).
+			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
+			}
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -99,6 +118,14 @@ func New(o Options) *Proxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
+			if timedOut(r.Context()) {
+				if isGRPC(r) {
+					grpcError(w, grpcDeadlineExceeded, context.Cause(r.Context()).Error())
+					return
+				}
+				http.Error(w, context.Cause(r.Context()).Error(), http.StatusGatewayTimeout)
+				return
+			}
 			if isGRPC(r) {
 				grpcError(w, grpcUnavailable, "backend unreachable")
 				return
@@ -173,31 +200,71 @@ func (p *Proxy) Apply(cfg *Config) error {
 	if p.closed {
 		return errors.New("proxy closed")
 	}
-	var errs []error
+	// New ports open first, while the old programming still serves: a
+	// port that cannot open (taken, no descriptors) leaves everything as
+	// it was, and the error says which. A port whose protocol changes
+	// (HTTP to HTTPS on one number) must close before it reopens.
+	opened := map[portKey]*served{}
+	undo := func() {
+		for _, s := range opened {
+			s.close()
+		}
+	}
+	for k, c := range want {
+		if s, ok := p.ports[k]; ok {
+			if s.protocol == c.port.Protocol {
+				continue
+			}
+			s.close()
+			delete(p.ports, k)
+		}
+		s := &served{protocol: c.port.Protocol}
+		s.router.Store(c.router)
+		s.certs.Store(&c.certs)
+		s.backends.Store(&c.backends)
+		if err := p.open(k, s); err != nil {
+			undo()
+			return err
+		}
+		opened[k] = s
+	}
+	for k, c := range want {
+		if s, ok := opened[k]; ok {
+			p.ports[k] = s
+			continue
+		}
+		s := p.ports[k]
+		s.router.Store(c.router)
+		s.certs.Store(&c.certs)
+		s.backends.Store(&c.backends)
+		s.flights.revoke(c.router)
+		if s.tcp != nil {
+			s.tcp.revoke(c.backends)
+		}
+	}
 	for k, s := range p.ports {
-		if c, ok := want[k]; !ok || c.port.Protocol != s.protocol {
+		if _, ok := want[k]; !ok {
 			s.close()
 			delete(p.ports, k)
 		}
 	}
-	for k, c := range want {
-		s, ok := p.ports[k]
-		if !ok {
-			s = &served{protocol: c.port.Protocol}
-		}
-		s.router.Store(c.router)
-		s.certs.Store(&c.certs)
-		s.backends.Store(&c.backends)
-		if ok {
-			continue
-		}
-		if err := p.open(k, s); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.ports[k] = s
+	return nil
+}
+
+// Drain stops every port gracefully, as a pod that is told to stop does:
+// no new connection is accepted, requests and TCP connections in flight
+// may finish until ctx ends, then everything left is closed.
+func (p *Proxy) Drain(ctx context.Context) {
+	p.mu.Lock()
+	p.closed = true
+	ports := p.ports
+	p.ports = map[portKey]*served{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range ports {
+		wg.Go(func() { s.drain(ctx) })
 	}
-	return errors.Join(errs...)
+	wg.Wait()
 }
 
 // Close stops every port.
@@ -219,27 +286,43 @@ func (p *Proxy) open(k portKey, s *served) error {
 			return fmt.Errorf("listening on UDP port %d: %w", k.port, err)
 		}
 		u := &udpRelay{conn: pc, s: s, p: p, flows: map[string]*udpFlow{}}
-		s.close = u.close
+		s.close, s.relay = u.close, u
+		s.drain = func(context.Context) { u.close() }
 		go u.serve()
 		return nil
 	}
-	l, err := p.opts.ListenTCP(k.port)
+	raw, err := p.opts.ListenTCP(k.port)
 	if err != nil {
 		return fmt.Errorf("listening on TCP port %d: %w", k.port, err)
 	}
+	l := &limitedListener{Listener: raw, t: p.conns}
 	switch s.protocol {
 	case TCP:
-		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]struct{}{}}
-		s.close = t.close
+		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]string{}}
+		s.close, s.drain, s.tcp = t.close, t.drain, t
 		go t.serve()
 	default:
+		lim := p.opts.Limits
 		srv := &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				s.router.Load().ServeHTTP(w, r)
-			}),
-			ReadHeaderTimeout: 30 * time.Second,
+			Handler: guardIdle(lim.StreamIdleTimeout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.router.Load().serveOn(w, r, &s.flights)
+			})),
+			ReadHeaderTimeout: lim.RequestHeaderTimeout,
+			IdleTimeout:       lim.IdleTimeout,
+			MaxHeaderBytes:    lim.MaxHeaderBytes,
+			ConnState:         p.conns.connState,
 			ErrorLog:          nil,
 			Protocols:         listenerProtocols(),
+			HTTP2: &http.HTTP2Config{
+				MaxConcurrentStreams: lim.MaxConcurrentStreams,
+				// Envoy's edge windows: 64 KiB a stream, 1 MiB a
+				// connection, what one client can make the proxy buffer.
+				MaxReceiveBufferPerStream:     64 << 10,
+				MaxReceiveBufferPerConnection: 1 << 20,
+				MaxDecoderHeaderTableSize:     4 << 10,
+				MaxEncoderHeaderTableSize:     4 << 10,
+				MaxReadFrameSize:              16 << 10,
+			},
 		}
 		if s.protocol == HTTPS {
 			srv.TLSConfig = &tls.Config{
@@ -249,10 +332,17 @@ func (p *Proxy) open(k portKey, s *served) error {
 				},
 			}
 		}
+		s.drain = func(ctx context.Context) {
+			// Shutdown closes the listener and idle connections, and
+			// waits for requests in flight; what is left when ctx ends
+			// is cut.
+			_ = srv.Shutdown(ctx)
+			_ = srv.Close()
+		}
 		s.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(ctx)
+			s.drain(ctx)
 		}
 		if s.protocol == HTTPS {
 			// ServeTLS offers h2 and http/1.1 by ALPN; the certificate
@@ -266,7 +356,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 }
 
 // pickCertificate chooses by SNI: exact hostname, then the longest
-// wildcard, then the certificate for any host, then the first.
+// wildcard, then the certificate for any host; no other.
 func pickCertificate(certs []certificate, name string) (*tls.Certificate, error) {
 	name = strings.ToLower(name)
 	var wild, any *certificate
@@ -288,10 +378,10 @@ func pickCertificate(certs []certificate, name string) (*tls.Certificate, error)
 		return wild.cert, nil
 	case any != nil:
 		return any.cert, nil
-	case len(certs) > 0:
-		return certs[0].cert, nil
 	}
-	return nil, errors.New("no certificate")
+	// No listener serves this name: the handshake fails rather than
+	// showing a certificate that names another listener's hosts.
+	return nil, fmt.Errorf("no certificate for server name %q", name)
 }
 
 // pickBackend chooses a valid backend by weight.
@@ -319,8 +409,10 @@ type tcpForwarder struct {
 	s *served
 	p *Proxy
 
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	mu sync.Mutex
+	// conns are the client and backend connections; a client's value is
+	// the backend address it was spliced to, once it was.
+	conns map[net.Conn]string
 	done  bool
 }
 
@@ -345,7 +437,7 @@ func (t *tcpForwarder) track(c net.Conn, add bool) bool {
 		if t.done {
 			return false
 		}
-		t.conns[c] = struct{}{}
+		t.conns[c] = ""
 		return true
 	}
 	delete(t.conns, c)
@@ -355,6 +447,11 @@ func (t *tcpForwarder) track(c net.Conn, add bool) bool {
 func (t *tcpForwarder) handle(c net.Conn) {
 	defer t.track(c, false)
 	defer c.Close()
+	// A TCP route's connection is always in use: never the one closed to
+	// make room for another.
+	if tc, ok := c.(*trackedConn); ok {
+		tc.t.busy(tc)
+	}
 	b, ok := pickBackend(*t.s.backends.Load())
 	if !ok {
 		return
@@ -366,24 +463,84 @@ func (t *tcpForwarder) handle(c net.Conn) {
 		t.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
 		return
 	}
+	t.trackUpstream(c, b.Address)
 	if !t.track(up, true) {
 		up.Close()
 		return
 	}
 	defer t.track(up, false)
 	defer up.Close()
+	splice(c, up, t.p.opts.Limits.TCPIdleTimeout)
+}
+
+// splice copies both ways until each side has finished sending, or until
+// neither has sent a byte for idle: the connection's last activity is
+// shared by both directions, so a one-way stream is not idle.
+func splice(a, b net.Conn, idle time.Duration) {
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
+		defer func() { done <- struct{}{} }()
+		buf := make([]byte, 32<<10)
+		var deadline time.Time
+		for {
+			// The deadline moves once half of it is spent, not on
+			// every read.
+			if now := time.Now(); now.After(deadline.Add(-idle / 2)) {
+				deadline = now.Add(idle)
+				_ = src.SetReadDeadline(deadline)
+			}
+			n, err := src.Read(buf)
+			if n > 0 {
+				last.Store(time.Now().UnixNano())
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, last.Load())) < idle {
+					continue // the other direction is alive
+				}
+				if errors.As(err, &ne) && ne.Timeout() {
+					// Idle both ways: end the whole connection.
+					a.Close()
+					b.Close()
+					return
+				}
+				if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
+				return
+			}
 		}
-		done <- struct{}{}
 	}
-	go pipe(up, c)
-	go pipe(c, up)
+	go pipe(b, a)
+	go pipe(a, b)
 	<-done
 	<-done
+}
+
+// drain stops accepting and waits for the connections to end by
+// themselves until ctx ends.
+func (t *tcpForwarder) drain(ctx context.Context) {
+	t.l.Close()
+	for {
+		t.mu.Lock()
+		n := len(t.conns)
+		t.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.close()
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.close()
 }
 
 func (t *tcpForwarder) close() {
@@ -393,102 +550,5 @@ func (t *tcpForwarder) close() {
 	t.done = true
 	for c := range t.conns {
 		c.Close()
-	}
-}
-
-type udpRelay struct {
-	conn net.PacketConn
-	s    *served
-	p    *Proxy
-
-	mu     sync.Mutex
-	flows  map[string]*udpFlow
-	closed bool
-}
-
-type udpFlow struct {
-	up   net.Conn
-	last atomic.Int64
-}
-
-func (u *udpRelay) serve() {
-	buf := make([]byte, 64*1024)
-	for {
-		n, from, err := u.conn.ReadFrom(buf)
-		if err != nil {
-			return
-		}
-		f := u.flow(from)
-		if f == nil {
-			continue
-		}
-		f.last.Store(time.Now().UnixNano())
-		_, _ = f.up.Write(buf[:n])
-	}
-}
-
-func (u *udpRelay) flow(from net.Addr) *udpFlow {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.closed {
-		return nil
-	}
-	if f, ok := u.flows[from.String()]; ok {
-		return f
-	}
-	b, ok := pickBackend(*u.s.backends.Load())
-	if !ok {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	up, err := u.p.opts.Dial(ctx, "udp", b.Address)
-	cancel()
-	if err != nil {
-		u.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
-		return nil
-	}
-	f := &udpFlow{up: up}
-	f.last.Store(time.Now().UnixNano())
-	u.flows[from.String()] = f
-	go u.relayReplies(from, f)
-	return f
-}
-
-// relayReplies copies the backend's answers to the client until the flow
-// has been idle for UDPIdle.
-func (u *udpRelay) relayReplies(to net.Addr, f *udpFlow) {
-	defer func() {
-		u.mu.Lock()
-		if u.flows[to.String()] == f {
-			delete(u.flows, to.String())
-		}
-		u.mu.Unlock()
-		f.up.Close()
-	}()
-	buf := make([]byte, 64*1024)
-	for {
-		_ = f.up.SetReadDeadline(time.Now().Add(u.p.opts.UDPIdle))
-		n, err := f.up.Read(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && time.Since(time.Unix(0, f.last.Load())) < u.p.opts.UDPIdle {
-				continue
-			}
-			return
-		}
-		f.last.Store(time.Now().UnixNano())
-		if _, err := u.conn.WriteTo(buf[:n], to); err != nil {
-			return
-		}
-	}
-}
-
-func (u *udpRelay) close() {
-	u.conn.Close()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.closed = true
-	for _, f := range u.flows {
-		f.up.Close()
 	}
 }

@@ -1,0 +1,86 @@
+package dataplane
+
+import (
+	"context"
+	"net"
+	"sync"
+)
+
+// Removing a route, a backend or the ReferenceGrant that allowed it revokes
+// access (Gateway API: removal MUST revoke), also for what is already
+// flowing: WebSockets, gRPC streams and TCP connections that outlive the
+// programming they started under are ended when it changes without them.
+
+// flight is a request in flight: the route that took it and the backend it
+// went to.
+type flight struct {
+	route, backend string
+	cancel         context.CancelFunc
+}
+
+// flights are a port's requests in flight.
+type flights struct {
+	mu  sync.Mutex
+	set map[*flight]struct{}
+}
+
+func (f *flights) add(fl *flight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.set == nil {
+		f.set = map[*flight]struct{}{}
+	}
+	f.set[fl] = struct{}{}
+}
+
+func (f *flights) done(fl *flight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.set, fl)
+}
+
+// revoke ends every request in flight the router no longer allows.
+func (f *flights) revoke(r *router) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for fl := range f.set {
+		if r == nil || !r.allows(fl.route, fl.backend) {
+			fl.cancel()
+			delete(f.set, fl)
+		}
+	}
+}
+
+// allowKey is a route and one of its valid backends.
+type allowKey struct{ route, backend string }
+
+func (r *router) allows(route, backend string) bool {
+	_, ok := r.allowed[allowKey{route, backend}]
+	return ok
+}
+
+// revoke closes the TCP connections to backends no longer listed.
+func (t *tcpForwarder) revoke(backends []Backend) {
+	keep := map[string]bool{}
+	for _, b := range backends {
+		if !b.Invalid && b.Weight > 0 {
+			keep[b.Address] = true
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c, addr := range t.conns {
+		if addr != "" && !keep[addr] {
+			c.Close()
+		}
+	}
+}
+
+// trackUpstream records which backend a client connection was spliced to.
+func (t *tcpForwarder) trackUpstream(c net.Conn, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.conns[c]; ok {
+		t.conns[c] = addr
+	}
+}

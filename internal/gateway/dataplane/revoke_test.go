@@ -1,0 +1,130 @@
+package dataplane
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// A stream that started under a route ends when the route is removed (or
+// its backend is no longer allowed): removal revokes access, also for what
+// is already flowing. A stream of a route that stays is untouched.
+func TestRemovingARouteEndsItsStreams(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for {
+			if _, err := io.WriteString(w, "tick\n"); err != nil {
+				return
+			}
+			http.NewResponseController(w).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	backend := strings.TrimPrefix(srv.URL, "http://")
+	rule := func(route, path string) Rule {
+		return Rule{Route: route, Match: gwv1.HTTPRouteMatch{Path: prefix(path)}, Backends: []Backend{{Address: backend, Weight: 1}}}
+	}
+	cfg := func(rules ...Rule) *Config {
+		return &Config{Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: rules}}}}}
+	}
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	if err := p.Apply(cfg(rule("ns/kept", "/kept"), rule("ns/removed", "/removed"))); err != nil {
+		t.Fatal(err)
+	}
+	open := func(path string) *bufio.Reader {
+		resp, err := http.Get("http://" + l.at(t, "tcp/80") + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		br := bufio.NewReader(resp.Body)
+		if line, err := br.ReadString('\n'); err != nil || line != "tick\n" {
+			t.Fatalf("%s: first line %q, %v", path, line, err)
+		}
+		return br
+	}
+	kept, removed := open("/kept"), open("/removed")
+	if err := p.Apply(cfg(rule("ns/kept", "/kept"))); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, removed)
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the removed route's stream still flows 20 s after the change")
+	}
+	for range 3 {
+		if line, err := kept.ReadString('\n'); err != nil || line != "tick\n" {
+			t.Fatalf("the kept route's stream ended: %q, %v", line, err)
+		}
+	}
+}
+
+// A TCP connection to a backend that a change removes is closed.
+func TestRemovingATCPBackendClosesItsConnections(t *testing.T) {
+	echoTCP := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	a, b := echoTCP(), echoTCP()
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	port := func(addr string) *Config {
+		return &Config{Ports: []Port{{Port: 5000, Protocol: TCP, Backends: []Backend{{Address: addr, Weight: 1}}}}}
+	}
+	if err := p.Apply(port(a)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", l.at(t, "tcp/5000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Apply(port(b)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(c); err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatal("the connection to the removed backend is still open after 20 s")
+		}
+	}
+}

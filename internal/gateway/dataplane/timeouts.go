@@ -1,0 +1,156 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+)
+
+// The causes a request's context ends with when the data plane ends it:
+// each is answered 504 Gateway Timeout (gRPC: DEADLINE_EXCEEDED).
+var (
+	errStreamIdle     = errors.New("stream idle timeout")
+	errRequestTimeout = errors.New("request timeout")
+	errBackendTimeout = errors.New("backend request timeout")
+)
+
+// timedOut says whether a request ended because the data plane's own clock
+// ended it.
+func timedOut(ctx context.Context) bool {
+	c := context.Cause(ctx)
+	return errors.Is(c, errStreamIdle) || errors.Is(c, errRequestTimeout) || errors.Is(c, errBackendTimeout)
+}
+
+// routeTimeouts are an HTTPRoute rule's timeouts, parsed once; zero is
+// none.
+type routeTimeouts struct {
+	request, backend time.Duration
+}
+
+func parseTimeouts(t *gwv1.HTTPRouteTimeouts) (routeTimeouts, error) {
+	var rt routeTimeouts
+	if t == nil {
+		return rt, nil
+	}
+	parse := func(what string, d *gwv1.Duration) (time.Duration, error) {
+		if d == nil {
+			return 0, nil
+		}
+		v, err := time.ParseDuration(string(*d))
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%s timeout %q: not a duration", what, *d)
+		}
+		return v, nil
+	}
+	var err error
+	if rt.request, err = parse("request", t.Request); err != nil {
+		return rt, err
+	}
+	if rt.backend, err = parse("backendRequest", t.BackendRequest); err != nil {
+		return rt, err
+	}
+	return rt, nil
+}
+
+// bound ends ctx after the rule's timeouts: the request timeout covers the
+// whole exchange, the backend one the request to the backend (one attempt:
+// the data plane does not retry), so the shorter applies.
+func (rt routeTimeouts) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	switch {
+	case rt.request > 0 && (rt.backend == 0 || rt.request <= rt.backend):
+		return context.WithTimeoutCause(ctx, rt.request, errRequestTimeout)
+	case rt.backend > 0:
+		return context.WithTimeoutCause(ctx, rt.backend, errBackendTimeout)
+	}
+	return ctx, func() {}
+}
+
+// idleGuard ends a request that moves no byte either way for its timeout:
+// a backend that never answers, a client that never reads what it asked
+// for. Reads of the body and writes of the answer are the activity; a
+// blocked write is cut by a write deadline the guard keeps ahead.
+type idleGuard struct {
+	timeout time.Duration
+	rc      *http.ResponseController
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+	last    atomic.Int64 // unix nanoseconds of the last byte
+	// deadline is when the connection's write deadline is; it is moved
+	// only when half of the timeout is spent, not on every write.
+	deadline atomic.Int64
+}
+
+// guardIdle serves next with the stream idle timeout.
+func guardIdle(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		g := &idleGuard{timeout: timeout, rc: http.NewResponseController(w), cancel: cancel}
+		g.touch()
+		g.timer = time.AfterFunc(timeout, g.check)
+		defer g.timer.Stop()
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
+		}
+		next.ServeHTTP(&guardedWriter{ResponseWriter: w, g: g}, r.WithContext(ctx))
+	})
+}
+
+func (g *idleGuard) touch() {
+	now := time.Now()
+	g.last.Store(now.UnixNano())
+	if d := g.deadline.Load(); now.UnixNano() > d-int64(g.timeout/2) {
+		next := now.Add(g.timeout)
+		g.deadline.Store(next.UnixNano())
+		// Not every writer has a deadline (an HTTP/2 stream does, a
+		// test's recorder does not); the timer still ends the request.
+		_ = g.rc.SetWriteDeadline(next)
+	}
+}
+
+func (g *idleGuard) check() {
+	quiet := time.Since(time.Unix(0, g.last.Load()))
+	if quiet >= g.timeout {
+		g.cancel(errStreamIdle)
+		return
+	}
+	g.timer.Reset(g.timeout - quiet)
+}
+
+type guardedBody struct {
+	io.ReadCloser
+	g *idleGuard
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.g.touch()
+	}
+	return n, err
+}
+
+type guardedWriter struct {
+	http.ResponseWriter
+	g *idleGuard
+}
+
+func (w *guardedWriter) Write(p []byte) (int, error) {
+	w.g.touch()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *guardedWriter) WriteHeader(code int) {
+	w.g.touch()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController (the reverse proxy's flushes,
+// WebSocket hijacks) reach the connection's writer.
+func (w *guardedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
