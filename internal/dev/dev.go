@@ -116,11 +116,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintln(out, "Starting etcd and kube-apiserver...")
+	fmt.Fprintln(out, "Starting the control plane (etcd, kube-apiserver)...")
+	cpStart := time.Now()
 	cp, err := apiserver.Start(ctx)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "Control plane ready in %s.\n", seconds(time.Since(cpStart)))
 	defer func() {
 		fmt.Fprintln(out, "Stopping the control plane...")
 		if err := cp.Stop(); err != nil {
@@ -208,6 +210,8 @@ answers its Service node ports itself:
 		fmt.Fprintf(out, "\nThe web console (load balancers, pools, nodes, cloud calls): %s\n", consoleURL)
 	}
 	fmt.Fprintln(out, "\nCtrl-C stops everything.")
+	fmt.Fprintln(out)
+	go nodeProgress{Client: client, Out: out, Want: opts.Nodes, Poll: 250 * time.Millisecond, Every: 5 * time.Second}.Run(simCtx)
 	err = mgr.Start(ctx)
 	// Give the simulator a moment to notice before the API server goes.
 	stopSim()
