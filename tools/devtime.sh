@@ -31,6 +31,7 @@ run() {
 	log=$work/dev-$label.log
 	# The kubeconfig polled is the one this run writes.
 	rm -f .outrigger/kubeconfig
+	: >"$log"
 	start=$(date +%s.%N)
 	env "$@" setsid make dev >"$log" 2>&1 &
 	pid=$!

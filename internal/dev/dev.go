@@ -158,8 +158,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 
 	// The Gateway API's CRDs, so Gateways get the dev provider's load
 	// balancers; without them (no Go module cache here) the rest runs.
+	fmt.Fprint(out, "Installing the Gateway API's CRDs... ")
+	gwStart := time.Now()
 	if err := gatewayapi.Install(ctx, cp.Config); err != nil {
+		fmt.Fprintln(out, "failed: Gateways are off.")
 		log.Error(err, "Gateway API not installed; Gateways are off")
+	} else {
+		fmt.Fprintf(out, "done in %s.\n", seconds(time.Since(gwStart)))
 	}
 
 	client := kubernetes.NewForConfigOrDie(cp.Config)
