@@ -144,7 +144,8 @@ controlplane: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kubectl
 # The modules are downloaded by listing the packages first (go build would download the same before
 # compiling anything), which gives the number of packages the progress line counts the compiled ones
 # against (`go build -v` names each package it compiles; fewer when the build cache holds some).
-# The time it says is a fresh make dev's on the 2-core machine (docs/testing.md's "How long").
+# The time it says: a fresh make dev took 292 s on the 2-core machine, most of it this build
+# (docs/testing.md's "How long"; issue 64 saw about four minutes of it).
 CONTROLPLANE_PACKAGES := k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3
 $(ASSETS)/kube-apiserver $(ASSETS)/etcd &:
 	@mkdir -p $(ASSETS)
