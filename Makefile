@@ -24,6 +24,11 @@ NODWARF ?= -gcflags=all=-dwarf=false
 GOFLAGS := $(strip $(filter-out $(NODWARF),$(GOFLAGS)) $(NODWARF))
 export GOFLAGS
 
+# PROGRESS runs a long build step with its output in a log, saying what it does and how far it is
+# (tools/progress.sh); lines start with PROGRESS_PREFIX, the goal make was asked for.
+PROGRESS_PREFIX = make $(or $(MAKECMDGOALS),dev)
+PROGRESS = tools/progress.sh -p '$(PROGRESS_PREFIX)'
+
 .PHONY: dev test build controlplane verify verify-files verify-proto proto bench clean lint fuzz
 
 ## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes). It waits
@@ -31,10 +36,13 @@ export GOFLAGS
 ## the lowest CPU priority when missing (.outrigger/kubectl.log).
 # Its builds run one after the other: go builds side by side (make -j) each compile the packages they
 # share, and a fresh make dev took 502 s so, against 391 s one after the other.
+# Each build says what it is doing and how far it is (tools/progress.sh), its output in a log under
+# .outrigger/ that a failure ends with.
 dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 	@[ -x $(ASSETS)/kubectl ] || { mkdir -p .outrigger; echo "make dev: building kubectl in the background (.outrigger/kubectl.log)"; \
-		setsid nice -n 19 $(MAKE) --no-print-directory $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
-	./bin/outrigger dev --nodes $(NODES)
+		setsid nice -n 19 $(MAKE) --no-print-directory PROGRESS_PREFIX="make dev" $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
+	@echo "make dev: starting ./bin/outrigger dev --nodes $(NODES)"
+	@./bin/outrigger dev --nodes $(NODES)
 
 ## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
 ## `integration`; a plain `go test ./...` runs only the unit tests), upstream flag
@@ -122,9 +130,10 @@ fuzz:
 		done; \
 	done
 
-## build: the outrigger binary.
+## build: the outrigger binary (its output in .outrigger/build.log).
 build:
-	go build -o bin/outrigger ./cmd/outrigger
+	@$(PROGRESS) -u 'packages compiled' .outrigger/build.log 'building Outrigger (bin/outrigger)' \
+		go build -v -o bin/outrigger ./cmd/outrigger
 
 ## controlplane: build etcd, kube-apiserver and kubectl from source, once, into $(ASSETS).
 controlplane: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kubectl
@@ -132,14 +141,26 @@ controlplane: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kubectl
 # kube-apiserver and etcd in one go command (etcd's main package builds as "server"): it schedules the two
 # binaries' packages together, so both cores stay busy while one of them links. The -X flags name no
 # package etcd links, which the linker ignores.
+# The modules are downloaded by listing the packages first (go build would download the same before
+# compiling anything), which gives the number of packages the progress line counts the compiled ones
+# against (`go build -v` names each package it compiles; fewer when the build cache holds some).
+# The time it says: a fresh make dev took 292 s on the 2-core machine, most of it this build
+# (docs/testing.md's "How long"; issue 64 saw about four minutes of it).
+CONTROLPLANE_PACKAGES := k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3
 $(ASSETS)/kube-apiserver $(ASSETS)/etcd &:
 	@mkdir -p $(ASSETS)
-	t=$(ASSETS)/.build.$$$$ && cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $$t/ k8s.io/kubernetes/cmd/kube-apiserver go.etcd.io/etcd/server/v3 && \
-		mv $$t/server $(ASSETS)/etcd && mv $$t/kube-apiserver $(ASSETS)/kube-apiserver && rmdir $$t
+	@echo "$(PROGRESS_PREFIX): the control plane (etcd, kube-apiserver $(K8S_VERSION)) is built from source, once per machine, into $(ASSETS): about 4 min on 2 cores"
+	@t=$(ASSETS)/.build.$$$$ && mkdir -p $$t && \
+	$(PROGRESS) .outrigger/controlplane-modules.log 'downloading its Go modules' \
+		sh -c 'go -C $(K8S_MODULE) list -deps $(CONTROLPLANE_PACKAGES) >'"$$t/packages" && \
+	$(PROGRESS) -u 'packages compiled' -n $$(wc -l <$$t/packages) .outrigger/controlplane.log 'compiling etcd and kube-apiserver' \
+		go -C $(K8S_MODULE) build -v -ldflags "$(K8S_LDFLAGS)" -o $$t/ $(CONTROLPLANE_PACKAGES) && \
+	mv $$t/server $(ASSETS)/etcd && mv $$t/kube-apiserver $(ASSETS)/kube-apiserver && rm $$t/packages && rmdir $$t
 
 $(ASSETS)/kubectl:
 	@mkdir -p $(ASSETS)
-	cd $(K8S_MODULE) && go build -ldflags "$(K8S_LDFLAGS)" -o $@.$$$$.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.$$$$.tmp $@
+	@$(PROGRESS) -u 'packages compiled' .outrigger/kubectl-build.log 'building kubectl $(K8S_VERSION)' \
+		go -C $(K8S_MODULE) build -v -ldflags "$(K8S_LDFLAGS)" -o $@.$$$$.tmp k8s.io/kubernetes/cmd/kubectl && mv $@.$$$$.tmp $@
 
 
 VERIFY_GOFLAGS ?= -race

@@ -1,7 +1,10 @@
+# shellcheck shell=sh
 # Step times for `make test` (sourced by its recipe; POSIX sh). Each step runs
 # in turn; its wall time and result go to a file, one line each
 # (name<TAB>seconds<TAB>result), and when the shell exits (the steps done, a
 # step failed, or Ctrl-C) they are printed as a table, as far as it got.
+# A line says when each step starts ("make test: NAME ...") and when it ends
+# ("make test: NAME: passed in 1 min 4 s"); steps_prefix changes "make test".
 #
 #   . tools/steptimes.sh; steps_begin FILE
 #   step NAME COMMAND...          runs COMMAND in this shell (a builtin such as wait too);
@@ -11,6 +14,7 @@
 #   steps_on_exit COMMAND         runs COMMAND at exit, before the table (cleanup)
 
 steps_tab=$(printf '\t')
+steps_prefix=${steps_prefix:-make test}
 
 steps_begin() {
 	steps_file=$1
@@ -37,6 +41,7 @@ step() {
 	steps_current=$1
 	shift
 	steps_t0=$(date +%s)
+	echo "$steps_prefix: $steps_current ..."
 	if [ -n "$steps_dir" ]; then
 		echo "+ cd $steps_dir && $*"
 		if (cd "$steps_dir" && "$@"); then steps_st=0; else steps_st=$?; fi
@@ -44,7 +49,9 @@ step() {
 		echo "+ $*"
 		if "$@"; then steps_st=0; else steps_st=$?; fi
 	fi
-	steps_record "$steps_current" "$(($(date +%s) - steps_t0))" "$(steps_result "$steps_st")"
+	steps_secs=$(($(date +%s) - steps_t0))
+	steps_record "$steps_current" "$steps_secs" "$(steps_result "$steps_st")"
+	echo "$steps_prefix: $steps_current: $(steps_result "$steps_st") in $(steps_duration "$steps_secs")"
 	steps_current=
 	return "$steps_st"
 }
@@ -78,7 +85,7 @@ steps_end() {
 	fi
 	eval "$steps_cleanup"
 	echo
-	echo "make test: time of each step"
+	echo "$steps_prefix: time of each step"
 	echo
 	echo "| step | time | result |"
 	echo "| --- | --- | --- |"

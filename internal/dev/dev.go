@@ -52,6 +52,10 @@ type Options struct {
 	// ConsoleActions lets the console change the sim cloud (stop, start
 	// and terminate instances, inject faults).
 	ConsoleActions bool
+	// LogFile receives the log (klog's), errors also printed on stderr, so
+	// that the terminal shows what the environment does and how far it is
+	// in a few lines; empty is StateDir/outrigger.log, "-" the terminal.
+	LogFile string
 	// Outrigger holds Outrigger's own flags; kubeconfig, provider and
 	// cloud-config are filled in by the environment.
 	Outrigger *manager.Options
@@ -75,6 +79,7 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().StringVar(&opts.LBPool, "lb-pool", "127.0.100.0/24", "VIPs of LoadBalancer Services, on this machine.")
 	cmd.Flags().StringVar(&opts.PluginEndpoint, "plugin-endpoint", "", "Run Outrigger with the provider plugin at this endpoint (unix:///path) instead of the built-in dev provider; the plugin's cloud must know the instances node-1, node-2, ...")
 	cmd.Flags().StringVar(&opts.ConsoleAddress, "console-address", "127.0.0.1:8481", "Address of the web console (plain HTTP, no authentication: keep it on loopback); empty turns it off.")
+	cmd.Flags().StringVar(&opts.LogFile, "log-file", "", "File for the log, errors also printed here (default: outrigger.log in --state-dir); - keeps all of it on the terminal.")
 	cmd.Flags().BoolVar(&opts.ConsoleActions, "console-actions", false, "Let the console change the sim cloud: stop, start and terminate instances, throttle it or make it fail calls.")
 	cmd.Flags().IntVar(&opts.Outrigger.Serving.BindPort, "secure-port", opts.Outrigger.Serving.BindPort, "Outrigger's HTTPS port for /healthz, /readyz and /metrics; 0 disables it.")
 	// Pod networking is on by default in dev, dual-stack.
@@ -90,6 +95,23 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	log := klog.FromContext(ctx)
 	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", opts.StateDir, err)
+	}
+	if opts.LogFile != "-" {
+		path := opts.LogFile
+		if path == "" {
+			path = filepath.Join(opts.StateDir, "outrigger.log")
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("--log-file: %w", err)
+		}
+		defer f.Close()
+		// klog writes errors to stderr too when not all of it goes there
+		// (its -stderrthreshold, ERROR).
+		klog.LogToStderr(false)
+		klog.SetOutput(f)
+		defer func() { klog.Flush(); klog.LogToStderr(true) }()
+		fmt.Fprintf(out, "Logging to %s (errors also here).\n", path)
 	}
 	// Bind the cloud's port first: a port in use should fail in a second,
 	// not after the control plane started.
@@ -116,11 +138,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 		}
 	}
 
-	fmt.Fprintln(out, "Starting etcd and kube-apiserver...")
+	fmt.Fprintln(out, "Starting the control plane (etcd, kube-apiserver)...")
+	cpStart := time.Now()
 	cp, err := apiserver.Start(ctx)
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "Control plane ready in %s.\n", seconds(time.Since(cpStart)))
 	defer func() {
 		fmt.Fprintln(out, "Stopping the control plane...")
 		if err := cp.Stop(); err != nil {
@@ -134,8 +158,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 
 	// The Gateway API's CRDs, so Gateways get the dev provider's load
 	// balancers; without them (no Go module cache here) the rest runs.
+	fmt.Fprint(out, "Installing the Gateway API's CRDs... ")
+	gwStart := time.Now()
 	if err := gatewayapi.Install(ctx, cp.Config); err != nil {
+		fmt.Fprintln(out, "failed: Gateways are off.")
 		log.Error(err, "Gateway API not installed; Gateways are off")
+	} else {
+		fmt.Fprintf(out, "done in %s.\n", seconds(time.Since(gwStart)))
 	}
 
 	client := kubernetes.NewForConfigOrDie(cp.Config)
@@ -208,6 +237,8 @@ answers its Service node ports itself:
 		fmt.Fprintf(out, "\nThe web console (load balancers, pools, nodes, cloud calls): %s\n", consoleURL)
 	}
 	fmt.Fprintln(out, "\nCtrl-C stops everything.")
+	fmt.Fprintln(out)
+	go nodeProgress{Client: client, Out: out, Want: opts.Nodes, Poll: 250 * time.Millisecond, Every: 5 * time.Second}.Run(simCtx)
 	err = mgr.Start(ctx)
 	// Give the simulator a moment to notice before the API server goes.
 	stopSim()

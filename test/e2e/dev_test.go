@@ -74,7 +74,7 @@ func TestDev(t *testing.T) {
 	// in the state dir's sim.yaml); the secure port cannot be chosen so.
 	dev := exec.Command(bin, "dev", "--nodes=2", "--state-dir="+state, "--cloud-address=127.0.0.1:0", "--console-address=127.0.0.1:0",
 		"--secure-port="+strconv.Itoa(testenv.FreePort(t)),
-		"--node-ip-range=127.3.0.0/16", "--lb-pool=127.0.203.0/24")
+		"--node-ip-range=127.3.0.0/16", "--lb-pool=127.0.203.0/24", "--log-file=-")
 	var out syncBuffer
 	dev.Stdout, dev.Stderr = &out, &out
 	if err := dev.Start(); err != nil {

@@ -70,13 +70,13 @@ func EnsureAssets(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	args := []string{"-C", root, "ASSETS=" + dir}
+	// make says what it builds and how far it is, as `make controlplane`.
+	args := []string{"-C", root, "ASSETS=" + dir, "PROGRESS_PREFIX=make controlplane"}
 	for _, b := range binaries {
 		args = append(args, filepath.Join(dir, b))
 	}
 	cmd := exec.CommandContext(ctx, "make", args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	fmt.Fprintf(os.Stderr, "Building the control plane (kube-apiserver %s, etcd) into %s; this happens once per machine.\n", KubernetesVersion, dir)
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("building the control plane with 'make %s': %w", strings.Join(args, " "), err)
 	}
