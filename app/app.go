@@ -128,8 +128,9 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, AllWebhooks, DisabledByDefaultWebhooks)
 	extra, dups := b.splitFlags(additionalFlags)
 	cmd := manager.NewCustomCommand(opts, manager.CommandText{
-		Use:  "cloud-controller-manager",
-		Long: "The cloud controller manager runs the cloud specific control loops, on Outrigger.",
+		Use:   "cloud-controller-manager",
+		Long:  "The cloud controller manager runs the cloud specific control loops, on Outrigger.",
+		Yield: true,
 	}, extra, b.run)
 	b.flags = cmd.Flags()
 	b.dups = dups
@@ -143,6 +144,9 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if b.conflict != nil {
 			return b.conflict
+		}
+		if err := opts.TakeYielded(); err != nil {
+			return err
 		}
 		if cmd.Flags().Changed("version") {
 			return nil
@@ -201,8 +205,10 @@ type binary struct {
 	x *extras
 }
 
-// splitFlags returns the additional flags Outrigger does not define, by
-// section, and those it does.
+// splitFlags returns the additional flags for the command, by section,
+// and those that name one of upstream's flags. A flag named as one of
+// Outrigger's own (manager.OwnFlag) goes on the command and replaces
+// Outrigger's, as one added to command.Flags() later does.
 func (b *binary) splitFlags(additional cliflag.NamedFlagSets) (cliflag.NamedFlagSets, map[string]*pflag.Flag) {
 	ours := pflag.NewFlagSet("", pflag.ContinueOnError)
 	manager.NewOptions().AddFlags(ours)
@@ -210,7 +216,7 @@ func (b *binary) splitFlags(additional cliflag.NamedFlagSets) (cliflag.NamedFlag
 	dups := map[string]*pflag.Flag{}
 	for _, name := range additional.Order {
 		additional.FlagSet(name).VisitAll(func(f *pflag.Flag) {
-			if ours.Lookup(f.Name) != nil {
+			if ours.Lookup(f.Name) != nil && !manager.OwnFlag(f.Name) {
 				dups[f.Name] = f
 				return
 			}
@@ -246,7 +252,10 @@ func (b *binary) seedDefaults() error {
 	for name, theirs := range b.dups {
 		ours := b.flags.Lookup(name)
 		if ours.Value.Type() != theirs.Value.Type() {
-			errs = append(errs, fmt.Errorf("flag --%s is defined by Outrigger (%s) and by the provider (%s)", name, ours.Value.Type(), theirs.Value.Type()))
+			// As upstream's command, which adds a provider's flag only
+			// under a name still free: upstream's flag is the one parsed,
+			// and the provider's keeps its default.
+			delete(b.dups, name)
 			continue
 		}
 		if err := copyFlag(ours, theirs); err != nil {

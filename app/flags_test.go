@@ -65,14 +65,29 @@ func TestAdditionalFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("conflict", func(t *testing.T) {
-		var mask string
+	t.Run("conflict with an upstream flag", func(t *testing.T) {
+		// As upstream's command: a provider's flag named as one of
+		// upstream's is left out, upstream's parses the value.
+		var name int
 		_, run := command(t, nil, func(fs *pflag.FlagSet) {
-			fs.StringVar(&mask, "node-cidr-mask-size-ipv4", "26", "Of another type.")
+			fs.IntVar(&name, "cluster-name", 7, "Of another type.")
+		})
+		if err := run("--cluster-name=blue", "--version"); err != nil {
+			t.Fatal(err)
+		}
+		if name != 7 {
+			t.Errorf("the provider's --cluster-name = %d, want its default 7", name)
+		}
+	})
+	t.Run("true collision", func(t *testing.T) {
+		var timeout string
+		_, run := command(t, nil, func(fs *pflag.FlagSet) {
+			fs.StringVar(&timeout, "cloud-call-timeout", "forever", "The cloud SDK's own timeout mode.")
 		})
 		err := run("--cloud-provider=x")
-		if err == nil || !strings.Contains(err.Error(), "--node-cidr-mask-size-ipv4 is defined by Outrigger (int) and by the provider (string)") || strings.Contains(err.Error(), "\n") {
-			t.Errorf("err = %v, want one line naming the flag and both types", err)
+		if err == nil || !strings.Contains(err.Error(), "flag --cloud-call-timeout is defined twice: by Outrigger (duration") ||
+			!strings.Contains(err.Error(), "by the provider's main (string") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("err = %v, want one line naming the flag and both owners", err)
 		}
 	})
 	t.Run("unknown controller", func(t *testing.T) {
@@ -99,4 +114,52 @@ func TestProviderDefaults(t *testing.T) {
 	if !strings.Contains(out.String(), `--cluster-name string`) || !strings.Contains(out.String(), `(default "from-provider")`) {
 		t.Errorf("--help does not show the provider's default cluster name:\n%s", out)
 	}
+}
+
+// TestOutriggerFlagsYield: a name Outrigger has and upstream's
+// cloud-controller-manager has not belongs to a provider that defines it,
+// of any type, in its additional flags (GCP's Int32Var) or on
+// command.Flags() once the command is built (Linode's IntVar, which made
+// pflag panic "flag redefined"). Outrigger reads a value it understands.
+func TestOutriggerFlagsYield(t *testing.T) {
+	t.Run("additional flags of another type", func(t *testing.T) {
+		var mask int32
+		out, run := command(t, nil, func(fs *pflag.FlagSet) {
+			fs.Int32Var(&mask, "node-cidr-mask-size-ipv4", 24, "GCP's own.")
+		})
+		if err := run("--node-cidr-mask-size-ipv4=26", "--version"); err != nil {
+			t.Fatal(err)
+		}
+		if mask != 26 {
+			t.Errorf("the provider's mask = %d, want 26", mask)
+		}
+		out.Reset()
+		if err := run("--help"); err != nil {
+			t.Fatal(err)
+		}
+		help := out.String()
+		if n := strings.Count(help, "--node-cidr-mask-size-ipv4"); n != 1 || !strings.Contains(help, "GCP's own.") {
+			t.Errorf("--help shows --node-cidr-mask-size-ipv4 %d times, want once, the provider's:\n%s", n, help)
+		}
+	})
+	t.Run("on the command after it is built", func(t *testing.T) {
+		s, err := options.NewCloudControllerManagerOptions()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := app.NewCloudControllerManagerCommand(s, noCloud, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, make(chan struct{}))
+		var v4, v6 int
+		cmd.Flags().IntVar(&v4, "node-cidr-mask-size-ipv4", 0, "Linode's own.")
+		cmd.Flags().IntVar(&v6, "node-cidr-mask-size-ipv6", 0, "Linode's own.")
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"--node-cidr-mask-size-ipv4=25", "--version"})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if v4 != 25 || v6 != 0 {
+			t.Errorf("the provider's masks = %d, %d, want 25, 0", v4, v6)
+		}
+	})
 }

@@ -128,6 +128,9 @@ type Options struct {
 	// flags is the flag set AddFlags registered on, to tell a flag the
 	// user gave from one left at its default.
 	flags *pflag.FlagSet
+	// own are Outrigger's own flags on a yielding command, which a
+	// provider's flag of the same name may replace (TakeYielded).
+	own *pflag.FlagSet
 }
 
 // NewOptions returns upstream's defaults.
