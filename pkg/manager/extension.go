@@ -18,7 +18,8 @@ import (
 // provider: its own controllers, the identities of Outrigger's, the client
 // builder its provider is initialized with. Package app fills it from
 // upstream's k8s.io/cloud-provider/app arguments; Options.Extension carries
-// it.
+// it. With an Extension, a provider without a cluster ID runs, as under
+// upstream's app.Run: refusing is the cloud initializer's choice.
 type Extension struct {
 	// Builtin names Outrigger's controllers this binary offers; nil offers
 	// all. A provider's main that leaves one out of its controller map

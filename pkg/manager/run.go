@@ -86,8 +86,12 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	if err := checkUnits(units); err != nil {
 		return nil, err
 	}
+	// Upstream's app.Run leaves the cluster ID to the cloud initializer
+	// (its sample's refuses an untagged cloud, DigitalOcean's does not):
+	// a provider's own main (an Extension) gets the same, Outrigger's own
+	// binary refuses as upstream's sample does.
 	for _, u := range units {
-		if !u.provider.HasClusterID() {
+		if opts.Extension == nil && !u.provider.HasClusterID() {
 			if !opts.AllowUntaggedCloud {
 				return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", u.name)
 			}
