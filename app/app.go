@@ -153,7 +153,34 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 		}
 		return opts.Validate()
 	}
+	printOnce(cmd)
 	return cmd
+}
+
+// printOnce makes the command print its error to its stderr, once,
+// whatever the main does with it: upstream's command prints it (cobra
+// does), and mains written for it exit 1 without a word (GCP's, hcloud's)
+// or print it again themselves (Linode's). Cobra's own printing stays
+// off, even where a main turned it back on, so it is never twice.
+func printOnce(cmd *cobra.Command) {
+	report := func(c *cobra.Command, err error) error {
+		if err != nil {
+			c.SilenceErrors = true
+			cmd.SilenceErrors = true
+			fmt.Fprintf(c.ErrOrStderr(), "Error: %v\n", err)
+		}
+		return err
+	}
+	flagErr := cmd.FlagErrorFunc()
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return report(c, flagErr(c, err)) })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error { return report(c, args(c, a)) }
+	}
+	for _, f := range []*func(*cobra.Command, []string) error{&cmd.PreRunE, &cmd.RunE} {
+		if run := *f; run != nil {
+			*f = func(c *cobra.Command, a []string) error { return report(c, run(c, a)) }
+		}
+	}
 }
 
 // extend tells Outrigger's manager what the provider's main adds: which of

@@ -163,3 +163,40 @@ func TestOutriggerFlagsYield(t *testing.T) {
 		}
 	})
 }
+
+// TestErrorPrintedOnce: the command prints its error once to its stderr,
+// for mains that exit 1 without printing (GCP's, hcloud's), whether a
+// flag, the options or the run failed, and whatever SilenceErrors says.
+func TestErrorPrintedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		silence bool
+		args    []string
+		want    string
+	}{
+		{"bad flag", false, []string{"--node-monitor-period=soon"}, `invalid argument "soon"`},
+		{"bad flag, errors silenced by the main", true, []string{"--node-monitor-period=soon"}, `invalid argument "soon"`},
+		{"bad options", true, []string{"--cloud-provider=x", "--controllers=*,tagging"}, `unknown controller "tagging"`},
+		{"argument", false, []string{"extra"}, `unknown command "extra"`},
+		{"run", true, []string{"--cloud-provider=x", "--kubeconfig=/nonexistent/kubeconfig"}, "/nonexistent/kubeconfig"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := options.NewCloudControllerManagerOptions()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := app.NewCloudControllerManagerCommand(s, noCloud, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, make(chan struct{}))
+			cmd.SilenceErrors = tc.silence
+			var stdout, stderr bytes.Buffer
+			cmd.SetOut(&stdout)
+			cmd.SetErr(&stderr)
+			cmd.SetArgs(tc.args)
+			if err := cmd.Execute(); err == nil {
+				t.Fatal("the command succeeded")
+			}
+			if n := strings.Count(stderr.String(), "Error: "); n != 1 || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("stderr has %d errors, want one saying %q:\n%s", n, tc.want, stderr.String())
+			}
+		})
+	}
+}
