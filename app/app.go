@@ -52,7 +52,6 @@ import (
 	"k8s.io/klog/v2"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -82,7 +81,10 @@ var (
 )
 
 // DefaultInitFuncConstructors are Outrigger's controllers by upstream's
-// names, with upstream's client names (the ServiceAccounts they act as
+// names, the four upstream's map holds (node IPAM is not among them, as
+// upstream: a provider that allocates pod CIDRs brings its own, as GCP's
+// and Linode's do; Outrigger's own binary runs its node IPAM), with
+// upstream's client names (the ServiceAccounts they act as
 // with --use-service-account-credentials). A provider may change a
 // ClientName, leave a controller out, or replace one with its own
 // constructor, which then runs instead of Outrigger's.
@@ -91,7 +93,6 @@ var DefaultInitFuncConstructors = map[string]ControllerInitFuncConstructor{
 	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
 	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: outriggerController},
 	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: outriggerController},
-	nodeipam.Name:                      {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
 }
 
 // outriggerController marks a constructor of DefaultInitFuncConstructors:

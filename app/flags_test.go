@@ -2,18 +2,25 @@ package app_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 	cloudprovider "k8s.io/cloud-provider"
+	upstreamapp "k8s.io/cloud-provider/app"
 	"k8s.io/cloud-provider/app/config"
 	"k8s.io/cloud-provider/names"
 	"k8s.io/cloud-provider/options"
 	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/outrigger-ccm/outrigger/app"
 )
+
+// Several commands run in this process, each applying the logging flags
+// as a process does once.
+func init() { logsapi.ReapplyHandling = logsapi.ReapplyHandlingIgnoreUnchanged }
 
 func noCloud(*config.CompletedConfig) cloudprovider.Interface { return nil }
 
@@ -198,5 +205,30 @@ func TestErrorPrintedOnce(t *testing.T) {
 				t.Errorf("stderr has %d errors, want one saying %q:\n%s", n, tc.want, stderr.String())
 			}
 		})
+	}
+}
+
+// TestNoNodeIPAMByDefault: the default controllers are upstream's four;
+// node IPAM is not among them, so the IPAM flags are the provider's, as
+// Linode's main reads them: --allocate-node-cidrs with its own mask flags
+// left at 0 starts (and fails only at the missing kubeconfig here).
+func TestNoNodeIPAMByDefault(t *testing.T) {
+	if got, want := app.ControllerNames(app.DefaultInitFuncConstructors), upstreamapp.ControllerNames(upstreamapp.DefaultInitFuncConstructors); !slices.Equal(got, want) {
+		t.Errorf("default controllers %v, want upstream's %v", got, want)
+	}
+	s, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := app.NewCloudControllerManagerCommand(s, noCloud, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, make(chan struct{}))
+	var v4, v6 int
+	cmd.Flags().IntVar(&v4, "node-cidr-mask-size-ipv4", 0, "Linode's own.")
+	cmd.Flags().IntVar(&v6, "node-cidr-mask-size-ipv6", 0, "Linode's own.")
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--cloud-provider=linode", "--allocate-node-cidrs", "--cluster-cidr=198.18.0.0/16", "--kubeconfig=/nonexistent/kubeconfig"})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
+		t.Errorf("err = %v, want only the missing kubeconfig", err)
 	}
 }

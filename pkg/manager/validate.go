@@ -80,7 +80,12 @@ func (o *Options) Validate() error {
 	if o.ConcurrentNodeStatusUpdates < 0 {
 		errs = append(errs, errors.New("--concurrent-node-status-updates must not be negative"))
 	}
-	if o.AllocateNodeCIDRs || o.ClusterCIDR != "" {
+	// The IPAM flags are read by Outrigger's node IPAM alone: a binary
+	// without it (a provider's main, whose initializer may allocate CIDRs
+	// itself, as Linode's) leaves them to the provider, as upstream's
+	// cloud-controller-manager does.
+	ipam := slices.Contains(o.builtin(), nodeipam.Name)
+	if ipam && (o.AllocateNodeCIDRs || o.ClusterCIDR != "") {
 		if o.AllocateNodeCIDRs && o.ClusterCIDR == "" {
 			errs = append(errs, errors.New("--allocate-node-cidrs needs --cluster-cidr"))
 		} else if cidrs, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
@@ -89,7 +94,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if o.AllocateNodeCIDRs {
+	if ipam && o.AllocateNodeCIDRs {
 		if o.CIDRAllocatorType != nodeipam.RangeAllocator && o.CIDRAllocatorType != nodeipam.CloudAllocator {
 			errs = append(errs, fmt.Errorf("--cidr-allocator-type %q: use %s or %s", o.CIDRAllocatorType, nodeipam.RangeAllocator, nodeipam.CloudAllocator))
 		}
