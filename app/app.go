@@ -50,6 +50,7 @@ import (
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
@@ -149,6 +150,9 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 		if err := opts.TakeYielded(); err != nil {
 			return err
 		}
+		// Read as the command starts, as upstream reads it: a main may
+		// add to it after building the command.
+		opts.Extension.DisabledByDefault = ControllersDisabledByDefault.List()
 		if cmd.Flags().Changed("version") {
 			return nil
 		}
@@ -203,9 +207,8 @@ func (b *binary) extend() {
 			continue
 		}
 		ext.Controllers = append(ext.Controllers, manager.Controller{
-			Name:              name,
-			DisabledByDefault: ControllersDisabledByDefault.Has(name),
-			Start:             func(ctx context.Context) (bool, error) { return b.x.start(ctx, name) },
+			Name:  name,
+			Start: func(ctx context.Context) (healthz.Checker, bool, error) { return b.x.start(ctx, name) },
 		})
 	}
 	b.opts.Extension = ext
@@ -268,7 +271,7 @@ func (b *binary) seedDefaults() error {
 		fs.VisitAll(func(theirs *pflag.Flag) {
 			ours := b.flags.Lookup(theirs.Name)
 			up := lookup(def, theirs.Name)
-			if ours == nil || up == nil || theirs.DefValue == up.DefValue || theirs.Name == "controllers" {
+			if ours == nil || up == nil || theirs.DefValue == up.DefValue {
 				return
 			}
 			if err := copyFlag(ours, theirs); err != nil {
@@ -422,13 +425,23 @@ type extras struct {
 	err      error
 }
 
-func (x *extras) start(ctx context.Context, name string) (bool, error) {
+// start runs the controller's InitFunc; a controller that can report its
+// health (controller.HealthCheckable) is checked under its name.
+func (x *extras) start(ctx context.Context, name string) (healthz.Checker, bool, error) {
 	x.once.Do(func() { x.err = x.build(ctx) })
 	if x.err != nil {
-		return false, fmt.Errorf("controller context: %w", x.err)
+		return nil, false, fmt.Errorf("controller context: %w", x.err)
 	}
-	_, started, err := x.initFuncs[name](ctx, x.ctx)
-	return started, err
+	ctrl, started, err := x.initFuncs[name](ctx, x.ctx)
+	if err != nil || !started {
+		return nil, started, err
+	}
+	if hc, ok := ctrl.(controller.HealthCheckable); ok {
+		if check := hc.HealthChecker(); check != nil {
+			return check.Check, true, nil
+		}
+	}
+	return nil, true, nil
 }
 
 // build makes the controller context as upstream's CreateControllerContext

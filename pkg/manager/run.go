@@ -100,7 +100,8 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	}
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
-	port, err := securePort(ctx, opts, restConfig, readyz)
+	health := &healthChecks{}
+	port, err := securePort(ctx, opts, restConfig, readyz, health)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +195,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	}
 	if len(extra) > 0 {
 		// After the provider's Initialize, as upstream starts them.
-		pc := &providerControllers{controllers: extra, started: opts.Extension.Started,
+		pc := &providerControllers{controllers: extra, started: opts.Extension.Started, health: health,
 			recorder: mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
 			lease: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 				Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName}}
@@ -247,6 +248,8 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			if err := setupController(ctx, afterInit{Manager: target, done: u.init.done}, name, u, units, siblings, opts); err != nil {
 				return nil, err
 			}
+			// As upstream, /healthz/<name> for every controller that runs.
+			health.add(name, healthz.Ping)
 			log.Info("Enabled controller", "controller", name, "provider", u.name, "lease", lease)
 		}
 	}

@@ -157,7 +157,11 @@ func (o *Options) EnabledControllers() ([]string, error) {
 	off := map[string]bool{}
 	for _, c := range o.extraControllers() {
 		known = append(known, c.Name)
-		off[c.Name] = c.DisabledByDefault
+	}
+	if o.Extension != nil {
+		for _, name := range o.Extension.DisabledByDefault {
+			off[name] = true
+		}
 	}
 	aliases := maps.Clone(flagAliases)
 	if o.Extension != nil {
