@@ -90,23 +90,26 @@ var (
 // ClientName, leave a controller out, or replace one with its own
 // constructor, which then runs instead of Outrigger's.
 var DefaultInitFuncConstructors = map[string]ControllerInitFuncConstructor{
-	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
-	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
-	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: outriggerController},
-	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: outriggerController},
+	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeControllerWrapper},
+	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeLifecycleControllerWrapper},
+	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: StartServiceControllerWrapper},
+	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: StartRouteControllerWrapper},
 }
 
-// outriggerController marks a constructor of DefaultInitFuncConstructors:
-// the controller is Outrigger's own, run by its manager, and the InitFunc
-// is never called.
-func outriggerController(ControllerInitContext, *cloudcontrollerconfig.CompletedConfig, cloudprovider.Interface) InitFunc {
-	return func(context.Context, genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		return nil, false, errors.New("this controller runs inside Outrigger's manager, not through an InitFunc")
-	}
-}
-
+// isOutriggers reports whether c is one of upstream's four controllers,
+// which Outrigger's manager runs: its InitFunc is never called.
 func isOutriggers(c ControllerInitFuncConstructor) bool {
-	return c.Constructor != nil && reflect.ValueOf(c.Constructor).Pointer() == reflect.ValueOf(outriggerController).Pointer()
+	if c.Constructor == nil {
+		return false
+	}
+	p := reflect.ValueOf(c.Constructor).Pointer()
+	for _, w := range []InitFuncConstructor{StartCloudNodeControllerWrapper, StartCloudNodeLifecycleControllerWrapper,
+		StartServiceControllerWrapper, StartRouteControllerWrapper} {
+		if reflect.ValueOf(w).Pointer() == p {
+			return true
+		}
+	}
+	return false
 }
 
 // ControllerNames are the names of the constructors, sorted.
