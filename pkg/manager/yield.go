@@ -103,9 +103,12 @@ func setFrom(dst, src pflag.Value) error {
 }
 
 // shown reports whether f is the flag cmd parses by its name: one a
-// provider's flag replaced is left out of --help's Outrigger section.
+// provider's flag replaced is left out of --help's Outrigger section. Before
+// parsing (help asked for by a main itself), Outrigger's are not merged
+// yet, and are what parsing would find where nothing replaced them.
 func shown(cmd *cobra.Command, f *pflag.Flag) bool {
-	return cmd.Flags().Lookup(f.Name) == f
+	cur := cmd.Flags().Lookup(f.Name)
+	return cur == nil || cur == f
 }
 
 // helpSections are nfs as --help prints them: without Outrigger's own
