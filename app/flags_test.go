@@ -232,3 +232,13 @@ func TestNoNodeIPAMByDefault(t *testing.T) {
 		t.Errorf("err = %v, want only the missing kubeconfig", err)
 	}
 }
+
+// TestClusterCIDRForRoutes: without node IPAM, --cluster-cidr is still
+// the route controller's, and a malformed one stops the command.
+func TestClusterCIDRForRoutes(t *testing.T) {
+	_, run := command(t, nil, nil)
+	err := run("--cloud-provider=x", "--cluster-cidr=not-a-cidr")
+	if err == nil || !strings.Contains(err.Error(), "not-a-cidr") {
+		t.Errorf("err = %v, want one about --cluster-cidr", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
 	"github.com/outrigger-ccm/outrigger/internal/platform"
 )
 
@@ -85,6 +86,12 @@ func (o *Options) Validate() error {
 	// itself, as Linode's) leaves them to the provider, as upstream's
 	// cloud-controller-manager does.
 	ipam := slices.Contains(o.builtin(), nodeipam.Name)
+	if !ipam && o.ClusterCIDR != "" && o.ConfigureCloudRoutes && slices.Contains(o.builtin(), route.Name) {
+		// The route controller still routes inside --cluster-cidr.
+		if _, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if ipam && (o.AllocateNodeCIDRs || o.ClusterCIDR != "") {
 		if o.AllocateNodeCIDRs && o.ClusterCIDR == "" {
 			errs = append(errs, errors.New("--allocate-node-cidrs needs --cluster-cidr"))
