@@ -5,6 +5,7 @@ package app_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"sync"
 	"testing"
@@ -179,5 +180,47 @@ func TestGCPShapedMain(t *testing.T) {
 	defer mu.Unlock()
 	if maskV4 != 26 || maskV6 != 64 {
 		t.Errorf("GCP's masks %d/%d, want 26/64", maskV4, maskV6)
+	}
+}
+
+// TestHcloudShapedMain is a main of hcloud's shape: the defaults, an
+// initializer that takes a Node lister from the config's SharedInformers
+// and --cluster-cidr, and its chart's networking.enabled passing
+// --allocate-node-cidrs; the cloud answers from that lister, so a node is
+// initialized only once the shared informers run.
+func TestHcloudShapedMain(t *testing.T) {
+	s, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu          sync.Mutex
+		clusterCIDR string
+	)
+	cloudInit := func(c *config.CompletedConfig) cloudprovider.Interface {
+		nodes := c.SharedInformers.Core().V1().Nodes().Lister()
+		mu.Lock()
+		clusterCIDR = c.ComponentConfig.KubeCloudShared.ClusterCIDR
+		mu.Unlock()
+		cloud := fakeCloud()
+		cloud.DisableLoadBalancers = false
+		answer := cloud.OverrideInstanceMetadata
+		cloud.OverrideInstanceMetadata = func(ctx context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
+			if _, err := nodes.Get(n.Name); err != nil {
+				return nil, fmt.Errorf("hcloud's lister: %w", err)
+			}
+			return answer(ctx, n)
+		}
+		return cloud
+	}
+	stop := make(chan struct{})
+	cmd := app.NewCloudControllerManagerCommand(s, cloudInit, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
+	ended := startCommand(t, cmd, stop, "--cloud-provider=hcloud", "--allocate-node-cidrs", "--cluster-cidr=198.18.0.0/16")
+	waitInitialized(t, ended)
+	waitLoadBalancer(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if clusterCIDR != "198.18.0.0/16" {
+		t.Errorf("hcloud's initializer saw --cluster-cidr %q", clusterCIDR)
 	}
 }
