@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -32,6 +34,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -48,6 +51,7 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/controller-manager/pkg/clientbuilder"
+	cmfeatures "k8s.io/controller-manager/pkg/features"
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -125,18 +129,24 @@ func ControllerNames(constructors map[string]ControllerInitFuncConstructor) []st
 // user gives it), and one of another type stops the command with a
 // one-line error. The command runs until stopCh closes, SIGINT or SIGTERM.
 func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, cloudInitializer InitCloudFunc, controllerInitFuncConstructors map[string]ControllerInitFuncConstructor, controllerAliases map[string]string, additionalFlags cliflag.NamedFlagSets, stopCh <-chan struct{}) *cobra.Command {
-	opts := manager.NewOptions()
-	b := &binary{
-		s: s, opts: opts, cloudInitializer: cloudInitializer,
+	return newCommand(&binary{
+		s: s, cloudInitializer: cloudInitializer,
 		constructors: controllerInitFuncConstructors, aliases: controllerAliases, stop: stopCh,
+	}, "cloud-controller-manager", "The cloud controller manager runs the cloud specific control loops, on Outrigger.", additionalFlags)
+}
+
+// newCommand is the command of b, a provider's main.
+func newCommand(b *binary, use, long string, additionalFlags cliflag.NamedFlagSets) *cobra.Command {
+	opts := manager.NewOptions()
+	b.opts = opts
+	s := b.s
+	allWebhooks, webhooksOff := AllWebhooks, DisabledByDefaultWebhooks
+	if b.webhooks != nil {
+		allWebhooks, webhooksOff = WebhookNames(b.webhooks), WebhooksDisabledByDefault.List()
 	}
-	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, AllWebhooks, DisabledByDefaultWebhooks)
+	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, allWebhooks, webhooksOff)
 	extra, dups := b.splitFlags(additionalFlags)
-	cmd := manager.NewCustomCommand(opts, manager.CommandText{
-		Use:   "cloud-controller-manager",
-		Long:  "The cloud controller manager runs the cloud specific control loops, on Outrigger.",
-		Yield: true,
-	}, extra, b.run)
+	cmd := manager.NewCustomCommand(opts, manager.CommandText{Use: use, Long: long, Yield: true}, extra, b.run)
 	b.flags = cmd.Flags()
 	b.dups = dups
 	// The provider's own defaults, from s, where they differ from upstream's.
@@ -156,6 +166,9 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 		// Read as the command starts, as upstream reads it: a main may
 		// add to it after building the command.
 		opts.Extension.DisabledByDefault = ControllersDisabledByDefault.List()
+		if b.webhooks != nil {
+			opts.Extension.Webhooks = WebhookNames(b.webhooks)
+		}
 		if cmd.Flags().Changed("version") {
 			return nil
 		}
@@ -237,6 +250,10 @@ type binary struct {
 	conflict error
 	// x starts the provider's own controllers.
 	x *extras
+	// webhooks are the provider's (CommandBuilder.RegisterWebhook),
+	// served on the webhook port; nil for NewCloudControllerManagerCommand,
+	// which serves none, as upstream's.
+	webhooks map[string]WebhookConfig
 }
 
 // splitFlags returns the additional flags for the command, by section,
@@ -375,8 +392,15 @@ func (b *binary) run(ctx context.Context) error {
 		return err
 	}
 	// The secure port is Outrigger's: upstream's options build no listener.
+	// The webhook port is upstream's, as its app.Run serves it, when the
+	// provider has webhooks.
 	b.s.SecureServing.BindPort = 0
-	b.s.WebhookServing = nil
+	if len(b.webhooks) == 0 {
+		b.s.WebhookServing = nil
+	} else if err := b.s.WebhookServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		// A certificate of its own when none is given, as upstream's.
+		return fmt.Errorf("the webhook port's self-signed certificate: %w", err)
+	}
 	c := &cloudcontrollerconfig.Config{}
 	if err := b.s.ApplyTo(c, ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, options.CloudControllerManagerUserAgent); err != nil {
 		return fmt.Errorf("the provider's configuration: %w", err)
@@ -410,7 +434,7 @@ func (b *binary) run(ctx context.Context) error {
 				x.initFuncs[name] = con.Constructor(con.InitContext, completed, cloud)
 			}
 		}
-		return nil
+		return serveWebhooks(ctx, completed, NewWebhookHandlers(b.webhooks, completed, cloud))
 	}
 	return manager.Run(ctx, b.opts, reg)
 }
@@ -490,4 +514,23 @@ func (x *extras) started(ctx context.Context) {
 	if x.shared != nil {
 		x.shared.Start(ctx.Done())
 	}
+}
+
+// serveWebhooks serves the enabled webhooks on the webhook port until ctx
+// ends, as upstream's app.Run does: with the CloudControllerManagerWebhook
+// feature gate on, each handler at its path, answering admission reviews.
+// Every replica serves them, leader or not.
+func serveWebhooks(ctx context.Context, c *cloudcontrollerconfig.CompletedConfig, handlers map[string]WebhookHandler) error {
+	if len(handlers) == 0 || c.WebhookSecureServing == nil || !utilfeature.DefaultFeatureGate.Enabled(cmfeatures.CloudControllerManagerWebhook) {
+		return nil
+	}
+	mux := http.NewServeMux()
+	for _, h := range handlers {
+		mux.Handle(h.Path, h)
+	}
+	if _, _, err := c.WebhookSecureServing.Serve(mux, 0, ctx.Done()); err != nil {
+		return fmt.Errorf("webhook port: %w", err)
+	}
+	klog.FromContext(ctx).Info("Serving webhooks", "webhooks", sets.StringKeySet(handlers).List(), "address", c.WebhookSecureServing.Listener.Addr().String())
+	return nil
 }

@@ -242,3 +242,21 @@ func TestClusterCIDRForRoutes(t *testing.T) {
 		t.Errorf("err = %v, want one about --cluster-cidr", err)
 	}
 }
+
+// TestBuilderWebhookNames: --webhooks knows the webhooks registered with
+// CommandBuilder, and only those.
+func TestBuilderWebhookNames(t *testing.T) {
+	b := app.NewBuilder()
+	b.RegisterDefaultControllers()
+	b.RegisterWebhook("no-foo", app.WebhookConfig{Path: "/validate"})
+	b.SetCloudInitializer(noCloud)
+	cmd := b.BuildCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--cloud-provider=x", "--webhooks=no-foo,-other"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `unknown webhook "-other" (this build has no-foo)`) || strings.Contains(err.Error(), `"no-foo"`) {
+		t.Errorf("err = %v, want only -other unknown", err)
+	}
+}

@@ -33,6 +33,9 @@ type Extension struct {
 	// provider's, that '*' leaves out: they run only when --controllers
 	// names them (upstream's ControllersDisabledByDefault).
 	DisabledByDefault []string
+	// Webhooks are the provider's webhooks by name, which --webhooks
+	// accepts; with any, the webhook port's flags are in use.
+	Webhooks []string
 	// Aliases are more names --controllers accepts, alias to canonical.
 	Aliases map[string]string
 	// ClientNames are the ServiceAccounts Outrigger's controllers act as

@@ -425,6 +425,10 @@ func (o *Options) warnIgnored(log klog.Logger) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		// A provider's webhooks are served on the webhook port (package app).
+		if len(o.webhooks()) > 0 && (name == "webhooks" || strings.HasPrefix(name, "webhook-")) {
+			continue
+		}
 		if o.changed(name) {
 			log.Info("Warning: flag accepted for compatibility has no effect", "flag", "--"+name, "reason", IgnoredFlags[name])
 		}

@@ -131,8 +131,8 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Serving.Validate()...)
 	for _, w := range o.Webhooks {
-		if w != "" && w != "*" && !strings.HasPrefix(w, "-") {
-			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has none)", w))
+		if name := strings.TrimPrefix(w, "-"); name != "" && name != "*" && !slices.Contains(o.webhooks(), name) {
+			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has %s)", w, webhookList(o.webhooks())))
 		}
 	}
 	if err := logsapi.Validate(o.Logs, featureGate, nil).ToAggregate(); err != nil {
@@ -204,4 +204,19 @@ func (o *Options) EnabledControllers() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// webhooks are the provider's webhooks (Extension.Webhooks).
+func (o *Options) webhooks() []string {
+	if o.Extension == nil {
+		return nil
+	}
+	return o.Extension.Webhooks
+}
+
+func webhookList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
