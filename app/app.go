@@ -20,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
@@ -32,6 +34,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	cacheddiscovery "k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/informers"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -48,11 +51,12 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/controller-manager/pkg/clientbuilder"
+	cmfeatures "k8s.io/controller-manager/pkg/features"
 	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -82,29 +86,34 @@ var (
 )
 
 // DefaultInitFuncConstructors are Outrigger's controllers by upstream's
-// names, with upstream's client names (the ServiceAccounts they act as
+// names, the four upstream's map holds (node IPAM is not among them, as
+// upstream: a provider that allocates pod CIDRs brings its own, as GCP's
+// and Linode's do; Outrigger's own binary runs its node IPAM), with
+// upstream's client names (the ServiceAccounts they act as
 // with --use-service-account-credentials). A provider may change a
 // ClientName, leave a controller out, or replace one with its own
 // constructor, which then runs instead of Outrigger's.
 var DefaultInitFuncConstructors = map[string]ControllerInitFuncConstructor{
-	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
-	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
-	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: outriggerController},
-	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: outriggerController},
-	nodeipam.Name:                      {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: outriggerController},
+	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeControllerWrapper},
+	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeLifecycleControllerWrapper},
+	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: StartServiceControllerWrapper},
+	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: StartRouteControllerWrapper},
 }
 
-// outriggerController marks a constructor of DefaultInitFuncConstructors:
-// the controller is Outrigger's own, run by its manager, and the InitFunc
-// is never called.
-func outriggerController(ControllerInitContext, *cloudcontrollerconfig.CompletedConfig, cloudprovider.Interface) InitFunc {
-	return func(context.Context, genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		return nil, false, errors.New("this controller runs inside Outrigger's manager, not through an InitFunc")
-	}
-}
-
+// isOutriggers reports whether c is one of upstream's four controllers,
+// which Outrigger's manager runs: its InitFunc is never called.
 func isOutriggers(c ControllerInitFuncConstructor) bool {
-	return c.Constructor != nil && reflect.ValueOf(c.Constructor).Pointer() == reflect.ValueOf(outriggerController).Pointer()
+	if c.Constructor == nil {
+		return false
+	}
+	p := reflect.ValueOf(c.Constructor).Pointer()
+	for _, w := range []InitFuncConstructor{StartCloudNodeControllerWrapper, StartCloudNodeLifecycleControllerWrapper,
+		StartServiceControllerWrapper, StartRouteControllerWrapper} {
+		if reflect.ValueOf(w).Pointer() == p {
+			return true
+		}
+	}
+	return false
 }
 
 // ControllerNames are the names of the constructors, sorted.
@@ -120,17 +129,24 @@ func ControllerNames(constructors map[string]ControllerInitFuncConstructor) []st
 // user gives it), and one of another type stops the command with a
 // one-line error. The command runs until stopCh closes, SIGINT or SIGTERM.
 func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, cloudInitializer InitCloudFunc, controllerInitFuncConstructors map[string]ControllerInitFuncConstructor, controllerAliases map[string]string, additionalFlags cliflag.NamedFlagSets, stopCh <-chan struct{}) *cobra.Command {
-	opts := manager.NewOptions()
-	b := &binary{
-		s: s, opts: opts, cloudInitializer: cloudInitializer,
+	return newCommand(&binary{
+		s: s, cloudInitializer: cloudInitializer,
 		constructors: controllerInitFuncConstructors, aliases: controllerAliases, stop: stopCh,
+	}, "cloud-controller-manager", "The cloud controller manager runs the cloud specific control loops, on Outrigger.", additionalFlags)
+}
+
+// newCommand is the command of b, a provider's main.
+func newCommand(b *binary, use, long string, additionalFlags cliflag.NamedFlagSets) *cobra.Command {
+	opts := manager.NewOptions()
+	b.opts = opts
+	s := b.s
+	allWebhooks, webhooksOff := AllWebhooks, DisabledByDefaultWebhooks
+	if b.webhooks != nil {
+		allWebhooks, webhooksOff = WebhookNames(b.webhooks), WebhooksDisabledByDefault.List()
 	}
-	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, AllWebhooks, DisabledByDefaultWebhooks)
+	b.upstreamFlags = s.Flags(ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, allWebhooks, webhooksOff)
 	extra, dups := b.splitFlags(additionalFlags)
-	cmd := manager.NewCustomCommand(opts, manager.CommandText{
-		Use:  "cloud-controller-manager",
-		Long: "The cloud controller manager runs the cloud specific control loops, on Outrigger.",
-	}, extra, b.run)
+	cmd := manager.NewCustomCommand(opts, manager.CommandText{Use: use, Long: long, Yield: true}, extra, b.run)
 	b.flags = cmd.Flags()
 	b.dups = dups
 	// The provider's own defaults, from s, where they differ from upstream's.
@@ -144,12 +160,48 @@ func NewCloudControllerManagerCommand(s *options.CloudControllerManagerOptions, 
 		if b.conflict != nil {
 			return b.conflict
 		}
+		if err := opts.TakeYielded(); err != nil {
+			return err
+		}
+		// Read as the command starts, as upstream reads it: a main may
+		// add to it after building the command.
+		opts.Extension.DisabledByDefault = ControllersDisabledByDefault.List()
+		if b.webhooks != nil {
+			opts.Extension.Webhooks = WebhookNames(b.webhooks)
+		}
 		if cmd.Flags().Changed("version") {
 			return nil
 		}
 		return opts.Validate()
 	}
+	printOnce(cmd)
 	return cmd
+}
+
+// printOnce makes the command print its error to its stderr, once,
+// whatever the main does with it: upstream's command prints it (cobra
+// does), and mains written for it exit 1 without a word (GCP's, hcloud's)
+// or print it again themselves (Linode's). Cobra's own printing stays
+// off, even where a main turned it back on, so it is never twice.
+func printOnce(cmd *cobra.Command) {
+	report := func(c *cobra.Command, err error) error {
+		if err != nil {
+			c.SilenceErrors = true
+			cmd.SilenceErrors = true
+			fmt.Fprintf(c.ErrOrStderr(), "Error: %v\n", err)
+		}
+		return err
+	}
+	flagErr := cmd.FlagErrorFunc()
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return report(c, flagErr(c, err)) })
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error { return report(c, args(c, a)) }
+	}
+	for _, f := range []*func(*cobra.Command, []string) error{&cmd.PreRunE, &cmd.RunE} {
+		if run := *f; run != nil {
+			*f = func(c *cobra.Command, a []string) error { return report(c, run(c, a)) }
+		}
+	}
 }
 
 // extend tells Outrigger's manager what the provider's main adds: which of
@@ -171,9 +223,8 @@ func (b *binary) extend() {
 			continue
 		}
 		ext.Controllers = append(ext.Controllers, manager.Controller{
-			Name:              name,
-			DisabledByDefault: ControllersDisabledByDefault.Has(name),
-			Start:             func(ctx context.Context) (bool, error) { return b.x.start(ctx, name) },
+			Name:  name,
+			Start: func(ctx context.Context) (healthz.Checker, bool, error) { return b.x.start(ctx, name) },
 		})
 	}
 	b.opts.Extension = ext
@@ -199,10 +250,16 @@ type binary struct {
 	conflict error
 	// x starts the provider's own controllers.
 	x *extras
+	// webhooks are the provider's (CommandBuilder.RegisterWebhook),
+	// served on the webhook port; nil for NewCloudControllerManagerCommand,
+	// which serves none, as upstream's.
+	webhooks map[string]WebhookConfig
 }
 
-// splitFlags returns the additional flags Outrigger does not define, by
-// section, and those it does.
+// splitFlags returns the additional flags for the command, by section,
+// and those that name one of upstream's flags. A flag named as one of
+// Outrigger's own (manager.OwnFlag) goes on the command and replaces
+// Outrigger's, as one added to command.Flags() later does.
 func (b *binary) splitFlags(additional cliflag.NamedFlagSets) (cliflag.NamedFlagSets, map[string]*pflag.Flag) {
 	ours := pflag.NewFlagSet("", pflag.ContinueOnError)
 	manager.NewOptions().AddFlags(ours)
@@ -210,7 +267,7 @@ func (b *binary) splitFlags(additional cliflag.NamedFlagSets) (cliflag.NamedFlag
 	dups := map[string]*pflag.Flag{}
 	for _, name := range additional.Order {
 		additional.FlagSet(name).VisitAll(func(f *pflag.Flag) {
-			if ours.Lookup(f.Name) != nil {
+			if ours.Lookup(f.Name) != nil && !manager.OwnFlag(f.Name) {
 				dups[f.Name] = f
 				return
 			}
@@ -234,7 +291,7 @@ func (b *binary) seedDefaults() error {
 		fs.VisitAll(func(theirs *pflag.Flag) {
 			ours := b.flags.Lookup(theirs.Name)
 			up := lookup(def, theirs.Name)
-			if ours == nil || up == nil || theirs.DefValue == up.DefValue || theirs.Name == "controllers" {
+			if ours == nil || up == nil || theirs.DefValue == up.DefValue {
 				return
 			}
 			if err := copyFlag(ours, theirs); err != nil {
@@ -246,7 +303,10 @@ func (b *binary) seedDefaults() error {
 	for name, theirs := range b.dups {
 		ours := b.flags.Lookup(name)
 		if ours.Value.Type() != theirs.Value.Type() {
-			errs = append(errs, fmt.Errorf("flag --%s is defined by Outrigger (%s) and by the provider (%s)", name, ours.Value.Type(), theirs.Value.Type()))
+			// As upstream's command, which adds a provider's flag only
+			// under a name still free: upstream's flag is the one parsed,
+			// and the provider's keeps its default.
+			delete(b.dups, name)
 			continue
 		}
 		if err := copyFlag(ours, theirs); err != nil {
@@ -332,8 +392,15 @@ func (b *binary) run(ctx context.Context) error {
 		return err
 	}
 	// The secure port is Outrigger's: upstream's options build no listener.
+	// The webhook port is upstream's, as its app.Run serves it, when the
+	// provider has webhooks.
 	b.s.SecureServing.BindPort = 0
-	b.s.WebhookServing = nil
+	if len(b.webhooks) == 0 {
+		b.s.WebhookServing = nil
+	} else if err := b.s.WebhookServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		// A certificate of its own when none is given, as upstream's.
+		return fmt.Errorf("the webhook port's self-signed certificate: %w", err)
+	}
 	c := &cloudcontrollerconfig.Config{}
 	if err := b.s.ApplyTo(c, ControllerNames(b.constructors), ControllersDisabledByDefault.List(), b.aliases, options.CloudControllerManagerUserAgent); err != nil {
 		return fmt.Errorf("the provider's configuration: %w", err)
@@ -367,7 +434,7 @@ func (b *binary) run(ctx context.Context) error {
 				x.initFuncs[name] = con.Constructor(con.InitContext, completed, cloud)
 			}
 		}
-		return nil
+		return serveWebhooks(ctx, completed, NewWebhookHandlers(b.webhooks, completed, cloud))
 	}
 	return manager.Run(ctx, b.opts, reg)
 }
@@ -385,13 +452,23 @@ type extras struct {
 	err      error
 }
 
-func (x *extras) start(ctx context.Context, name string) (bool, error) {
+// start runs the controller's InitFunc; a controller that can report its
+// health (controller.HealthCheckable) is checked under its name.
+func (x *extras) start(ctx context.Context, name string) (healthz.Checker, bool, error) {
 	x.once.Do(func() { x.err = x.build(ctx) })
 	if x.err != nil {
-		return false, fmt.Errorf("controller context: %w", x.err)
+		return nil, false, fmt.Errorf("controller context: %w", x.err)
 	}
-	_, started, err := x.initFuncs[name](ctx, x.ctx)
-	return started, err
+	ctrl, started, err := x.initFuncs[name](ctx, x.ctx)
+	if err != nil || !started {
+		return nil, started, err
+	}
+	if hc, ok := ctrl.(controller.HealthCheckable); ok {
+		if check := hc.HealthChecker(); check != nil {
+			return check.Check, true, nil
+		}
+	}
+	return nil, true, nil
 }
 
 // build makes the controller context as upstream's CreateControllerContext
@@ -437,4 +514,23 @@ func (x *extras) started(ctx context.Context) {
 	if x.shared != nil {
 		x.shared.Start(ctx.Done())
 	}
+}
+
+// serveWebhooks serves the enabled webhooks on the webhook port until ctx
+// ends, as upstream's app.Run does: with the CloudControllerManagerWebhook
+// feature gate on, each handler at its path, answering admission reviews.
+// Every replica serves them, leader or not.
+func serveWebhooks(ctx context.Context, c *cloudcontrollerconfig.CompletedConfig, handlers map[string]WebhookHandler) error {
+	if len(handlers) == 0 || c.WebhookSecureServing == nil || !utilfeature.DefaultFeatureGate.Enabled(cmfeatures.CloudControllerManagerWebhook) {
+		return nil
+	}
+	mux := http.NewServeMux()
+	for _, h := range handlers {
+		mux.Handle(h.Path, h)
+	}
+	if _, _, err := c.WebhookSecureServing.Serve(mux, 0, ctx.Done()); err != nil {
+		return fmt.Errorf("webhook port: %w", err)
+	}
+	klog.FromContext(ctx).Info("Serving webhooks", "webhooks", sets.StringKeySet(handlers).List(), "address", c.WebhookSecureServing.Listener.Addr().String())
+	return nil
 }

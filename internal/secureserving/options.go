@@ -29,6 +29,10 @@ type Options struct {
 	// Readyz are /readyz's checks. The map is read at each request, so
 	// checks may be added to it until the port starts.
 	Readyz map[string]healthz.Checker
+	// Healthz, when set, gives /healthz's checks besides ping at each
+	// request: controllers add theirs once they start, as upstream's
+	// cloud-controller-manager serves one per controller.
+	Healthz func() map[string]healthz.Checker
 	// Metrics is what /metrics serves.
 	Metrics prometheus.Gatherer
 	// Handlers are served besides, by path, behind authentication and

@@ -85,7 +85,15 @@ func New(ctx context.Context, o Options, main *rest.Config) (*Server, error) {
 	}
 	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
 	ready := withheld(o.Readyz)
-	for p, h := range map[string]http.Handler{"/healthz": live, "/livez": live, "/readyz": ready} {
+	var health http.Handler = live
+	if o.Healthz != nil {
+		health = http.HandlerFunc(func(resp http.ResponseWriter, req *http.Request) {
+			checks := withheld(o.Healthz())
+			checks["ping"] = healthz.Ping
+			checks.ServeHTTP(resp, req)
+		})
+	}
+	for p, h := range map[string]http.Handler{"/healthz": health, "/livez": live, "/readyz": ready} {
 		// The health handler reads the path below its prefix as the name
 		// of one check.
 		s.handlers[p] = http.StripPrefix(p, h)

@@ -37,7 +37,15 @@ func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Co
 }
 
 // CommandText is what a command says of itself.
-type CommandText struct{ Use, Short, Long string }
+type CommandText struct {
+	Use, Short, Long string
+	// Yield makes Outrigger's own flags (those upstream's
+	// cloud-controller-manager has not) give way to a flag of the same
+	// name that the caller adds, in extra or on cmd.Flags() once the
+	// command is built, as a provider's main does; Options.TakeYielded
+	// then reads the provider's value.
+	Yield bool
+}
 
 // NewCustomCommand is the command of NewCommand around another run: opts
 // are bound to its flags, extra adds flag sections after Outrigger's (no
@@ -65,7 +73,13 @@ func NewCustomCommand(opts *Options, text CommandText, extra cliflag.NamedFlagSe
 			return run(klog.NewContext(cmd.Context(), klog.Background()))
 		},
 	}
-	nfs := opts.AddFlags(cmd.Flags())
+	var nfs cliflag.NamedFlagSets
+	if text.Yield {
+		nfs = opts.flagSets()
+		opts.registerYielding(cmd, nfs)
+	} else {
+		nfs = opts.AddFlags(cmd.Flags())
+	}
 	for _, name := range extra.Order {
 		cmd.Flags().AddFlagSet(extra.FlagSet(name))
 	}
@@ -88,7 +102,7 @@ func NewCustomCommand(opts *Options, text CommandText, extra cliflag.NamedFlagSe
 			}
 		}
 		// 0 columns: no wrapping, so the text is the same in a pipe.
-		cliflag.PrintSections(c.OutOrStdout(), nfs, 0)
+		cliflag.PrintSections(c.OutOrStdout(), helpSections(c, nfs), 0)
 		cliflag.PrintSections(c.OutOrStdout(), extra, 0)
 	})
 	return cmd

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -18,7 +19,8 @@ import (
 // provider: its own controllers, the identities of Outrigger's, the client
 // builder its provider is initialized with. Package app fills it from
 // upstream's k8s.io/cloud-provider/app arguments; Options.Extension carries
-// it.
+// it. With an Extension, a provider without a cluster ID runs, as under
+// upstream's app.Run: refusing is the cloud initializer's choice.
 type Extension struct {
 	// Builtin names Outrigger's controllers this binary offers; nil offers
 	// all. A provider's main that leaves one out of its controller map
@@ -27,6 +29,13 @@ type Extension struct {
 	// Controllers are the provider's own, enabled by --controllers as
 	// Outrigger's are.
 	Controllers []Controller
+	// DisabledByDefault are the controllers, Outrigger's or the
+	// provider's, that '*' leaves out: they run only when --controllers
+	// names them (upstream's ControllersDisabledByDefault).
+	DisabledByDefault []string
+	// Webhooks are the provider's webhooks by name, which --webhooks
+	// accepts; with any, the webhook port's flags are in use.
+	Webhooks []string
 	// Aliases are more names --controllers accepts, alias to canonical.
 	Aliases map[string]string
 	// ClientNames are the ServiceAccounts Outrigger's controllers act as
@@ -45,11 +54,11 @@ type Extension struct {
 // Controller is a provider's own controller.
 type Controller struct {
 	Name string
-	// DisabledByDefault controllers run only when --controllers names them.
-	DisabledByDefault bool
 	// Start starts the controller, which runs until ctx ends; false means
-	// it chose not to run.
-	Start func(ctx context.Context) (started bool, err error)
+	// it chose not to run. check, when not nil, is its health check,
+	// served as /healthz/<Name> (a started controller without one gets a
+	// ping there, as upstream).
+	Start func(ctx context.Context) (check healthz.Checker, started bool, err error)
 }
 
 // builtin is the Outrigger controllers this binary offers.
@@ -80,12 +89,12 @@ const ReasonControllerFailed = "ControllerFailed"
 
 // providerControllers starts the provider's own controllers once this
 // replica leads and the provider is initialized. One that fails or panics
-// is reported with its name, in the log and in a Warning Event on the
-// leader-election Lease; Outrigger's controllers and the provider's other
-// controllers go on (upstream's exits the process).
+// stops the process, as upstream's does, after saying which in the log
+// and in a Warning Event on the leader-election Lease.
 type providerControllers struct {
 	controllers []Controller
 	started     func(context.Context)
+	health      *healthChecks
 	recorder    record.EventRecorder
 	lease       *corev1.ObjectReference
 }
@@ -95,14 +104,19 @@ func (p *providerControllers) NeedLeaderElection() bool { return true }
 func (p *providerControllers) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx)
 	for _, c := range p.controllers {
-		started, err := startOne(ctx, c)
+		check, started, err := startOne(ctx, c)
 		switch {
 		case err != nil:
-			log.Error(err, "Provider controller failed to start; Outrigger's controllers go on", "controller", c.Name)
+			log.Error(err, "Provider controller failed to start", "controller", c.Name)
 			p.recorder.Eventf(p.lease, corev1.EventTypeWarning, ReasonControllerFailed, "Provider controller %s failed to start: %v", c.Name, err)
+			return fmt.Errorf("provider controller %s failed to start: %w", c.Name, err)
 		case !started:
 			log.Info("Provider controller chose not to run", "controller", c.Name)
 		default:
+			if check == nil {
+				check = healthz.Ping
+			}
+			p.health.add(c.Name, check)
 			log.Info("Started provider controller", "controller", c.Name)
 		}
 	}
@@ -114,7 +128,7 @@ func (p *providerControllers) Start(ctx context.Context) error {
 }
 
 // startOne runs c.Start, turning a panic into an error.
-func startOne(ctx context.Context, c Controller) (started bool, err error) {
+func startOne(ctx context.Context, c Controller) (check healthz.Checker, started bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())

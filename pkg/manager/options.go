@@ -128,6 +128,9 @@ type Options struct {
 	// flags is the flag set AddFlags registered on, to tell a flag the
 	// user gave from one left at its default.
 	flags *pflag.FlagSet
+	// own are Outrigger's own flags on a yielding command, which a
+	// provider's flag of the same name may replace (TakeYielded).
+	own *pflag.FlagSet
 }
 
 // NewOptions returns upstream's defaults.
@@ -253,8 +256,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.Int32Var(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, fmt.Sprintf("Load balancer Services synced at once. Left at the default, Outrigger uses %d: the call layer adapts cloud calls to what the cloud accepts whatever this is.", autoServiceWorkers))
 
 	fs = nfs.FlagSet("webhook")
-	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, "Webhooks to serve. This build has none; upstream's sample has none either.")
-	addServingFlags(nfs.FlagSet("webhook serving"), &o.WebhookServing, "webhook-", "Accepted for compatibility; no webhooks are served.")
+	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, "Webhooks to serve, of those a provider's main registers (package app's CommandBuilder): '*' for those enabled by default, 'name' to enable, '-name' to disable. Outrigger's own binary has none, as upstream's sample.")
+	addServingFlags(nfs.FlagSet("webhook serving"), &o.WebhookServing, "webhook-", "The webhook port's, where a provider's main serves its webhooks (package app); Outrigger's own binary serves none.")
 	addServingFlags(nfs.FlagSet("secure serving"), &o.Serving, "", "")
 	addAuthenticationFlags(nfs.FlagSet("authentication"), &o.Authentication)
 	addAuthorizationFlags(nfs.FlagSet("authorization"), &o.Authorization)
@@ -404,13 +407,13 @@ var IgnoredFlags = map[string]string{
 	"controller-start-interval":        "controllers start together once the shared cache has synced, which is what the interval spread out",
 	"node-sync-period":                 "upstream ignores it too (deprecated, no-op)",
 	"http2-max-streams-per-connection": "the secure port uses Go's HTTP/2 server defaults (250 streams)",
-	"webhooks":                         "this build serves no webhooks (nor does upstream's, without a provider that adds them)",
+	"webhooks":                         "this binary has no webhooks (nor has upstream's, without a provider that adds them)",
 }
 
 func init() {
 	for _, f := range []string{"bind-address", "secure-port", "cert-dir", "tls-cert-file", "tls-private-key-file", "tls-sni-cert-key",
 		"tls-cipher-suites", "tls-curve-preferences", "tls-min-version", "disable-http2-serving", "http2-max-streams-per-connection"} {
-		IgnoredFlags["webhook-"+f] = "this build serves no webhooks, so there is no webhook port"
+		IgnoredFlags["webhook-"+f] = "this binary has no webhooks, so there is no webhook port"
 	}
 }
 
@@ -422,6 +425,10 @@ func (o *Options) warnIgnored(log klog.Logger) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		// A provider's webhooks are served on the webhook port (package app).
+		if len(o.webhooks()) > 0 && (name == "webhooks" || strings.HasPrefix(name, "webhook-")) {
+			continue
+		}
 		if o.changed(name) {
 			log.Info("Warning: flag accepted for compatibility has no effect", "flag", "--"+name, "reason", IgnoredFlags[name])
 		}

@@ -86,8 +86,12 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	if err := checkUnits(units); err != nil {
 		return nil, err
 	}
+	// Upstream's app.Run leaves the cluster ID to the cloud initializer
+	// (its sample's refuses an untagged cloud, DigitalOcean's does not):
+	// a provider's own main (an Extension) gets the same, Outrigger's own
+	// binary refuses as upstream's sample does.
 	for _, u := range units {
-		if !u.provider.HasClusterID() {
+		if opts.Extension == nil && !u.provider.HasClusterID() {
 			if !opts.AllowUntaggedCloud {
 				return nil, fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", u.name)
 			}
@@ -96,7 +100,8 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	}
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
-	port, err := securePort(ctx, opts, restConfig, readyz)
+	health := &healthChecks{}
+	port, err := securePort(ctx, opts, restConfig, readyz, health)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +198,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	}
 	if len(extra) > 0 {
 		// After the provider's Initialize, as upstream starts them.
-		pc := &providerControllers{controllers: extra, started: opts.Extension.Started,
+		pc := &providerControllers{controllers: extra, started: opts.Extension.Started, health: health,
 			recorder: mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
 			lease: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 				Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName}}
@@ -246,6 +251,8 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 			if err := setupController(ctx, afterInit{Manager: target, done: u.init.done}, name, u, units, siblings, opts); err != nil {
 				return nil, err
 			}
+			// As upstream, /healthz/<name> for every controller that runs.
+			health.add(name, healthz.Ping)
 			log.Info("Enabled controller", "controller", name, "provider", u.name, "lease", lease)
 		}
 	}

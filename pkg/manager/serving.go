@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"sync"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -15,7 +17,7 @@ import (
 
 // securePort builds the secure port from the flags, or returns nil when
 // --secure-port is 0. readyz may gain checks until the port starts.
-func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map[string]healthz.Checker) (*secureserving.Server, error) {
+func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map[string]healthz.Checker, health *healthChecks) (*secureserving.Server, error) {
 	if opts.Serving.BindPort == 0 {
 		return nil, nil
 	}
@@ -27,6 +29,7 @@ func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map
 		Profiling:           opts.Profiling,
 		ContentionProfiling: opts.ContentionProfiling,
 		Readyz:              readyz,
+		Healthz:             health.all,
 		// controller-runtime's registry and component-base's, where
 		// providers register theirs.
 		Metrics:  servedMetrics(),
@@ -67,4 +70,26 @@ func (m servingManager) Start(ctx context.Context) error {
 		stopManager()
 		return errors.Join(err, <-mgrDone)
 	}
+}
+
+// healthChecks are the checks of the controllers started so far, served
+// on /healthz by controller name as upstream's are.
+type healthChecks struct {
+	mu     sync.Mutex
+	checks map[string]healthz.Checker
+}
+
+func (h *healthChecks) add(name string, check healthz.Checker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.checks == nil {
+		h.checks = map[string]healthz.Checker{}
+	}
+	h.checks[name] = check
+}
+
+func (h *healthChecks) all() map[string]healthz.Checker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.checks)
 }

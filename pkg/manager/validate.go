@@ -11,6 +11,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
 	"github.com/outrigger-ccm/outrigger/internal/platform"
 )
 
@@ -80,7 +81,18 @@ func (o *Options) Validate() error {
 	if o.ConcurrentNodeStatusUpdates < 0 {
 		errs = append(errs, errors.New("--concurrent-node-status-updates must not be negative"))
 	}
-	if o.AllocateNodeCIDRs || o.ClusterCIDR != "" {
+	// The IPAM flags are read by Outrigger's node IPAM alone: a binary
+	// without it (a provider's main, whose initializer may allocate CIDRs
+	// itself, as Linode's) leaves them to the provider, as upstream's
+	// cloud-controller-manager does.
+	ipam := slices.Contains(o.builtin(), nodeipam.Name)
+	if !ipam && o.ClusterCIDR != "" && o.ConfigureCloudRoutes && slices.Contains(o.builtin(), route.Name) {
+		// The route controller still routes inside --cluster-cidr.
+		if _, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ipam && (o.AllocateNodeCIDRs || o.ClusterCIDR != "") {
 		if o.AllocateNodeCIDRs && o.ClusterCIDR == "" {
 			errs = append(errs, errors.New("--allocate-node-cidrs needs --cluster-cidr"))
 		} else if cidrs, err := nodeipam.ParseClusterCIDRs(o.ClusterCIDR); err != nil {
@@ -89,7 +101,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if o.AllocateNodeCIDRs {
+	if ipam && o.AllocateNodeCIDRs {
 		if o.CIDRAllocatorType != nodeipam.RangeAllocator && o.CIDRAllocatorType != nodeipam.CloudAllocator {
 			errs = append(errs, fmt.Errorf("--cidr-allocator-type %q: use %s or %s", o.CIDRAllocatorType, nodeipam.RangeAllocator, nodeipam.CloudAllocator))
 		}
@@ -119,8 +131,8 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Serving.Validate()...)
 	for _, w := range o.Webhooks {
-		if w != "" && w != "*" && !strings.HasPrefix(w, "-") {
-			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has none)", w))
+		if name := strings.TrimPrefix(w, "-"); name != "" && name != "*" && !slices.Contains(o.webhooks(), name) {
+			errs = append(errs, fmt.Errorf("--webhooks: unknown webhook %q (this build has %s)", w, webhookList(o.webhooks())))
 		}
 	}
 	if err := logsapi.Validate(o.Logs, featureGate, nil).ToAggregate(); err != nil {
@@ -152,7 +164,11 @@ func (o *Options) EnabledControllers() ([]string, error) {
 	off := map[string]bool{}
 	for _, c := range o.extraControllers() {
 		known = append(known, c.Name)
-		off[c.Name] = c.DisabledByDefault
+	}
+	if o.Extension != nil {
+		for _, name := range o.Extension.DisabledByDefault {
+			off[name] = true
+		}
 	}
 	aliases := maps.Clone(flagAliases)
 	if o.Extension != nil {
@@ -188,4 +204,19 @@ func (o *Options) EnabledControllers() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// webhooks are the provider's webhooks (Extension.Webhooks).
+func (o *Options) webhooks() []string {
+	if o.Extension == nil {
+		return nil
+	}
+	return o.Extension.Webhooks
+}
+
+func webhookList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
