@@ -117,7 +117,7 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 			}
 			for mi, m := range matches {
 				e := ruleEntry{
-					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends},
+					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts},
 					created: rt.obj.GetCreationTimestamp(), route: name, index: ri,
 				}
 				if grpc != nil {
@@ -161,12 +161,15 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 }
 
 // invalidRegex names the first regular expression of a route's matches
-// that the data plane cannot compile, as it compiles them (a path anchored
+// (or timeout) that the data plane cannot compile, as it compiles them (a path anchored
 // whole, header and query values as given), or "". The data plane refuses
 // a whole configuration holding one, so such a route is not accepted and
 // nothing of it is programmed: it costs only itself.
 func invalidRegex(rules []gwv1.HTTPRouteRule) string {
 	for ri, rule := range rules {
+		if err := dataplane.CheckTimeouts(rule.Timeouts); err != nil {
+			return fmt.Sprintf("rule %d: %v", ri, err)
+		}
 		for mi, m := range rule.Matches {
 			where := fmt.Sprintf("rule %d match %d", ri, mi)
 			if m.Path != nil && m.Path.Type != nil && *m.Path.Type == gwv1.PathMatchRegularExpression && m.Path.Value != nil {

@@ -279,6 +279,11 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 							ReadOnlyRootFilesystem:   ptrTo(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
+						// The data plane sizes its connection limit and its
+						// garbage collector to the container's memory limit.
+						Env: []corev1.EnvVar{{Name: "GOMEMLIMIT", ValueFrom: &corev1.EnvVarSource{
+							ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "dataplane", Resource: "limits.memory"},
+						}}},
 						Resources: corev1.ResourceRequirements{
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
+	"github.com/outrigger-ccm/outrigger/internal/apilimits"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
 )
 
@@ -77,6 +78,14 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 		case in.Hostname != "":
 			addrs = append(addrs, gwv1.GatewayStatusAddress{Type: ptrTo(gwv1.HostnameAddressType), Value: in.Hostname})
 		}
+	}
+	// The addresses are the provider's answer: what the Gateway CRD would
+	// refuse (a 17th address, a malformed one) is left out, so the rest
+	// of the status is still written.
+	addrs, refused := apilimits.GatewayAddresses(addrs)
+	if len(refused) > 0 {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, "ProviderAnswerRefused", "Left out of status.addresses what the API does not accept from provider %s: %s",
+			r.opts.Provider, apilimits.Summary(refused))
 	}
 	gen := gw.Generation
 	programmed := cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)

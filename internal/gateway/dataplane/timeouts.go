@@ -33,6 +33,14 @@ type routeTimeouts struct {
 	request, backend time.Duration
 }
 
+// CheckTimeouts says whether the data plane can serve an HTTPRoute rule's
+// timeouts: the controller refuses the route otherwise, so that one route
+// never makes the data plane refuse a whole configuration.
+func CheckTimeouts(t *gwv1.HTTPRouteTimeouts) error {
+	_, err := parseTimeouts(t)
+	return err
+}
+
 func parseTimeouts(t *gwv1.HTTPRouteTimeouts) (routeTimeouts, error) {
 	var rt routeTimeouts
 	if t == nil {
