@@ -43,6 +43,9 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportGRPCRouteNamedRouteRule,
+	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportHTTPRouteRequestTimeout,
+	features.SupportHTTPRouteBackendTimeout,
 }
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.

@@ -216,6 +216,20 @@ func compile(w *world) *result {
 	}
 	byPort := map[string]*portBuild{}
 	var order []string
+	portKey := func(ls *listenerState) string {
+		return fmt.Sprintf("%d/%s", ls.spec.Port, dataplaneProtocol(ls.spec.Protocol))
+	}
+	// Listener isolation: a request belongs to the most specific listener
+	// of its port whose hostname matches it, and only that listener's
+	// routes serve it. Every listener hostname is a virtual host (an
+	// empty one answers 404), and a route's hostname that a more specific
+	// listener of the port covers is left out of the less specific one's.
+	hostnamesOf := map[string][]string{}
+	for _, ls := range listeners {
+		if ls.valid {
+			hostnamesOf[portKey(ls)] = append(hostnamesOf[portKey(ls)], ls.hostname)
+		}
+	}
 	for _, ls := range listeners {
 		ls.status.AttachedRoutes = ls.attached
 		r.listeners = append(r.listeners, ls.status)
@@ -223,7 +237,7 @@ func compile(w *world) *result {
 			continue
 		}
 		proto := dataplaneProtocol(ls.spec.Protocol)
-		k := fmt.Sprintf("%d/%s", ls.spec.Port, proto)
+		k := portKey(ls)
 		pb, ok := byPort[k]
 		if !ok {
 			pb = &portBuild{port: dataplane.Port{Port: ls.spec.Port, Protocol: proto}, hosts: map[string][]ruleEntry{}}
@@ -232,7 +246,15 @@ func compile(w *world) *result {
 		}
 		pb.port.Certificates = append(pb.port.Certificates, ls.certs...)
 		pb.port.Backends = append(pb.port.Backends, ls.l4backends...)
+		if ls.hostname != "" && (proto == dataplane.HTTP || proto == dataplane.HTTPS) {
+			if _, ok := pb.hosts[ls.hostname]; !ok {
+				pb.hosts[ls.hostname] = nil
+			}
+		}
 		for host, entries := range ls.hosts {
+			if isolatedFrom(ls.hostname, host, hostnamesOf[k]) {
+				continue
+			}
 			pb.hosts[host] = append(pb.hosts[host], entries...)
 		}
 	}
@@ -387,4 +409,43 @@ func granted(grants []*gwv1.ReferenceGrant, fromGroup gwv1.Group, fromKind, from
 		}
 	}
 	return false
+}
+
+// isolatedFrom says whether a more specific listener of the port than
+// listener (its hostname) takes every request for host: then the route
+// that gave host through listener serves none of them.
+func isolatedFrom(listener, host string, portHostnames []string) bool {
+	for _, other := range portHostnames {
+		if other != listener && moreSpecific(other, listener) && covers(other, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// moreSpecific says whether listener hostname a takes precedence over b for
+// the hosts both match: any hostname over none, an exact name over a
+// wildcard, a longer wildcard over a shorter one.
+func moreSpecific(a, b string) bool {
+	switch {
+	case b == "":
+		return a != ""
+	case a == "" || !strings.HasPrefix(b, "*."):
+		return false
+	case !strings.HasPrefix(a, "*."):
+		return hostMatches(b, a)
+	}
+	return len(a) > len(b) && strings.HasSuffix(a, b[1:])
+}
+
+// covers says whether every host that host (an exact name or a wildcard)
+// stands for is matched by listener hostname l.
+func covers(l, host string) bool {
+	switch {
+	case l == "" || l == host:
+		return true
+	case !strings.HasPrefix(l, "*."):
+		return false
+	}
+	return strings.HasSuffix(host, l[1:]) && len(host) > len(l)-1
 }
