@@ -349,31 +349,52 @@ image:
 
 ## release: the release's files in RELEASE_DIR (docs/install.md#verifying-a-release): the image tarball of
 ## `make image` as outrigger-image-v$(VERSION).tar, the chart packaged as `helm package` does
-## (Helm's Go packages, charts/test/cmd/package-chart) as outrigger-$(VERSION).tgz, a CycloneDX SBOM of the
-## image, a SLSA provenance statement and the image's signature (DSSE envelopes), SHA256SUMS and its
-## signature, all signed with RELEASE_KEY (Ed25519; made on first use, its .pub beside it to publish),
-## every timestamp the commit's: the same commit gives the same bytes (tools/release). Then it tags the commit
-## v$(VERSION) (RELEASE_TAG=0: not), the version a provider's go.mod requires: only a clean tree whose
-## CHANGELOG.md has the version's section, never a tag that names another commit.
-.PHONY: release release-verify
+## (Helm's Go packages, charts/test/cmd/package-chart) as outrigger-$(VERSION).tgz with the image's digest as
+## its image.digest, deploy/deployment.yaml with the image by digest, a CycloneDX SBOM of the image, a SLSA
+## provenance statement (every file, the image digest, the source commit) and the image's signature (DSSE
+## envelopes), SHA256SUMS and its signature, all signed with RELEASE_KEY (Ed25519), every timestamp the
+## commit's: the same commit gives the same bytes (tools/release). RELEASE_KEY must be the private half of
+## the pinned key RELEASE_PUB (tools/release/release-key.pub; a fork or a test pins its own with
+## RELEASE_PUB=path): any other key is refused before anything is built, and none is ever made here
+## (`make release-key`). Then it tags the commit v$(VERSION) (RELEASE_TAG=0: not), the version a provider's
+## go.mod requires: only a clean tree whose CHANGELOG.md has the version's section, never a tag that names
+## another commit.
+.PHONY: release release-verify release-key release-fingerprint
 RELEASE_TAG ?= 1
 RELEASE_DIR ?= bin/release
 RELEASE_KEY ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/outrigger/release-key.pem
-RELEASE_PUB ?= $(RELEASE_KEY:.pem=.pub)
+RELEASE_PUB ?= tools/release/release-key.pub
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
-release: image
+RELEASE_TOOL = cd tools/release && go run .
+release:
+	@$(RELEASE_TOOL) check-key -key $(abspath $(RELEASE_KEY)) -pub $(abspath $(RELEASE_PUB))
+	@$(MAKE) --no-print-directory image
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
 	cp bin/outrigger-image.tar $(RELEASE_DIR)/outrigger-image-v$(VERSION).tar
-	cd charts/test && go run ./cmd/package-chart -o $(abspath $(RELEASE_DIR)) -version $(VERSION) -mtime $(SOURCE_DATE_EPOCH)
-	@test -f $(RELEASE_KEY) || { mkdir -p $(dir $(RELEASE_KEY)) && cd tools/release && go run . keygen -key $(abspath $(RELEASE_KEY)) -pub $(abspath $(RELEASE_PUB)) && \
-		echo "release: made a new signing key $(RELEASE_KEY); publish $(RELEASE_PUB), which users verify with"; }
-	cd tools/release && go run . attest -dir $(abspath $(RELEASE_DIR)) -key $(abspath $(RELEASE_KEY)) -version $(VERSION) \
-		-commit $$(git rev-parse HEAD) -image $(IMAGE) -source-date-epoch $(SOURCE_DATE_EPOCH)
-	@[ "$(RELEASE_TAG)" = 0 ] || { cd tools/release && go run . tag -repo $(CURDIR) -version $(VERSION); }
+	digest=$$($(RELEASE_TOOL) digest -image $(abspath $(RELEASE_DIR))/outrigger-image-v$(VERSION).tar) && \
+		cd charts/test && go run ./cmd/package-chart -o $(abspath $(RELEASE_DIR)) -version $(VERSION) -mtime $(SOURCE_DATE_EPOCH) -image-digest $$digest
+	$(RELEASE_TOOL) attest -dir $(abspath $(RELEASE_DIR)) -key $(abspath $(RELEASE_KEY)) -pub $(abspath $(RELEASE_PUB)) \
+		-deploy $(CURDIR)/deploy/deployment.yaml -version $(VERSION) -commit $$(git rev-parse HEAD) -image $(IMAGE) \
+		-source-date-epoch $(SOURCE_DATE_EPOCH)
+	@[ "$(RELEASE_TAG)" = 0 ] || { $(RELEASE_TOOL) tag -repo $(CURDIR) -version $(VERSION); }
 
-## release-verify: verify RELEASE_DIR against the public key RELEASE_PUB.
+## release-verify: verify RELEASE_DIR against the pinned public key RELEASE_PUB (tools/release/release-key.pub,
+## fingerprint in SECURITY.md); prints the verified version, source commit and image digest.
 release-verify:
-	cd tools/release && go run . verify -dir $(abspath $(RELEASE_DIR)) -key $(abspath $(RELEASE_PUB))
+	$(RELEASE_TOOL) verify -dir $(abspath $(RELEASE_DIR)) -key $(abspath $(RELEASE_PUB))
+
+## release-fingerprint: the fingerprint (SHA-256 of the PKIX form) of RELEASE_PUB, as README.md publishes it.
+release-fingerprint:
+	@$(RELEASE_TOOL) fingerprint -key $(abspath $(RELEASE_PUB))
+
+## release-key: first-time setup of a signing key, for a fork making its own (the project's is the release
+## manager's): a new Ed25519 pair, the private key at RELEASE_KEY (never over an existing file; keep it out of
+## the repository), the public key at RELEASE_PUB (by default replacing the pinned one: commit it and publish
+## the fingerprint it prints).
+release-key:
+	@mkdir -p $(dir $(abspath $(RELEASE_KEY)))
+	@$(RELEASE_TOOL) keygen -key $(abspath $(RELEASE_KEY)) -pub $(abspath $(RELEASE_PUB)) && \
+		echo "release-key: private key $(abspath $(RELEASE_KEY)), public key $(abspath $(RELEASE_PUB)), fingerprint $$(go run . fingerprint -key $(abspath $(RELEASE_PUB)))"
 
 ## cluster: a real two-node cluster in network namespaces, initialized by Outrigger (root; docs/cluster.md).
 ## Ctrl-C tears it down; `make cluster-down` removes what a killed run left behind.

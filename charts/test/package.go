@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
@@ -32,21 +35,75 @@ func Package(chartDir, outDir, version string) (string, error) {
 // bytes, as a reproducible release needs (make release passes the commit's
 // time, SOURCE_DATE_EPOCH).
 func PackageAt(chartDir, outDir, version string, modTime time.Time) (string, error) {
+	return PackageWith(chartDir, outDir, PackageOptions{Version: version, ModTime: modTime})
+}
+
+// PackageOptions say how PackageWith packages a chart.
+type PackageOptions struct {
+	// Version, when not empty, must be the chart's version and appVersion.
+	Version string
+	// ModTime dates every file of the archive.
+	ModTime time.Time
+	// ImageDigest, when not empty, is written as the packaged
+	// values.yaml's image.digest (sha256:<64 hex>): the released chart
+	// pulls the image a release verification checked, by digest.
+	ImageDigest string
+}
+
+// imageDigestLine is values.yaml's image.digest as the chart holds it.
+const imageDigestLine = "\n  digest: \"\"\n"
+
+// digestPattern is an image manifest digest.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// PackageWith packages the chart in chartDir to outDir as
+// <name>-<version>.tgz, as `helm package` does, and returns its path.
+func PackageWith(chartDir, outDir string, o PackageOptions) (string, error) {
 	c, err := loader.Load(chartDir)
 	if err != nil {
 		return "", fmt.Errorf("loading the chart from %s: %w", chartDir, err)
 	}
-	if version != "" && (c.Metadata.Version != version || c.Metadata.AppVersion != version) {
-		return "", fmt.Errorf("%s: version %q, appVersion %q, want both %q", chartDir, c.Metadata.Version, c.Metadata.AppVersion, version)
+	if o.Version != "" && (c.Metadata.Version != o.Version || c.Metadata.AppVersion != o.Version) {
+		return "", fmt.Errorf("%s: version %q, appVersion %q, want both %q", chartDir, c.Metadata.Version, c.Metadata.AppVersion, o.Version)
+	}
+	if o.ImageDigest != "" {
+		if err := setImageDigest(c, o.ImageDigest); err != nil {
+			return "", fmt.Errorf("%s: %w", chartDir, err)
+		}
 	}
 	path, err := chartutil.Save(c, outDir)
 	if err != nil {
 		return "", fmt.Errorf("packaging the chart: %w", err)
 	}
-	if err := redate(path, modTime); err != nil {
+	if err := redate(path, o.ModTime); err != nil {
 		return "", fmt.Errorf("packaging the chart: %w", err)
 	}
 	return path, nil
+}
+
+// setImageDigest writes digest into the chart's values.yaml as
+// image.digest, in the file Helm packages (its comments kept) and in the
+// values it loaded.
+func setImageDigest(c *chart.Chart, digest string) error {
+	if !digestPattern.MatchString(digest) {
+		return fmt.Errorf("image digest %q: want sha256:<64 hex>", digest)
+	}
+	for _, f := range c.Raw {
+		if f.Name != chartutil.ValuesfileName {
+			continue
+		}
+		if n := bytes.Count(f.Data, []byte(imageDigestLine)); n != 1 {
+			return fmt.Errorf("values.yaml: %d lines %q, want 1", n, strings.TrimSpace(imageDigestLine))
+		}
+		f.Data = bytes.Replace(f.Data, []byte(imageDigestLine), []byte("\n  digest: \""+digest+"\"\n"), 1)
+		img, _ := c.Values["image"].(map[string]any)
+		if img == nil {
+			return fmt.Errorf("values.yaml: no image")
+		}
+		img["digest"] = digest
+		return nil
+	}
+	return fmt.Errorf("no values.yaml")
 }
 
 // redate rewrites a gzipped tar with every entry dated modTime, keeping its

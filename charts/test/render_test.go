@@ -88,6 +88,9 @@ func hasArgPrefix(c corev1.Container, prefix string) bool {
 	return slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, prefix) })
 }
 
+// testDigest is an image manifest digest of the right form.
+const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
 func TestRender(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -334,6 +337,28 @@ podDisruptionBudget: {enabled: false}
 			}
 		},
 	}, {
+		// A released chart: image.digest set, the image a release
+		// verification checked is what runs, by digest with the tag left
+		// out, in every place the chart names Outrigger's own image.
+		name:   "image by digest",
+		values: "cloudProvider: local\ncloudConfig: {content: \"dataPlane: nodes\"}\nlocalLoadBalancer: {enabled: true}\nimage: {tag: v9, digest: " + testDigest + "}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			want := "outrigger.local/outrigger@" + testDigest
+			c := container(t, deployment(t, objs))
+			if c.Image != want {
+				t.Errorf("image %s, want %s", c.Image, want)
+			}
+			if !hasArg(c, "--gateway-data-plane-image="+want) {
+				t.Errorf("args %q, want --gateway-data-plane-image=%s", c.Args, want)
+			}
+			for k, ds := range byKind(objs, "DaemonSet") {
+				cs, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+				if img, _ := cs[0].(map[string]any)["image"].(string); img != want {
+					t.Errorf("%s runs %s, want %s", k, img, want)
+				}
+			}
+		},
+	}, {
 		// deploy/local-lb.yaml's objects, with the chart's Secret.
 		name:   "localLoadBalancer",
 		values: "cloudProvider: local\ncloudConfig: {content: \"dataPlane: nodes\"}\nlocalLoadBalancer: {enabled: true}\n",
@@ -418,6 +443,7 @@ func TestRenderRejects(t *testing.T) {
 		{name: "cloudProvider not a string", values: "cloudProvider: [sim]\n", want: []string{"cloudProvider", "string"}},
 		{name: "extraArgs neither map nor list", values: "cloudProvider: sim\nextraArgs: --v=2\n", want: []string{"extraArgs"}},
 		{name: "extraArgs map of lists", values: "cloudProvider: sim\nextraArgs: {v: [2]}\n", want: []string{"extraArgs"}},
+		{name: "digest not sha256:<64 hex>", sets: []string{"cloudProvider=sim", "image.digest=latest"}, want: []string{"digest"}},
 		{name: "bad pull policy", sets: []string{"cloudProvider=sim", "image.pullPolicy=Sometimes"}, want: []string{"pullPolicy"}},
 		{name: "local load balancer with another provider", values: "cloudProvider: sim\nlocalLoadBalancer: {enabled: true}\n", want: []string{"needs cloudProvider=local"}},
 		{name: "local load balancer without a cloud-config", values: "cloudProvider: local\nlocalLoadBalancer: {enabled: true}\n", want: []string{"VIP pool"}},

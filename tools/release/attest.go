@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -34,7 +35,16 @@ const (
 	sumsFile      = "SHA256SUMS"
 	sumsSigFile   = "SHA256SUMS.sig"
 	publicKeyFile = "outrigger-release.pub"
+	// sourceURI names the repository a release is built from, the
+	// provenance's source; its gitCommit digest is the release's commit.
+	sourceURI = "git+https://github.com/outrigger-ccm/outrigger"
+	// imagePlaceholder is deploy/deployment.yaml's image, which the
+	// released manifest names by digest.
+	imagePlaceholder = "REGISTRY/outrigger:VERSION"
 )
+
+// commitPattern is a full git commit name (SHA-1).
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // files names a release's files by version.
 type files struct{ version string }
@@ -44,17 +54,31 @@ func (f files) chart() string      { return "outrigger-" + f.version + ".tgz" }
 func (f files) sbom() string       { return "outrigger-v" + f.version + ".cdx.json" }
 func (f files) provenance() string { return "outrigger-v" + f.version + ".provenance.dsse.json" }
 func (f files) imageSig() string   { return "outrigger-image-v" + f.version + ".sig.dsse.json" }
+func (f files) deployment() string { return "outrigger-v" + f.version + ".deployment.yaml" }
+
+// subjects lists what the provenance names by digest, beside the image.
+func (f files) subjects() []string {
+	return []string{f.image(), f.chart(), f.sbom(), f.imageSig(), f.deployment()}
+}
 
 // signed lists what SHA256SUMS covers, in its order.
 func (f files) signed() []string {
-	s := []string{f.image(), f.chart(), f.sbom(), f.provenance(), f.imageSig()}
+	s := append(f.subjects(), f.provenance())
 	sort.Strings(s)
 	return s
 }
 
+// attestOptions are attest's inputs.
 type attestOptions struct {
-	Dir, Key, Version, Commit, Image string
-	SourceDateEpoch                  int64
+	Dir     string // the image tarball and the packaged chart, and where the rest is written
+	Key     string // the private key (PEM)
+	Pub     string // the pinned public key: Key's public half, or attest refuses
+	Deploy  string // deploy/deployment.yaml, written beside with the image by digest
+	Version string
+	Commit  string // the full commit name, signed in the provenance
+	Image   string // the image's reference, repository:version
+	// SourceDateEpoch is the commit's time: every timestamp written.
+	SourceDateEpoch int64
 }
 
 // simpleSigning is a container image signature's payload: the manifest
@@ -73,15 +97,37 @@ type simpleSigning struct {
 }
 
 func attest(ctx context.Context, o attestOptions) error {
-	priv, err := readPrivateKey(o.Key)
+	priv, err := checkPinned(o.Key, o.Pub)
 	if err != nil {
 		return err
+	}
+	if !commitPattern.MatchString(o.Commit) {
+		return fmt.Errorf("commit %q: want a full commit name (40 hex digits)", o.Commit)
 	}
 	key := ed25519Key{priv: priv, pub: priv.Public().(ed25519.PublicKey)}
 	f := files{o.Version}
 	created := time.Unix(o.SourceDateEpoch, 0).UTC()
 	img, err := readImage(filepath.Join(o.Dir, f.image()))
 	if err != nil {
+		return err
+	}
+	if err := builtFrom(img, o.Commit); err != nil {
+		return err
+	}
+	if got, err := chartImageDigest(filepath.Join(o.Dir, f.chart())); err != nil {
+		return err
+	} else if got != img.Digest.String() {
+		return fmt.Errorf("%s: image.digest %q, the image's is %s (package-chart -image-digest)", f.chart(), got, img.Digest)
+	}
+	manifest, err := os.ReadFile(o.Deploy)
+	if err != nil {
+		return err
+	}
+	if n := strings.Count(string(manifest), imagePlaceholder); n != 1 {
+		return fmt.Errorf("%s: %d images %s, want 1", o.Deploy, n, imagePlaceholder)
+	}
+	manifest = []byte(strings.Replace(string(manifest), imagePlaceholder, manifestImage(img.Digest.String()), 1))
+	if err := os.WriteFile(filepath.Join(o.Dir, f.deployment()), manifest, 0o644); err != nil {
 		return err
 	}
 
@@ -110,7 +156,7 @@ func attest(ctx context.Context, o attestOptions) error {
 	// The provenance: what was built (every file but itself and the image
 	// by its digest), from what, how.
 	var subjects []*intoto.ResourceDescriptor
-	for _, name := range []string{f.image(), f.chart(), f.sbom(), f.imageSig()} {
+	for _, name := range f.subjects() {
 		sum, err := fileSHA256(filepath.Join(o.Dir, name))
 		if err != nil {
 			return err
@@ -129,7 +175,7 @@ func attest(ctx context.Context, o attestOptions) error {
 	pred := &provenance.Provenance{
 		BuildDefinition: &provenance.BuildDefinition{
 			BuildType: buildType, ExternalParameters: ext, InternalParameters: internal,
-			ResolvedDependencies: []*intoto.ResourceDescriptor{{Uri: "git+https://github.com/outrigger-ccm/outrigger", Digest: map[string]string{"gitCommit": o.Commit}}},
+			ResolvedDependencies: []*intoto.ResourceDescriptor{{Uri: sourceURI, Digest: map[string]string{"gitCommit": o.Commit}}},
 		},
 		RunDetails: &provenance.RunDetails{
 			Builder:  &provenance.Builder{Id: "https://github.com/outrigger-ccm/outrigger/blob/main/Makefile#release"},
@@ -169,6 +215,25 @@ func attest(ctx context.Context, o attestOptions) error {
 		return err
 	}
 	return writePublicKey(filepath.Join(o.Dir, publicKeyFile), key.pub)
+}
+
+// manifestImage is the released manifest's image: the placeholder's
+// registry, the image by its digest.
+func manifestImage(digest string) string {
+	return repository(imagePlaceholder) + "@" + digest
+}
+
+// builtFrom checks that the image's Go programs, where their build
+// information names a commit (vcs.revision), name commit.
+func builtFrom(img *image, commit string) error {
+	for _, p := range img.Programs {
+		for _, s := range p.Info.Settings {
+			if s.Key == "vcs.revision" && s.Value != commit {
+				return fmt.Errorf("the image's %s was built from commit %s, not %s", p.Path, s.Value, commit)
+			}
+		}
+	}
+	return nil
 }
 
 // repository is an image reference without its tag or digest.

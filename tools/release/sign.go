@@ -15,7 +15,8 @@ import (
 )
 
 // keygen writes a new Ed25519 key pair: the private key readable by its
-// owner only.
+// owner only, and never over an existing file (a release manager's key is
+// not replaced by a typo).
 func keygen(keyPath, pubPath string) error {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -25,10 +26,53 @@ func keygen(keyPath, pubPath string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	f, err := os.OpenFile(keyPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing the private key: %w", err)
+	}
+	_, err = f.Write(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("writing the private key: %w", err)
 	}
 	return writePublicKey(pubPath, pub)
+}
+
+// fingerprint is the hex SHA-256 of a public key's PKIX (DER) form: what
+// `openssl pkey -pubin -in KEY.pub -outform DER | sha256sum` prints, and the
+// keyid of every DSSE envelope the key signs.
+func fingerprint(pub ed25519.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	return sha256Hex(der), nil
+}
+
+// checkPinned refuses a signing key whose public half is not the pinned
+// public key: a release is signed by the project's key or by the one a fork
+// pinned instead, never by a key made on the spot.
+func checkPinned(keyPath, pinnedPath string) (ed25519.PrivateKey, error) {
+	pinned, err := readPublicKey(pinnedPath)
+	if err != nil {
+		return nil, fmt.Errorf("the pinned public key: %w", err)
+	}
+	if _, err := os.Stat(keyPath); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no signing key at %s: the release manager provides it (RELEASE_KEY=path); a fork makes its own with make release-key", keyPath)
+	}
+	priv, err := readPrivateKey(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	pub := priv.Public().(ed25519.PublicKey)
+	if !pub.Equal(pinned) {
+		got, _ := fingerprint(pub)
+		want, _ := fingerprint(pinned)
+		return nil, fmt.Errorf("signing key %s (fingerprint %s) is not the pinned release key %s (%s); RELEASE_PUB=path pins another", keyPath, got, pinnedPath, want)
+	}
+	return priv, nil
 }
 
 func writePublicKey(path string, pub ed25519.PublicKey) error {
@@ -133,5 +177,9 @@ func openEnvelope(ctx context.Context, pub ed25519.PublicKey, env *dsse.Envelope
 		return nil, fmt.Errorf("payload type %q, want %q", env.PayloadType, payloadType)
 	}
 	_, payload, err := v.VerifyAndDecode(ctx, env)
-	return payload, err
+	if err != nil {
+		fp, _ := fingerprint(pub)
+		return nil, fmt.Errorf("its signature is not the pinned key's (%s): %w", fp, err)
+	}
+	return payload, nil
 }

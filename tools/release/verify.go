@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	provenance "github.com/in-toto/attestation/go/predicates/provenance/v1"
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -23,6 +24,7 @@ import (
 // verified is what verify checked.
 type verified struct {
 	Version, Commit, Image, ImageDigest string
+	Fingerprint                         string // the pinned key's
 	Files                               []string
 	Programs                            int
 	Modules                             int
@@ -30,19 +32,27 @@ type verified struct {
 
 func (v *verified) print(w io.Writer) {
 	fmt.Fprintf(w, "verified: Outrigger %s, commit %s\n", v.Version, v.Commit)
+	fmt.Fprintf(w, "  by the pinned key %s\n", v.Fingerprint)
 	fmt.Fprintf(w, "  checksums signed by the key: %s\n", strings.Join(v.Files, ", "))
 	fmt.Fprintf(w, "  image %s@%s signed by the key\n", v.Image, v.ImageDigest)
-	fmt.Fprintf(w, "  provenance (SLSA v1) signed by the key, naming every file and the image digest\n")
+	fmt.Fprintf(w, "  provenance (SLSA v1) signed by the key, naming every file, the image digest and the source commit\n")
+	fmt.Fprintf(w, "  chart and deployment manifest pull the image by that digest\n")
 	fmt.Fprintf(w, "  SBOM (CycloneDX) of the image: %d Go programs, %d modules\n", v.Programs, v.Modules)
 }
 
 var sumLine = regexp.MustCompile(`^([0-9a-f]{64})  ([A-Za-z0-9._-]+)$`)
 
-// verify checks a release directory against the public key pubPath: the
-// checksums' signature, every file's checksum, the provenance's and the
-// image's signatures and what they name, and the SBOM against the image.
+// verify checks a release directory against the pinned public key pubPath:
+// the checksums' signature, every file's checksum, the provenance's and the
+// image's signatures and what they name (every file, the image digest, the
+// source commit, which it returns), the chart's and the manifest's image
+// digest, and the SBOM against the image.
 func verify(ctx context.Context, dir, pubPath string) (*verified, error) {
 	pub, err := readPublicKey(pubPath)
+	if err != nil {
+		return nil, err
+	}
+	fp, err := fingerprint(pub)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +66,7 @@ func verify(ctx context.Context, dir, pubPath string) (*verified, error) {
 	}
 	sig, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(sigText)))
 	if err != nil || !ed25519.Verify(pub, sums, sig) {
-		return nil, fmt.Errorf("%s: its signature (%s) is not the key's", sumsFile, sumsSigFile)
+		return nil, fmt.Errorf("%s: its signature (%s) is not the pinned key's (%s)", sumsFile, sumsSigFile, fp)
 	}
 	want := map[string]string{}
 	var names []string
@@ -121,7 +131,7 @@ func verify(ctx context.Context, dir, pubPath string) (*verified, error) {
 	for _, s := range st.GetSubject() {
 		named[s.GetName()] = s.GetDigest()["sha256"]
 	}
-	for _, name := range []string{f.image(), f.chart(), f.sbom(), f.imageSig()} {
+	for _, name := range f.subjects() {
 		if named[name] != want[name] {
 			return nil, fmt.Errorf("%s: names %s with SHA-256 %q, the file's is %s", f.provenance(), name, named[name], want[name])
 		}
@@ -129,6 +139,33 @@ func verify(ctx context.Context, dir, pubPath string) (*verified, error) {
 	image := ss.Critical.Identity.DockerReference + ":" + f.version
 	if named[image] != img.Digest.Hex {
 		return nil, fmt.Errorf("%s: names image %s with %q, the tarball holds %s", f.provenance(), image, named[image], img.Digest.Hex)
+	}
+	if len(named) != len(f.subjects())+1 {
+		return nil, fmt.Errorf("%s: names %d subjects, want the %d files and the image", f.provenance(), len(named), len(f.subjects()))
+	}
+	commit, err := sourceCommit(&st)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.provenance(), err)
+	}
+	if c, ok := ss.Optional["commit"]; ok && c != commit {
+		return nil, fmt.Errorf("%s names commit %s, the provenance %s", f.imageSig(), c, commit)
+	}
+	if err := builtFrom(img, commit); err != nil {
+		return nil, err
+	}
+
+	// The chart and the manifest pull the image by the digest verified.
+	if d, err := chartImageDigest(filepath.Join(dir, f.chart())); err != nil {
+		return nil, err
+	} else if d != img.Digest.String() {
+		return nil, fmt.Errorf("%s: image.digest %q, the image's is %s", f.chart(), d, img.Digest)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, f.deployment()))
+	if err != nil {
+		return nil, err
+	}
+	if !regexp.MustCompile(`(?m)^\s+image: ` + regexp.QuoteMeta(manifestImage(img.Digest.String())) + `$`).Match(manifest) {
+		return nil, fmt.Errorf("%s: does not pull image %s", f.deployment(), manifestImage(img.Digest.String()))
 	}
 
 	// The SBOM describes this image and its programs.
@@ -158,7 +195,7 @@ func verify(ctx context.Context, dir, pubPath string) (*verified, error) {
 			return nil, fmt.Errorf("%s: program %s with SHA-256 %q, the image's is %s", f.sbom(), p.Path, programs[p.Path], p.SHA256)
 		}
 	}
-	return &verified{Version: f.version, Commit: ss.Optional["commit"], Image: ss.Critical.Identity.DockerReference,
+	return &verified{Version: f.version, Commit: commit, Fingerprint: fp, Image: ss.Critical.Identity.DockerReference,
 		ImageDigest: img.Digest.String(), Files: names, Programs: len(img.Programs), Modules: modules}, nil
 }
 
@@ -176,4 +213,29 @@ func readEnvelope(ctx context.Context, pub ed25519.PublicKey, path, payloadType 
 		return nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
 	return payload, nil
+}
+
+// sourceCommit is the commit a provenance names as its source: the
+// resolved dependency sourceURI, by its gitCommit digest. A provenance
+// without one is refused, so the commit printed is always one the key
+// signed.
+func sourceCommit(st *intoto.Statement) (string, error) {
+	b, err := protojson.Marshal(st.GetPredicate())
+	if err != nil {
+		return "", err
+	}
+	var p provenance.Provenance
+	if err := protojson.Unmarshal(b, &p); err != nil {
+		return "", fmt.Errorf("not SLSA v1 provenance: %w", err)
+	}
+	var commits []string
+	for _, d := range p.GetBuildDefinition().GetResolvedDependencies() {
+		if d.GetUri() == sourceURI {
+			commits = append(commits, d.GetDigest()["gitCommit"])
+		}
+	}
+	if len(commits) != 1 || !commitPattern.MatchString(commits[0]) {
+		return "", fmt.Errorf("source commit %q: want one resolved dependency %s with a gitCommit of 40 hex digits", commits, sourceURI)
+	}
+	return commits[0], nil
 }

@@ -101,7 +101,7 @@ refusing a runAsUser set elsewhere to another.
 - --secure-port={{ .Values.securePort }}
 {{- end }}
 {{- if .Values.gateway.enabled }}
-- --gateway-data-plane-image={{ .Values.gateway.dataPlaneImage | default (printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion)) }}
+- --gateway-data-plane-image={{ .Values.gateway.dataPlaneImage | default (include "outrigger.image" .) }}
 {{- if ne .Values.gateway.namespace "outrigger-gateways" }}
 - --gateway-namespace={{ .Values.gateway.namespace }}
 {{- end }}
@@ -130,4 +130,16 @@ plugin.args.
 {{- range .Values.plugin.args }}
 - {{ . | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+The Outrigger image: repository@digest when image.digest is set (a released
+chart: the image a release verification checked), else repository:tag.
+*/}}
+{{- define "outrigger.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
 {{- end }}

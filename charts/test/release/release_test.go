@@ -57,7 +57,7 @@ func TestPushImageInstallChart(t *testing.T) {
 	if got := desc.Annotations["org.opencontainers.image.ref.name"]; got != version.Version {
 		t.Errorf("%s is tagged %q, want the version %q (a stale file? make image builds it)", imageTar, got, version.Version)
 	}
-	repo := defaultRepository(t, chartTgz)
+	repo, digest := defaultImage(t, chartTgz)
 	if got, want := desc.Annotations["io.containerd.image.name"], repo+":"+version.Version; got != want {
 		t.Errorf("ctr image import names %s %q, want the chart's default image %q", imageTar, got, want)
 	}
@@ -100,7 +100,15 @@ func TestPushImageInstallChart(t *testing.T) {
 	}
 
 	// helm install --set image.repository=<registry>/outrigger runs the
-	// pushed image.
+	// pushed image: by its digest when the chart was released with it
+	// (make release), else by the tag.
+	want := ref
+	if digest != "" {
+		if digest != desc.Digest.String() {
+			t.Errorf("%s: image.digest %s, the image's is %s", chartTgz, digest, desc.Digest)
+		}
+		want = host + "/outrigger@" + digest
+	}
 	rel, err := charttest.RenderArchive(chartTgz, charttest.Namespace, "", "cloudProvider=sim", "image.repository="+host+"/outrigger")
 	if err != nil {
 		t.Fatalf("rendering %s: %v", chartTgz, err)
@@ -115,8 +123,8 @@ func TestPushImageInstallChart(t *testing.T) {
 	}
 	for _, d := range deps {
 		images := containerImages(t, d)
-		if !slices.Equal(images, []string{ref}) {
-			t.Fatalf("%s runs %q, want [%s]", charttest.ObjectKey(d), images, ref)
+		if !slices.Equal(images, []string{want}) {
+			t.Fatalf("%s runs %q, want [%s]", charttest.ObjectKey(d), images, want)
 		}
 		if got, err := crane.Digest(images[0], opts...); err != nil || got != desc.Digest.String() {
 			t.Errorf("%s's image %s resolves to %s (%v), want what was pushed, %s", charttest.ObjectKey(d), images[0], got, err, desc.Digest)
@@ -174,18 +182,20 @@ func packagedChart(t *testing.T) string {
 	return f
 }
 
-// defaultRepository is the packaged chart's default image.repository.
-func defaultRepository(t *testing.T, chartTgz string) string {
+// defaultImage is the packaged chart's default image.repository and
+// image.digest (empty unless make release packaged it).
+func defaultImage(t *testing.T, chartTgz string) (repo, digest string) {
 	c, err := loader.Load(chartTgz)
 	if err != nil {
 		t.Fatal(err)
 	}
 	img, _ := c.Values["image"].(map[string]any)
-	repo, _ := img["repository"].(string)
+	repo, _ = img["repository"].(string)
 	if repo == "" {
 		t.Fatalf("%s: no default image.repository in %v", chartTgz, c.Values)
 	}
-	return repo
+	digest, _ = img["digest"].(string)
+	return repo, digest
 }
 
 // fileMode finds a regular file in the image's layers (the last layer
