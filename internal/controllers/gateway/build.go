@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -184,7 +185,7 @@ func (r *reconciler) deleteDataPlane(ctx context.Context, gw *gwv1.Gateway) (boo
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, err
 	}
-	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}} {
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
 		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
 			continue
 		}
@@ -206,6 +207,9 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	var cur appsv1.Deployment
 	switch err := r.own.Get(ctx, key, &cur); {
 	case apierrors.IsNotFound(err):
+		if err := r.ensureIdentity(ctx, gw); err != nil {
+			return false, err
+		}
 		if err := r.client.Create(ctx, want); err != nil {
 			return false, fmt.Errorf("creating data plane Deployment %s: %w", key, err)
 		}
@@ -219,6 +223,9 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	// What the API server defaults in the template makes it differ from
 	// what was asked; the hash of what was asked tells a change.
 	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) {
+		if err := r.ensureIdentity(ctx, gw); err != nil {
+			return false, err
+		}
 		upd := cur.DeepCopy()
 		upd.Labels = want.Labels
 		if upd.Annotations == nil {
@@ -253,7 +260,7 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
 				Spec: corev1.PodSpec{
-					ServiceAccountName: r.opts.DataPlaneServiceAccount,
+					ServiceAccountName: DataPlaneName(gw.Namespace, gw.Name),
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptrTo(true),
 						RunAsUser:      ptrTo(int64(65532)),

@@ -48,11 +48,8 @@ const (
 	templateHashAnnotation = "gateway.outrigger.dev/template-hash"
 	// DefaultNamespace is where data planes run unless told otherwise.
 	DefaultNamespace = "outrigger-gateways"
-	// DefaultDataPlaneServiceAccount is the data plane pods' identity: it
-	// may read the Secrets of the data plane namespace, nothing else.
-	DefaultDataPlaneServiceAccount = "outrigger-gateway-dataplane"
-	managedByLabel                 = "app.kubernetes.io/managed-by"
-	managedBy                      = "outrigger"
+	managedByLabel   = "app.kubernetes.io/managed-by"
+	managedBy        = "outrigger"
 	// certificateRecheck is how often a Gateway with HTTPS listeners reads
 	// its certificate Secrets again (they are read, not watched, so that
 	// Outrigger caches no Secrets of the cluster).
@@ -82,9 +79,6 @@ type Options struct {
 	// something else serves the programming (`outrigger dev` does, on its
 	// simulated nodes).
 	DataPlaneImage string
-	// DataPlaneServiceAccount is the pods' ServiceAccount. Default
-	// DefaultDataPlaneServiceAccount.
-	DataPlaneServiceAccount string
 	// Cloud is the provider's own layer-7 load balancers
 	// (provider.Gateways), through the cloud-call layer. With it, they
 	// serve the Gateways and Outrigger runs no data plane; nil: the data
@@ -166,9 +160,6 @@ type reconciler struct {
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
-	}
-	if opts.DataPlaneServiceAccount == "" {
-		opts.DataPlaneServiceAccount = DefaultDataPlaneServiceAccount
 	}
 	// Registered at init in client-go's scheme, the managers' default;
 	// another scheme gets them here, before its manager runs.

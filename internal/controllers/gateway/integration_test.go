@@ -23,12 +23,15 @@ import (
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -463,13 +466,57 @@ func TestDataPlaneDeployment(t *testing.T) {
 		t.Fatalf("HTTPS programming %+v, want the Secret's certificate for secure.example.com", https)
 	}
 
-	// Deleted, the Gateway takes its Deployment along.
+	// The pods run as the Gateway's own ServiceAccount, which reads its
+	// programming through the data plane's own watch and no other Secret
+	// of the namespace (another Gateway's keys).
+	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != key.Name {
+		t.Fatalf("data plane pods run as %q, want the Gateway's own %q", sa, key.Name)
+	}
+	create(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: dpNS, Name: "another-gateways-keys"}})
+	asPods := rest.CopyConfig(testenv.Config)
+	asPods.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + dpNS + ":" + key.Name}
+	pods, err := kubernetes.NewForConfig(asPods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pods.CoreV1().Secrets(dpNS).Get(ctx, "another-gateways-keys", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the data plane's identity reads another Secret: %v", err)
+	}
+	if _, err := pods.CoreV1().Secrets(dpNS).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the data plane's identity lists the namespace's Secrets: %v", err)
+	}
+	var l net.ListenConfig
+	proxy := dataplane.New(dataplane.Options{ListenTCP: func(int32) (net.Listener, error) { return l.Listen(ctx, "tcp", "127.0.0.1:0") }})
+	defer proxy.Close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	applied := make(chan error, 1)
+	go dataplane.Watch(watchCtx, pods, dpNS, key.Name, proxy, func(err error) {
+		select {
+		case applied <- err:
+		default:
+		}
+	})
+	select {
+	case err := <-applied:
+		if err != nil {
+			t.Errorf("the data plane could not apply its programming as its own identity: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("the data plane never read its programming as its own identity")
+	}
+	stopWatch()
+
+	// Deleted, the Gateway takes its Deployment and identity along.
 	if err := c.Delete(ctx, gw); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, "data plane Deployment deleted", func() (bool, error) {
-		err := c.Get(ctx, key, &appsv1.Deployment{})
-		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	testenv.Eventually(t, time.Minute, "data plane Deployment and identity deleted", func() (bool, error) {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+			if err := c.Get(ctx, key, o); !apierrors.IsNotFound(err) {
+				return false, client.IgnoreNotFound(err)
+			}
+		}
+		return true, nil
 	})
 }
 
