@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -185,7 +186,7 @@ func (r *reconciler) deleteDataPlane(ctx context.Context, gw *gwv1.Gateway) (boo
 	case err != nil && !apierrors.IsNotFound(err):
 		return false, err
 	}
-	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
+	for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.Secret{}, &policyv1.PodDisruptionBudget{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}} {
 		if err := r.own.Get(ctx, key, o); err != nil || !owned(o, gw) {
 			continue
 		}
@@ -207,7 +208,7 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	var cur appsv1.Deployment
 	switch err := r.own.Get(ctx, key, &cur); {
 	case apierrors.IsNotFound(err):
-		if err := r.ensureIdentity(ctx, gw); err != nil {
+		if err := r.ensureCompanions(ctx, gw); err != nil {
 			return false, err
 		}
 		if err := r.client.Create(ctx, want); err != nil {
@@ -223,7 +224,7 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	// What the API server defaults in the template makes it differ from
 	// what was asked; the hash of what was asked tells a change.
 	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) {
-		if err := r.ensureIdentity(ctx, gw); err != nil {
+		if err := r.ensureCompanions(ctx, gw); err != nil {
 			return false, err
 		}
 		upd := cur.DeepCopy()
@@ -233,6 +234,8 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 		}
 		upd.Annotations[templateHashAnnotation] = want.Annotations[templateHashAnnotation]
 		upd.Spec.Template = want.Spec.Template
+		upd.Spec.Strategy = want.Spec.Strategy
+		upd.Spec.Replicas = ptrTo(max(*want.Spec.Replicas, ptrValue(cur.Spec.Replicas)))
 		if err := r.client.Update(ctx, upd); err != nil {
 			return false, fmt.Errorf("updating data plane Deployment %s: %w", key, err)
 		}
@@ -255,12 +258,22 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 	d := &appsv1.Deployment{
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptrTo(int32(1)),
+			// Two pods, spread over nodes, replaced one at a time
+			// without lowering the count: a node drain, a crash or a
+			// rollout leaves one serving (and the budget keeps it).
+			Replicas: ptrTo(int32(2)),
 			Selector: &metav1.LabelSelector{MatchLabels: r.selector(gw)},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptrTo(intstr.FromInt32(0)), MaxSurge: ptrTo(intstr.FromInt32(1)),
+			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: meta.Annotations},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: DataPlaneName(gw.Namespace, gw.Name),
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: r.selector(gw)},
+					}},
 					SecurityContext: &corev1.PodSecurityContext{
 						RunAsNonRoot:   ptrTo(true),
 						RunAsUser:      ptrTo(int64(65532)),
@@ -308,4 +321,13 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 	}
 	d.Annotations[templateHashAnnotation] = hex.EncodeToString(sum[:8])
 	return d
+}
+
+// ptrValue is what p points to, or zero.
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

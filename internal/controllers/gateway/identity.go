@@ -5,8 +5,11 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -15,11 +18,14 @@ import (
 // Role lets them read their own programming Secret and nothing else: the
 // data plane namespace holds every Gateway's configuration and private
 // keys, and a pod of one Gateway (serving the internet, holding a tenant's
-// routes) must not read another's. The ServiceAccount, Role and RoleBinding
+// routes) must not read another's. A PodDisruptionBudget keeps one of the
+// pods serving through node drains. These companions of the Deployment
 // carry the Gateway's name and are deleted with its data plane.
 
-// identity is what a Gateway's data plane pods run as.
-func (r *reconciler) identity(gw *gwv1.Gateway) []client.Object {
+// companions are the objects a Gateway's data plane Deployment needs: its
+// pods' identity (ServiceAccount, Role, RoleBinding) and their disruption
+// budget.
+func (r *reconciler) companions(gw *gwv1.Gateway) []client.Object {
 	meta := r.ownedMeta(gw, false)
 	name := meta.Name
 	sa := &corev1.ServiceAccount{ObjectMeta: meta, AutomountServiceAccountToken: ptrTo(true)}
@@ -35,14 +41,18 @@ func (r *reconciler) identity(gw *gwv1.Gateway) []client.Object {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: meta.Namespace}},
 	}
-	return []client.Object{sa, role, rb}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta, Spec: policyv1.PodDisruptionBudgetSpec{
+		MinAvailable: ptrTo(intstr.FromInt32(1)),
+		Selector:     &metav1.LabelSelector{MatchLabels: r.selector(gw)},
+	}}
+	return []client.Object{sa, role, rb, pdb}
 }
 
-// ensureIdentity makes the Gateway's identity where missing. It runs only
+// ensureCompanions makes the Deployment's companions where missing. It runs only
 // when the Deployment is made or changed, so it costs no call otherwise; an
 // object of that name that is not Outrigger's for this Gateway stops it.
-func (r *reconciler) ensureIdentity(ctx context.Context, gw *gwv1.Gateway) error {
-	for _, want := range r.identity(gw) {
+func (r *reconciler) ensureCompanions(ctx context.Context, gw *gwv1.Gateway) error {
+	for _, want := range r.companions(gw) {
 		err := r.client.Create(ctx, want)
 		if err == nil {
 			continue

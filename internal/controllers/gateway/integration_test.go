@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -469,6 +470,16 @@ func TestDataPlaneDeployment(t *testing.T) {
 	// The pods run as the Gateway's own ServiceAccount, which reads its
 	// programming through the data plane's own watch and no other Secret
 	// of the namespace (another Gateway's keys).
+	// Two pods spread over nodes, replaced without lowering the count, a
+	// budget keeping one through drains.
+	if r := dep.Spec.Replicas; r == nil || *r != 2 || len(dep.Spec.Template.Spec.TopologySpreadConstraints) != 1 ||
+		dep.Spec.Strategy.RollingUpdate == nil || dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("data plane Deployment replicas %v, spread %v, strategy %+v", r, dep.Spec.Template.Spec.TopologySpreadConstraints, dep.Spec.Strategy)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := c.Get(ctx, key, &pdb); err != nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+		t.Errorf("data plane disruption budget %+v: %v", pdb.Spec, err)
+	}
 	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != key.Name {
 		t.Fatalf("data plane pods run as %q, want the Gateway's own %q", sa, key.Name)
 	}
@@ -511,7 +522,7 @@ func TestDataPlaneDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, "data plane Deployment and identity deleted", func() (bool, error) {
-		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}} {
 			if err := c.Get(ctx, key, o); !apierrors.IsNotFound(err) {
 				return false, client.IgnoreNotFound(err)
 			}
