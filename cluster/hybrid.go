@@ -43,7 +43,7 @@ var SimCloudConfig = fmt.Sprintf("endpoint: http://%s:%d\n", BridgeIP, SimCloudP
 // ProvidersFile is Outrigger's --cloud-providers-file in a hybrid cluster;
 // the cloud-configs it names are in the same Secret, mounted in dir.
 func ProvidersFile(dir string) string {
-	return fmt.Sprintf(`apiVersion: outrigger.io/v1alpha1
+	return fmt.Sprintf(`apiVersion: outrigger.dev/v1alpha1
 kind: CloudProviders
 providers:
 - name: local

@@ -33,7 +33,7 @@ func TestConformanceOfEachProviderInAFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "providers.yaml")
 	junit := filepath.Join(dir, "junit.xml")
-	if err := os.WriteFile(file, []byte("apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n- name: alpha\n- name: beta\n  loadBalancerClass: example.com/beta\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("apiVersion: outrigger.dev/v1alpha1\nkind: CloudProviders\nproviders:\n- name: alpha\n- name: beta\n  loadBalancerClass: example.com/beta\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := NewCommand(reg)

@@ -38,7 +38,7 @@ func fakeRegistry() *provider.Registry {
 // Bad --cloud-providers-file contents are refused with one line that says
 // what to fix.
 func TestProvidersFileRefusals(t *testing.T) {
-	const head = "apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\n"
+	const head = "apiVersion: outrigger.dev/v1alpha1\nkind: CloudProviders\n"
 	tests := []struct {
 		name, file, wantErr string
 	}{
@@ -54,7 +54,7 @@ func TestProvidersFileRefusals(t *testing.T) {
 		{"no schemes stated or listed", head + "providers: [{name: silent}]", `provider "silent" states no providerID schemes: list its platforms`},
 		{"unknown provider", head + "providers: [{name: nosuch}]", `nosuch`},
 		{"unknown field", head + "providers: [{name: aws, balancerClass: example.com/x}]", `unknown field "balancerClass"`},
-		{"wrong kind", "apiVersion: v1\nkind: ConfigMap\nproviders: [{name: aws}]", `want outrigger.io/v1alpha1 and CloudProviders`},
+		{"wrong kind", "apiVersion: v1\nkind: ConfigMap\nproviders: [{name: aws}]", `want outrigger.dev/v1alpha1 and CloudProviders`},
 		{"no providers", head + "providers: []", `names no providers`},
 		{"missing cloudConfig", head + "providers: [{name: aws, cloudConfig: /nonexistent/aws.conf}]", `cannot read its cloudConfig`},
 	}
@@ -79,6 +79,7 @@ func TestProvidersFileRefusals(t *testing.T) {
 
 func TestProvidersFileBuildsOneUnitEach(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "providers.yaml")
+	// Written for an earlier release: the deprecated apiVersion is still read.
 	file := "apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n- name: aws\n- name: silent\n  platforms: [kwok]\n  loadBalancerClass: example.com/kwok\n  loadBalancerClasses: [example.com/kwok-internal]\n"
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)

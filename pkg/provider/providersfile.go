@@ -54,10 +54,13 @@ func (e ProviderEntry) Classes() []string {
 	return out
 }
 
-// The ProvidersFile's apiVersion and kind.
+// The ProvidersFile's apiVersion and kind. The apiVersion is in
+// Outrigger's one label domain, outrigger.dev; files written for earlier
+// releases (ProvidersAPIVersionDeprecated) are read as before.
 const (
-	ProvidersAPIVersion = "outrigger.io/v1alpha1"
-	ProvidersKind       = "CloudProviders"
+	ProvidersAPIVersion           = "outrigger.dev/v1alpha1"
+	ProvidersAPIVersionDeprecated = "outrigger.io/v1alpha1"
+	ProvidersKind                 = "CloudProviders"
 )
 
 // ReadProvidersFile reads and checks a --cloud-providers-file: the
@@ -72,7 +75,7 @@ func ReadProvidersFile(path string) (*ProvidersFile, error) {
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("--cloud-providers-file %s: %w", path, err)
 	}
-	if f.APIVersion != ProvidersAPIVersion || f.Kind != ProvidersKind {
+	if (f.APIVersion != ProvidersAPIVersion && f.APIVersion != ProvidersAPIVersionDeprecated) || f.Kind != ProvidersKind {
 		return nil, fmt.Errorf("--cloud-providers-file %s: apiVersion %q and kind %q; want %s and %s", path, f.APIVersion, f.Kind, ProvidersAPIVersion, ProvidersKind)
 	}
 	if len(f.Providers) == 0 {

@@ -603,7 +603,7 @@ func twoPlatforms(t *testing.T, simSide string) {
 // localClass, when given).
 func providersFile(t *testing.T, simConfig, localConfig, localClass string) string {
 	t.Helper()
-	f := fmt.Sprintf("apiVersion: outrigger.io/v1alpha1\nkind: CloudProviders\nproviders:\n"+
+	f := fmt.Sprintf("apiVersion: outrigger.dev/v1alpha1\nkind: CloudProviders\nproviders:\n"+
 		"- name: sim\n  cloudConfig: %s\n- name: local\n  cloudConfig: %s\n", simConfig, localConfig)
 	if localClass != "" {
 		f += "  loadBalancerClass: " + localClass + "\n"

@@ -19,7 +19,12 @@ import (
 
 // AnnotationIdleTimeout sets the load balancer's idle timeout in seconds
 // (1 to 3600).
-const AnnotationIdleTimeout = "sim.outrigger.io/idle-timeout-seconds"
+const AnnotationIdleTimeout = "sim.outrigger.dev/idle-timeout-seconds"
+
+// AnnotationIdleTimeoutDeprecated is AnnotationIdleTimeout's name in
+// earlier releases, still read where the new one is absent so that a
+// Service written for them keeps its load balancer's setting.
+const AnnotationIdleTimeoutDeprecated = "sim.outrigger.io/idle-timeout-seconds"
 
 // LoadBalancer implements cloudprovider.Interface.
 func (p *Provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p, true }
@@ -254,10 +259,16 @@ func lbSpec(clusterName string, service *corev1.Service, nodes []*corev1.Node) (
 	if servicehelpers.RequestsOnlyLocalTraffic(service) {
 		spec.HealthCheckPort = service.Spec.HealthCheckNodePort
 	}
-	if v, ok := service.Annotations[AnnotationIdleTimeout]; ok {
+	name := AnnotationIdleTimeout
+	v, ok := service.Annotations[name]
+	if !ok {
+		name = AnnotationIdleTimeoutDeprecated
+		v, ok = service.Annotations[name]
+	}
+	if ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3600 {
-			return spec, provider.Reasonf(provider.ReasonInvalidAnnotation, "annotation %s=%q: want whole seconds from 1 to 3600", AnnotationIdleTimeout, v)
+			return spec, provider.Reasonf(provider.ReasonInvalidAnnotation, "annotation %s=%q: want whole seconds from 1 to 3600", name, v)
 		}
 		spec.IdleTimeoutSeconds = n
 	}
