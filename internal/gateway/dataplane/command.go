@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -130,7 +133,7 @@ func NewCommand() *cobra.Command {
 	cmd.Flags().StringVar(&namespace, "namespace", "", "Namespace of the Secret holding the data plane's programming.")
 	cmd.Flags().StringVar(&secret, "secret", "", "Name of that Secret.")
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file; in a pod, its ServiceAccount is used.")
-	cmd.Flags().IntVar(&healthPort, "health-port", HealthPort, "Port of /healthz and /readyz (ready once programmed).")
+	cmd.Flags().IntVar(&healthPort, "health-port", HealthPort, "Port of /healthz, /readyz (ready once programmed) and /metrics.")
 	cmd.Flags().StringVar(&listen, "listen-address", "", "Address the listeners and the health port bind; empty: every address (as in a pod).")
 	return cmd
 }
@@ -185,8 +188,12 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 			return net.ListenPacket("udp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
 		},
 	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := NewMetrics(reg, p)
 	var ready, draining atomic.Bool
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if draining.Load() {
@@ -208,6 +215,7 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 	defer health.Close()
 	log.Info("Watching the data plane's programming", "namespace", namespace, "secret", secret)
 	Watch(ctx, client, namespace, secret, p, func(err error) {
+		metrics.Applied(err)
 		if err != nil {
 			// The previous programming stays; the controller refuses
 			// what it can see is invalid, so this is rare.

@@ -276,6 +276,7 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 }
 
 func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
+	takenBy(w, ru.route)
 	var respMods []*gwv1.HTTPHeaderFilter
 	for i := range ru.filters {
 		f := &ru.filters[i]
@@ -318,7 +319,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		fl.add(f)
 		defer fl.done(f)
 	}
-	ctx = withTarget(ctx, target{address: b.Address, h2c: b.H2C, respMods: respMods})
+	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, respMods: respMods})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

@@ -41,6 +41,8 @@ type Proxy struct {
 	opts    Options
 	reverse *httputil.ReverseProxy
 	conns   *connTable
+	// metrics, when NewMetrics registered them; nil counts nothing.
+	metrics *Metrics
 
 	mu     sync.Mutex
 	ports  map[portKey]*served
@@ -118,6 +120,7 @@ func New(o Options) *Proxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
+			p.metrics.upstreamError(targetOf(r.Context()).route)
 			if timedOut(r.Context()) {
 				if isGRPC(r) {
 					grpcError(w, grpcDeadlineExceeded, context.Cause(r.Context()).Error())
@@ -140,6 +143,7 @@ func New(o Options) *Proxy {
 type targetKey struct{}
 
 type target struct {
+	route    string
 	address  string
 	h2c      bool
 	respMods []*gwv1.HTTPHeaderFilter
@@ -267,6 +271,11 @@ func (p *Proxy) Drain(ctx context.Context) {
 	wg.Wait()
 }
 
+// observe records a request's outcome in the metrics (when registered).
+func (p *Proxy) observe(route string, code int, took time.Duration) {
+	p.metrics.observe(route, code, took)
+}
+
 // Close stops every port.
 func (p *Proxy) Close() {
 	p.mu.Lock()
@@ -304,7 +313,7 @@ func (p *Proxy) open(k portKey, s *served) error {
 	default:
 		lim := p.opts.Limits
 		srv := &http.Server{
-			Handler: guardIdle(lim.StreamIdleTimeout, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			Handler: guardIdle(lim.StreamIdleTimeout, p.observe, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				s.router.Load().serveOn(w, r, &s.flights)
 			})),
 			ReadHeaderTimeout: lim.RequestHeaderTimeout,

@@ -94,9 +94,11 @@ type idleGuard struct {
 	deadline atomic.Int64
 }
 
-// guardIdle serves next with the stream idle timeout.
-func guardIdle(timeout time.Duration, next http.Handler) http.Handler {
+// guardIdle serves next with the stream idle timeout, and tells observe
+// each request's route, status and duration.
+func guardIdle(timeout time.Duration, observe func(route string, code int, took time.Duration), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		g := &idleGuard{timeout: timeout, rc: http.NewResponseController(w), cancel: cancel}
@@ -106,7 +108,13 @@ func guardIdle(timeout time.Duration, next http.Handler) http.Handler {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
-		next.ServeHTTP(&guardedWriter{ResponseWriter: w, g: g}, r.WithContext(ctx))
+		gw := &guardedWriter{ResponseWriter: w, g: g}
+		next.ServeHTTP(gw, r.WithContext(ctx))
+		code := gw.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		observe(gw.route, code, time.Since(start))
 	})
 }
 
@@ -147,16 +155,34 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 type guardedWriter struct {
 	http.ResponseWriter
 	g *idleGuard
+	// route is the route that took the request (the router sets it),
+	// code the status answered: for the metrics.
+	route string
+	code  int
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
 	w.g.touch()
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
 	return w.ResponseWriter.Write(p)
 }
 
 func (w *guardedWriter) WriteHeader(code int) {
 	w.g.touch()
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// takenBy records the route that took a request on its writer (when it is
+// the guard's).
+func takenBy(w http.ResponseWriter, route string) {
+	if gw, ok := w.(*guardedWriter); ok {
+		gw.route = route
+	}
 }
 
 // Unwrap lets http.ResponseController (the reverse proxy's flushes,

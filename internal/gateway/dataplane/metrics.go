@@ -1,0 +1,88 @@
+package dataplane
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the data plane's own Prometheus metrics, served on its health
+// port at /metrics. A data plane serves one Gateway, so Gateway is a label
+// of the registry's scrape target, not of each series; route is the
+// HTTPRoute or GRPCRoute (namespace/name) that took a request, "" for a
+// request no route took.
+type Metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	upstream    *prometheus.CounterVec
+	applies     *prometheus.CounterVec
+	connections prometheus.GaugeFunc
+	evicted     prometheus.CounterFunc
+	refused     prometheus.CounterFunc
+}
+
+// NewMetrics registers the data plane's metrics of p on reg.
+func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outrigger_gateway_requests_total",
+			Help: "HTTP requests answered, by the route that took them and the status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "outrigger_gateway_request_duration_seconds",
+			Help:    "Time from a request's headers to the end of its answer, by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outrigger_gateway_upstream_errors_total",
+			Help: "Requests whose backend could not be reached or timed out, by route.",
+		}, []string{"route"}),
+		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outrigger_gateway_config_applies_total",
+			Help: "Programmings applied (result ok) or refused (error).",
+		}, []string{"result"}),
+		connections: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "outrigger_gateway_connections",
+			Help: "Client connections open on the HTTP and TCP ports.",
+		}, func() float64 { return float64(p.conns.count()) }),
+		evicted: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outrigger_gateway_connections_evicted_total",
+			Help: "Idle client connections closed to make room at the connection limit.",
+		}, func() float64 { return float64(p.conns.evicted.Load()) }),
+		refused: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outrigger_gateway_connections_refused_total",
+			Help: "Client connections closed at once because every connection was busy at the limit.",
+		}, func() float64 { return float64(p.conns.refused.Load()) }),
+	}
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.applies, m.connections, m.evicted, m.refused)
+	p.metrics = m
+	return m
+}
+
+func (m *Metrics) observe(route string, code int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.duration.WithLabelValues(route).Observe(took.Seconds())
+}
+
+func (m *Metrics) upstreamError(route string) {
+	if m == nil {
+		return
+	}
+	m.upstream.WithLabelValues(route).Inc()
+}
+
+// Applied counts a programming's outcome.
+func (m *Metrics) Applied(err error) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.applies.WithLabelValues(result).Inc()
+}
