@@ -22,8 +22,8 @@ type target struct {
 	host     string
 }
 
-// client returns an HTTP client speaking the row's protocol with conns
-// connections (HTTP/2: streams over few connections, as h2load -m does).
+// client returns an HTTP client speaking the row's protocol with up to conns
+// HTTP/1.1 connections (HTTP/2: streams multiplexed, as h2load -m does).
 func (t target) client(conns int) *http.Client {
 	var protos http.Protocols
 	switch {

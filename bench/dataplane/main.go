@@ -90,8 +90,10 @@ type Config struct {
 	// Duration bounds each maximum-throughput run, LatencyDuration each
 	// fixed-rate run.
 	Duration, LatencyDuration time.Duration
-	// Connections is how many connections (HTTP/2: streams over
-	// Connections/16 connections) the load generator keeps busy.
+	// Connections is how many requests the load generator keeps in
+	// flight: that many HTTP/1.1 connections, or streams over the HTTP/2
+	// connections Go's transport opens (one, until the proxy's stream
+	// limit).
 	Connections int
 	// Loads are the fixed rates, as fractions of the slowest peer's
 	// maximum in the row.
@@ -109,7 +111,7 @@ func defaultConfig() Config {
 		Rows:            rows,
 		Peers:           peers(),
 		Duration:        10 * time.Second,
-		LatencyDuration: 10 * time.Second,
+		LatencyDuration: 5 * time.Second,
 		Connections:     64,
 		Loads:           []float64{0.25, 0.5, 0.75},
 		Pin:             true,
