@@ -231,8 +231,9 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/hung -kind nodes -hung 0,12,100,1000 -bound 1m
 	go run ./bench/hung -kind routes -hung 0,12,100,1000 -bound 1m
 	go run ./bench/gateway -gateways 100 -routes 1000
-	@[ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] && [ -x /usr/sbin/haproxy ] && [ -x /usr/bin/caddy ] || \
-		{ apt-get update && apt-get install -y nginx libnginx-mod-stream haproxy caddy; }
+	@[ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] && [ -x /usr/sbin/haproxy ] && [ -x /usr/bin/caddy ] && \
+		[ -x /usr/bin/wrk ] && [ -x /usr/bin/h2load ] || \
+		{ apt-get update && apt-get install -y nginx libnginx-mod-stream haproxy caddy wrk nghttp2-client; }
 	go run ./bench/dataplane -out docs/performance/dataplane.md
 
 # What every bench/scale row shares (-append refuses another setup).

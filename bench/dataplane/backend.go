@@ -10,6 +10,8 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -53,7 +55,9 @@ func startBackend(cert tls.Certificate) (*backend, error) {
 			b.close()
 			return nil, fmt.Errorf("backend: %w", err)
 		}
-		srv := &http.Server{Handler: h, Protocols: &protos, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: h, Protocols: &protos, ReadHeaderTimeout: 10 * time.Second,
+			// Clients cut at the end of a run are not news.
+			ErrorLog: log.New(io.Discard, "", 0)}
 		b.servers = append(b.servers, srv)
 		if useTLS {
 			b.tls = l.Addr().String()

@@ -86,3 +86,39 @@ func TestParseRowsAddsRouteCountsOverHTTP1(t *testing.T) {
 		t.Error("an unknown row accepted")
 	}
 }
+
+// wrk's and h2load's summaries are read as answers and failures: a status
+// other than 2xx, a connect error or a timeout fails; reads cut at wrk's
+// end do not.
+func TestParseExternalCountsFailures(t *testing.T) {
+	wrk := `Running 1s test @ http://127.0.0.1:8080/
+  1 threads and 64 connections
+  10000 requests in 1.00s, 1.2MB read
+  Socket errors: connect 1, read 5, write 0, timeout 2
+  Non-2xx or 3xx responses: 3
+Requests/sec:  10000.00
+`
+	h2 := `finished in 2.00s, 5000.00 req/s, 67.45KB/s
+requests: 10010 total, 10010 started, 10010 done, 10000 succeeded, 10 failed, 10 errored, 0 timeout
+status codes: 9996 2xx, 0 3xx, 4 4xx, 0 5xx
+`
+	for _, tc := range []struct {
+		tool, out  string
+		ok, failed int64
+		elapsed    time.Duration
+	}{
+		{"wrk", wrk, 9997, 6, time.Second},
+		{"h2load", h2, 9996, 14, 2 * time.Second},
+	} {
+		r, err := parseExternal(tc.tool, tc.out)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+		if r.ok != tc.ok || r.failed != tc.failed || r.elapsed != tc.elapsed {
+			t.Errorf("%s: %d ok, %d failed in %s; want %d, %d in %s", tc.tool, r.ok, r.failed, r.elapsed, tc.ok, tc.failed, tc.elapsed)
+		}
+	}
+	if _, err := parseExternal("wrk", "unable to connect"); err == nil {
+		t.Error("wrk's output without a total accepted")
+	}
+}

@@ -53,6 +53,7 @@ func main() {
 	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", cfg.LatencyDuration, "each fixed-rate run")
 	flag.IntVar(&cfg.Connections, "connections", cfg.Connections, "connections of the load generator")
 	flag.BoolVar(&cfg.Pin, "pin", cfg.Pin, "pin proxies to CPU 1 and this process to CPU 0 (taskset)")
+	flag.BoolVar(&cfg.External, "external", cfg.External, "measure the maximum with wrk and h2load where installed")
 	out := flag.String("out", "", "markdown table to write besides printing it")
 	flag.Parse()
 	if *smoke {
@@ -100,6 +101,9 @@ type Config struct {
 	Loads []float64
 	// Pin: proxies on CPU 1, the benchmark on CPU 0.
 	Pin bool
+	// External: the maximum-throughput runs use wrk and h2load where
+	// installed (external.go); otherwise the benchmark's own client.
+	External bool
 	// Workdir holds the generated configurations; empty: a temporary
 	// directory removed at the end.
 	Workdir string
@@ -115,6 +119,7 @@ func defaultConfig() Config {
 		Connections:     64,
 		Loads:           []float64{0.25, 0.5, 0.75},
 		Pin:             true,
+		External:        true,
 	}
 }
 

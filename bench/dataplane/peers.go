@@ -138,12 +138,14 @@ func nginxCommand(s setup, row Row, port int) ([]string, error) {
 		path, err := write(s.dir, "nginx.conf", b.String())
 		return []string{"nginx", "-c", path, "-p", s.dir}, err
 	}
-	b.WriteString("http {\n  access_log off;\n")
+	// nginx closes a connection after 1,000 requests by default (an HTTP/2
+	// one with GOAWAY, which h2load does not follow): the others do not.
+	b.WriteString("http {\n  access_log off;\n  keepalive_requests 100000000;\n")
 	for _, t := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
 		fmt.Fprintf(&b, "  %s_temp_path %s;\n", t, filepath.Join(s.dir, "nginx-"+t))
 	}
 	b.WriteString("  server_names_hash_max_size 65536;\n  server_names_hash_bucket_size 128;\n")
-	fmt.Fprintf(&b, "  upstream backend { server %s; keepalive 256; }\n", s.backend.plain)
+	fmt.Fprintf(&b, "  upstream backend { server %s; keepalive 256; keepalive_requests 100000000; }\n", s.backend.plain)
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	switch {
 	case row.Protocol.TLS && row.Protocol.H2:

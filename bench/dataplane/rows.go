@@ -61,6 +61,9 @@ func routeHost(i int) string { return fmt.Sprintf("r%d.bench", i) }
 func parseRows(protos, routes string) ([]Row, error) {
 	var rows []Row
 	for _, key := range strings.Split(protos, ",") {
+		if strings.TrimSpace(key) == "" {
+			continue
+		}
 		i := slices.IndexFunc(protocols, func(p Protocol) bool { return p.Key == strings.TrimSpace(key) })
 		if i < 0 {
 			return nil, fmt.Errorf("unknown row %q (known: %s)", key, strings.Join(protocolNames(), ","))

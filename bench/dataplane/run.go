@@ -245,7 +245,11 @@ func measureRow(ctx context.Context, cfg Config, s setup, row Row, peers []*Peer
 	for _, r := range live {
 		fmt.Fprintf(log, "%s, %s: maximum for %s\n", row, r.peer.Name, cfg.Duration)
 		before, _ := cpuOf(r)
-		r.result.Max = maxRate(ctx, r.target, cfg.Connections, cfg.Duration)
+		if tool := externalTool(row.Protocol); cfg.External && tool != "" {
+			r.result.Max = externalMax(ctx, tool, r.target, cfg.Connections, cfg.Duration)
+		} else {
+			r.result.Max = maxRate(ctx, r.target, cfg.Connections, cfg.Duration)
+		}
 		after, _ := cpuOf(r)
 		if n := r.result.Max.ok; n > 0 && r.proc != nil {
 			r.result.CPUPerRequest = (after - before).Seconds() / float64(n)
