@@ -30,6 +30,14 @@ import (
 // is what is measured, not copying.
 var body = []byte("ok\n")
 
+// grpcMessage is a unary call's request and answer: one length-prefixed
+// message, uncompressed, holding field 1 = "ok" (the proxies do not look
+// inside).
+var grpcMessage = []byte{0, 0, 0, 0, 4, 0x0a, 0x02, 'o', 'k'}
+
+// grpcPath is the method called.
+const grpcPath = "/bench.Bench/Call"
+
 // backend is the one upstream every peer forwards to, in this process:
 // HTTP/1.1 and h2c on plain, HTTP/1.1 and h2 on tls (for the no-proxy rows
 // over TLS).
@@ -39,7 +47,15 @@ type backend struct {
 }
 
 func startBackend(cert tls.Certificate) (*backend, error) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") == "application/grpc" {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Trailer", "Grpc-Status")
+			_, _ = w.Write(grpcMessage)
+			w.Header().Set("Grpc-Status", "0")
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 		_, _ = w.Write(body)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -50,7 +51,14 @@ func externalMax(ctx context.Context, tool string, t target, conns int, d time.D
 	case "h2load":
 		args = []string{"-t1", "-c1", "-m" + strconv.Itoa(conns), "-D" + secs, "-H", ":authority: " + t.host}
 	}
-	args = append(args, t.url)
+	url := t.url
+	if t.protocol.GRPC {
+		// h2load checks the HTTP status only; the fixed-rate runs check
+		// grpc-status.
+		args = append(args, "-d", t.grpcFile, "-H", "content-type: application/grpc", "-H", "te: trailers")
+		url = strings.TrimSuffix(url, "/") + grpcPath
+	}
+	args = append(args, url)
 	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, tool, args...).CombinedOutput()

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,8 @@ type target struct {
 	protocol Protocol
 	url      string
 	host     string
+	// grpcFile holds grpcMessage, for h2load.
+	grpcFile string
 }
 
 // client returns an HTTP client speaking the row's protocol with up to conns
@@ -50,6 +54,9 @@ func (t target) client(conns int) *http.Client {
 
 // once sends one request, reading the whole answer.
 func (t target) once(ctx context.Context, c *http.Client) error {
+	if t.protocol.GRPC {
+		return t.call(ctx, c)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
 	if err != nil {
 		return err
@@ -184,4 +191,32 @@ func fixedRate(ctx context.Context, t target, conns int, rate float64, d time.Du
 	wg.Wait()
 	slices.Sort(res.sorted)
 	return res
+}
+
+// call makes one unary gRPC call, successful when its status is 0.
+func (t target) call(ctx context.Context, c *http.Client) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(t.url, "/")+grpcPath, bytes.NewReader(grpcMessage))
+	if err != nil {
+		return err
+	}
+	req.Host = t.host
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	status := resp.Trailer.Get("Grpc-Status")
+	if status == "" {
+		status = resp.Header.Get("Grpc-Status")
+	}
+	if resp.StatusCode != http.StatusOK || status != "0" {
+		return fmt.Errorf("status %d, grpc-status %q", resp.StatusCode, status)
+	}
+	return nil
 }

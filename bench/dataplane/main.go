@@ -2,7 +2,7 @@
 // with nginx, HAProxy and Caddy (their Debian packages) and with no proxy at
 // all, the same backend behind each, in one run: requests per second, proxy
 // CPU per request, latency at fixed rates and peak RSS, for HTTP/1.1 with and
-// without keep-alive, HTTPS, HTTP/2 over TLS, h2c and TCP, and for 1 to
+// without keep-alive, HTTPS, HTTP/2 over TLS, h2c, gRPC and TCP, and for 1 to
 // 10,000 routes on one Gateway.
 //
 //	go run ./bench/dataplane

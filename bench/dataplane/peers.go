@@ -36,6 +36,8 @@ type setup struct {
 	self    string
 	// certFile and keyFile hold cert; pemFile both (HAProxy).
 	certFile, keyFile, pemFile string
+	// grpcFile holds a gRPC call's request body (h2load).
+	grpcFile string
 }
 
 // direct is the limit: the load generator on the backend itself.
@@ -88,7 +90,7 @@ func write(dir, name, content string) (string, error) {
 // for a Gateway of one listener and row.Routes HTTPRoutes, one hostname
 // each.
 func outriggerCommand(s setup, row Row, port int) ([]string, error) {
-	backend := []dataplane.Backend{{Address: s.backend.plain, Weight: 1}}
+	backend := []dataplane.Backend{{Address: s.backend.plain, Weight: 1, H2C: row.Protocol.GRPC}}
 	p := dataplane.Port{Port: int32(port), Protocol: dataplane.HTTP}
 	switch {
 	case row.Protocol.TCP:
@@ -107,6 +109,7 @@ func outriggerCommand(s setup, row Row, port int) ([]string, error) {
 						Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/"),
 					}},
 					Backends: backend,
+					GRPC:     row.Protocol.GRPC,
 				}},
 			})
 		}
@@ -160,6 +163,10 @@ func nginxCommand(s setup, row Row, port int) ([]string, error) {
 		if row.Protocol.TLS {
 			fmt.Fprintf(&b, "    ssl_certificate %s;\n    ssl_certificate_key %s;\n", s.certFile, s.keyFile)
 		}
+		if row.Protocol.GRPC {
+			b.WriteString("    location / {\n      grpc_pass grpc://backend;\n    }\n  }\n")
+			continue
+		}
 		b.WriteString("    location / {\n      proxy_pass http://backend;\n      proxy_http_version 1.1;\n" +
 			"      proxy_set_header Connection \"\";\n      proxy_set_header Host $host;\n    }\n  }\n")
 	}
@@ -195,7 +202,8 @@ func haproxyCommand(s setup, row Row, port int) ([]string, error) {
 			bind += " proto h2"
 		}
 		fmt.Fprintf(&b, "  mode http\n  http-reuse always\n\nfrontend fe\n  bind %s\n"+
-			"  use_backend %%[req.hdr(host),lower,map(%s)]\n\nbackend be\n  server s1 %s\n", bind, mapFile, s.backend.plain)
+			"  use_backend %%[req.hdr(host),lower,map(%s)]\n\nbackend be\n  server s1 %s%s\n", bind, mapFile, s.backend.plain,
+			map[bool]string{true: " proto h2"}[row.Protocol.GRPC])
 	}
 	path, err := write(s.dir, "haproxy.cfg", b.String())
 	return []string{"haproxy", "-db", "-f", path}, err
@@ -205,11 +213,15 @@ func haproxyCommand(s setup, row Row, port int) ([]string, error) {
 // endpoint, no automatic HTTPS.
 func caddyCommand(s setup, row Row, port int) ([]string, error) {
 	type obj = map[string]any
+	proxy := obj{"handler": "reverse_proxy", "upstreams": []obj{{"dial": s.backend.plain}}}
+	if row.Protocol.GRPC {
+		proxy["transport"] = obj{"protocol": "http", "versions": []string{"h2c"}}
+	}
 	var routes []obj
 	for i := range row.Routes {
 		routes = append(routes, obj{
 			"match":    []obj{{"host": []string{routeHost(i)}}},
-			"handle":   []obj{{"handler": "reverse_proxy", "upstreams": []obj{{"dial": s.backend.plain}}}},
+			"handle":   []obj{proxy},
 			"terminal": true,
 		})
 	}

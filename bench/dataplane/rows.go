@@ -16,6 +16,9 @@ type Protocol struct {
 	// TCP: the proxy forwards bytes (an L4 listener); the load is HTTP/1.1
 	// with keep-alive.
 	TCP bool
+	// GRPC: unary gRPC calls over h2c, forwarded to the backend over h2c
+	// (a GRPCRoute).
+	GRPC bool
 }
 
 // protocols are the rows, one descriptor each.
@@ -25,6 +28,7 @@ var protocols = []Protocol{
 	{Key: "https", Name: "HTTPS (HTTP/1.1)", TLS: true, KeepAlive: true},
 	{Key: "h2", Name: "HTTP/2 over TLS", TLS: true, H2: true, KeepAlive: true},
 	{Key: "h2c", Name: "h2c", H2: true, KeepAlive: true},
+	{Key: "grpc", Name: "gRPC (h2c)", H2: true, KeepAlive: true, GRPC: true},
 	{Key: "tcp", Name: "TCP", TCP: true, KeepAlive: true},
 }
 

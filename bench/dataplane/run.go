@@ -186,6 +186,9 @@ func measure(ctx context.Context, cfg Config, log io.Writer) ([]*Result, error) 
 	if s.pemFile, err = write(dir, "haproxy.pem", string(cert.certPEM)+string(cert.keyPEM)); err != nil {
 		return nil, err
 	}
+	if s.grpcFile, err = write(dir, "grpc-message", string(grpcMessage)); err != nil {
+		return nil, err
+	}
 	if s.backend, err = startBackend(cert.tls); err != nil {
 		return nil, err
 	}
@@ -306,7 +309,7 @@ func startPeer(ctx context.Context, cfg Config, s setup, row Row, p *Peer, res *
 		if row.Protocol.TLS {
 			addr = s.backend.tls
 		}
-		r.target = target{protocol: row.Protocol, url: scheme + "://" + addr + "/", host: row.host()}
+		r.target = target{protocol: row.Protocol, grpcFile: s.grpcFile, url: scheme + "://" + addr + "/", host: row.host()}
 		return r, nil
 	}
 	port, err := freePort()
@@ -320,7 +323,7 @@ func startPeer(ctx context.Context, cfg Config, s setup, row Row, p *Peer, res *
 	if r.proc, err = startProc(ctx, argv, cfg.Pin); err != nil {
 		return nil, err
 	}
-	r.target = target{protocol: row.Protocol, url: fmt.Sprintf("%s://127.0.0.1:%d/", scheme, port), host: row.host()}
+	r.target = target{protocol: row.Protocol, grpcFile: s.grpcFile, url: fmt.Sprintf("%s://127.0.0.1:%d/", scheme, port), host: row.host()}
 	c := r.target.client(1)
 	defer c.CloseIdleConnections()
 	deadline := time.Now().Add(30 * time.Second)
