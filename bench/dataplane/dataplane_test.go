@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		if err := serveDataplane(path); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		os.Exit(0)
