@@ -247,6 +247,9 @@ func measureRow(ctx context.Context, cfg Config, s setup, row Row, peers []*Peer
 	slowest := 0.0
 	for _, r := range live {
 		fmt.Fprintf(log, "%s, %s: maximum for %s\n", row, r.peer.Name, cfg.Duration)
+		// Unmeasured first: connections, TLS sessions, the Go peers'
+		// heaps grown to their working size.
+		_ = maxRate(ctx, r.target, cfg.Connections, min(time.Second, cfg.Duration/5))
 		before, _ := cpuOf(r)
 		if tool := externalTool(row.Protocol); cfg.External && tool != "" {
 			r.result.Max = externalMax(ctx, tool, r.target, cfg.Connections, cfg.Duration)
