@@ -217,7 +217,7 @@ verify-proto: proto
 	@test -z "$$(git status --porcelain -- pkg/plugin/pluginpb)" || { git status --short -- pkg/plugin/pluginpb; git diff --stat -- pkg/plugin/pluginpb; echo "pkg/plugin/pluginpb is stale: run 'make proto' and commit"; exit 1; }
 
 ## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side
-## (about two hours, most of it bench/scale).
+## (about two hours and a half, most of it bench/scale; bench/dataplane about 20 min).
 bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
 	go run ./bench/nodeinit -nodes 1000 -networking
@@ -231,6 +231,10 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/hung -kind nodes -hung 0,12,100,1000 -bound 1m
 	go run ./bench/hung -kind routes -hung 0,12,100,1000 -bound 1m
 	go run ./bench/gateway -gateways 100 -routes 1000
+	@[ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] && [ -x /usr/sbin/haproxy ] && [ -x /usr/bin/caddy ] && \
+		[ -x /usr/bin/wrk ] && [ -x /usr/bin/h2load ] || \
+		{ apt-get update && apt-get install -y nginx libnginx-mod-stream haproxy caddy wrk nghttp2-client; }
+	go run ./bench/dataplane -out docs/performance/dataplane.md
 
 # What every bench/scale row shares (-append refuses another setup).
 SCALE_SETUP := -refresh 1m -idle-periods 1 -bound 5m
