@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	cmconfig "k8s.io/controller-manager/config"
 	"os"
 	"slices"
 	"strings"
@@ -77,6 +78,24 @@ var migrationAliases = map[string]string{
 	"nodeipam":                        "node-ipam-controller",
 	"node-ipam":                       "node-ipam-controller",
 	"node-ipam-controller":            "node-ipam-controller",
+}
+
+// fromUpstream is upstream's parsed configuration, validated as a file is.
+func fromUpstream(u *cmconfig.LeaderMigrationConfiguration) (*migrationConfig, error) {
+	cfg := &migrationConfig{Kind: u.Kind, APIVersion: u.APIVersion, LeaderName: u.LeaderName, ResourceLock: u.ResourceLock}
+	if cfg.Kind == "" {
+		cfg.Kind = "LeaderMigrationConfiguration"
+	}
+	if cfg.APIVersion == "" {
+		cfg.APIVersion = "controllermanager.config.k8s.io/v1"
+	}
+	for _, l := range u.ControllerLeaders {
+		cfg.ControllerLeaders = append(cfg.ControllerLeaders, controllerLeader{Name: l.Name, Component: l.Component})
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("leader migration configuration: %w", err)
+	}
+	return cfg, nil
 }
 
 // loadMigrationConfig reads --leader-migration-config, or returns the

@@ -57,7 +57,12 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	var migration *migrationConfig
 	if opts.EnableLeaderMigration {
 		var err error
-		if migration, err = loadMigrationConfig(opts.LeaderMigrationConfig); err != nil {
+		if ext := opts.Extension; ext != nil && ext.LeaderMigration != nil {
+			migration, err = fromUpstream(ext.LeaderMigration)
+		} else {
+			migration, err = loadMigrationConfig(opts.LeaderMigrationConfig)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -101,6 +106,9 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
 	health := &healthChecks{}
+	if ext := opts.Extension; ext != nil {
+		health.added = ext.HealthCheck
+	}
 	port, err := securePort(ctx, opts, restConfig, readyz, health)
 	if err != nil {
 		return nil, err
@@ -439,6 +447,11 @@ func restConfig(opts *Options) (*rest.Config, error) {
 		cfg *rest.Config
 		err error
 	)
+	if ext := opts.Extension; ext != nil && ext.RestConfig != nil {
+		// Upstream's config, built by the provider's main: its QPS, burst,
+		// content type and user agent are the main's.
+		return rest.CopyConfig(ext.RestConfig), nil
+	}
 	if opts.Kubeconfig == "" && opts.Master == "" {
 		cfg, err = rest.InClusterConfig()
 		if err != nil {

@@ -77,6 +77,8 @@ func (m servingManager) Start(ctx context.Context) error {
 type healthChecks struct {
 	mu     sync.Mutex
 	checks map[string]healthz.Checker
+	// added, when set, is told of each check added.
+	added func(name string, check healthz.Checker)
 }
 
 func (h *healthChecks) add(name string, check healthz.Checker) {
@@ -86,6 +88,9 @@ func (h *healthChecks) add(name string, check healthz.Checker) {
 		h.checks = map[string]healthz.Checker{}
 	}
 	h.checks[name] = check
+	if h.added != nil {
+		h.added(name, check)
+	}
 }
 
 func (h *healthChecks) all() map[string]healthz.Checker {
