@@ -15,6 +15,8 @@ import (
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	configv1alpha1 "k8s.io/cloud-provider/config/v1alpha1"
+	"k8s.io/component-base/configz"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 	"k8s.io/klog/v2"
@@ -81,6 +83,21 @@ func Run(c *cloudcontrollerconfig.CompletedConfig, cloud cloudprovider.Interface
 		c.EventBroadcaster.StartStructuredLogging(0)
 		c.EventBroadcaster.StartRecordingToSink(&v1core.EventSinkImpl{Interface: c.Client.CoreV1().Events("")})
 		defer c.EventBroadcaster.Shutdown()
+	}
+
+	// /configz, as upstream's: the component config in its v1alpha1 form.
+	external := &configv1alpha1.CloudControllerManagerConfiguration{}
+	if err := configv1alpha1.Convert_config_CloudControllerManagerConfiguration_To_v1alpha1_CloudControllerManagerConfiguration(&c.ComponentConfig, external, nil); err != nil {
+		return fmt.Errorf("unable to convert configz: %w", err)
+	}
+	external.SetGroupVersionKind(configv1alpha1.SchemeGroupVersion.WithKind("CloudControllerManagerConfiguration"))
+	cz, err := configz.New(ConfigzName)
+	if err != nil {
+		return fmt.Errorf("unable to register configz: %w", err)
+	}
+	defer configz.Delete(ConfigzName)
+	if err := cz.Set(external); err != nil {
+		return fmt.Errorf("unable to set configz: %w", err)
 	}
 
 	// Upstream's secure port, on the listener the main's options bound.

@@ -142,6 +142,17 @@ func TestVSphereShapedMain(t *testing.T) {
 			strings.Contains(body, "[+]"+names.ServiceLBController+" ok"), nil
 	})
 	t.Logf("/healthz?verbose:\n%s", body)
+	resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/configz", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// Served to the test's own (anonymous) request only if authorized: the
+	// section's name, or the refusal, shows it is upstream's handler chain.
+	if !strings.Contains(string(b), app.ConfigzName) && resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /configz: %d %s", resp.StatusCode, b)
+	}
 
 	close(stop)
 	stopped = true
