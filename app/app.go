@@ -391,10 +391,14 @@ func (b *binary) run(ctx context.Context) error {
 	if err := b.syncFlags(log); err != nil {
 		return err
 	}
-	// The secure port is Outrigger's: upstream's options build no listener.
-	// The webhook port is upstream's, as its app.Run serves it, when the
-	// provider has webhooks.
-	b.s.SecureServing.BindPort = 0
+	// Upstream's options bind the secure port, as upstream's Config does,
+	// so that the CompletedConfig carries SecureServing, Authentication
+	// and Authorization as upstream's: Outrigger's port serves on that
+	// listener. The webhook port is upstream's, as its app.Run serves it,
+	// when the provider has webhooks.
+	if err := b.s.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		return fmt.Errorf("the secure port's self-signed certificate: %w", err)
+	}
 	if len(b.webhooks) == 0 {
 		b.s.WebhookServing = nil
 	} else if err := b.s.WebhookServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
@@ -422,6 +426,9 @@ func (b *binary) run(ctx context.Context) error {
 	x.config = completed
 	ext := b.opts.Extension
 	ext.ClientBuilder = c.ClientBuilder
+	if c.SecureServing != nil {
+		ext.SecureListener = c.SecureServing.Listener
+	}
 	ext.Prepare = func(_ ctrlmanager.Manager, shared informers.SharedInformerFactory) error {
 		c.SharedInformers = shared
 		x.shared = shared

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime/debug"
 	"slices"
 
@@ -63,6 +64,10 @@ type Extension struct {
 	// already read (upstream's CompletedConfig holds it parsed), used
 	// instead of --leader-migration-config's file.
 	LeaderMigration *cmconfig.LeaderMigrationConfiguration
+	// SecureListener, when set, is the secure port already bound by
+	// upstream's options (the CompletedConfig's SecureServing): Outrigger
+	// serves its port there instead of binding --secure-port again.
+	SecureListener net.Listener
 }
 
 // Controller is a provider's own controller.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"sync"
 
@@ -34,6 +35,7 @@ func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map
 		// providers register theirs.
 		Metrics:  servedMetrics(),
 		Handlers: map[string]http.Handler{"/configz": opts.configzHandler()},
+		Listener: secureListener(opts),
 	}, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("secure port: %w", err)
@@ -97,4 +99,12 @@ func (h *healthChecks) all() map[string]healthz.Checker {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.checks)
+}
+
+// secureListener is the port a provider's main already bound, or nil.
+func secureListener(opts *Options) net.Listener {
+	if opts.Extension == nil {
+		return nil
+	}
+	return opts.Extension.SecureListener
 }
