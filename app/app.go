@@ -453,10 +453,11 @@ type extras struct {
 	shared    informers.SharedInformerFactory
 	initFuncs map[string]InitFunc
 
-	once     sync.Once
-	ctx      genericcontrollermanager.ControllerContext
-	metadata metadatainformer.SharedInformerFactory
-	err      error
+	once        sync.Once
+	startedOnce sync.Once
+	ctx         genericcontrollermanager.ControllerContext
+	metadata    metadatainformer.SharedInformerFactory
+	err         error
 }
 
 // start runs the controller's InitFunc; a controller that can report its
@@ -511,10 +512,14 @@ func (x *extras) build(ctx context.Context) error {
 
 // started runs once every provider controller has started: the informers
 // they asked for start, as upstream starts its factories then.
+// Under leader migration it runs again for the controllers of the
+// migration lease, starting the informers they added.
 func (x *extras) started(ctx context.Context) {
-	if x.ctx.InformersStarted != nil {
-		close(x.ctx.InformersStarted)
-	}
+	x.startedOnce.Do(func() {
+		if x.ctx.InformersStarted != nil {
+			close(x.ctx.InformersStarted)
+		}
+	})
 	if x.metadata != nil {
 		x.metadata.Start(ctx.Done())
 	}

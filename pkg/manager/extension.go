@@ -50,7 +50,9 @@ type Extension struct {
 	// Prepare runs once the manager exists and before the provider is
 	// built: informers is the client-go factory over the manager's cache.
 	Prepare func(mgr manager.Manager, informers informers.SharedInformerFactory) error
-	// Started runs once every enabled provider controller has started.
+	// Started runs once every enabled provider controller of a lease has
+	// started: once for those of the main lease, again for those of the
+	// migration lease when it is taken.
 	Started func(ctx context.Context)
 	// RestConfig, when set, is the API server's configuration, used as
 	// given instead of --kubeconfig and --master (app.Run hands the
