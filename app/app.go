@@ -391,10 +391,14 @@ func (b *binary) run(ctx context.Context) error {
 	if err := b.syncFlags(log); err != nil {
 		return err
 	}
-	// The secure port is Outrigger's: upstream's options build no listener.
-	// The webhook port is upstream's, as its app.Run serves it, when the
-	// provider has webhooks.
-	b.s.SecureServing.BindPort = 0
+	// Upstream's options bind the secure port, as upstream's Config does,
+	// so that the CompletedConfig carries SecureServing, Authentication
+	// and Authorization as upstream's: Outrigger's port serves on that
+	// listener. The webhook port is upstream's, as its app.Run serves it,
+	// when the provider has webhooks.
+	if err := b.s.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
+		return fmt.Errorf("the secure port's self-signed certificate: %w", err)
+	}
 	if len(b.webhooks) == 0 {
 		b.s.WebhookServing = nil
 	} else if err := b.s.WebhookServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{net.IPv4(127, 0, 0, 1)}); err != nil {
@@ -422,6 +426,9 @@ func (b *binary) run(ctx context.Context) error {
 	x.config = completed
 	ext := b.opts.Extension
 	ext.ClientBuilder = c.ClientBuilder
+	if c.SecureServing != nil {
+		ext.SecureListener = c.SecureServing.Listener
+	}
 	ext.Prepare = func(_ ctrlmanager.Manager, shared informers.SharedInformerFactory) error {
 		c.SharedInformers = shared
 		x.shared = shared
@@ -446,10 +453,11 @@ type extras struct {
 	shared    informers.SharedInformerFactory
 	initFuncs map[string]InitFunc
 
-	once     sync.Once
-	ctx      genericcontrollermanager.ControllerContext
-	metadata metadatainformer.SharedInformerFactory
-	err      error
+	once        sync.Once
+	startedOnce sync.Once
+	ctx         genericcontrollermanager.ControllerContext
+	metadata    metadatainformer.SharedInformerFactory
+	err         error
 }
 
 // start runs the controller's InitFunc; a controller that can report its
@@ -504,10 +512,14 @@ func (x *extras) build(ctx context.Context) error {
 
 // started runs once every provider controller has started: the informers
 // they asked for start, as upstream starts its factories then.
+// Under leader migration it runs again for the controllers of the
+// migration lease, starting the informers they added.
 func (x *extras) started(ctx context.Context) {
-	if x.ctx.InformersStarted != nil {
-		close(x.ctx.InformersStarted)
-	}
+	x.startedOnce.Do(func() {
+		if x.ctx.InformersStarted != nil {
+			close(x.ctx.InformersStarted)
+		}
+	})
 	if x.metadata != nil {
 		x.metadata.Start(ctx.Done())
 	}

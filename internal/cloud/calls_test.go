@@ -957,3 +957,41 @@ func TestLeaveAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestNoTimeout: with NoTimeout a call has no deadline and is waited for
+// however long it takes, as under upstream's cloud-controller-manager (a
+// load balancer call of OCI or OpenStack waits minutes on the cloud's work
+// requests); the default deadline cuts the same call.
+func TestNoTimeout(t *testing.T) {
+	const took = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		wantErr bool
+	}{
+		{"no deadline", NoTimeout, false},
+		{"deadline shorter than the call", 100 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hadDeadline atomic.Bool
+			d := newLBDouble(func(ctx context.Context, _ *corev1.Service) error {
+				_, ok := ctx.Deadline()
+				hadDeadline.Store(ok)
+				select {
+				case <-time.After(took):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			lb, _ := New(d, Options{Timeout: tc.timeout}).LoadBalancer()
+			_, err := lb.EnsureLoadBalancer(context.Background(), "c", service("slow"), nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("EnsureLoadBalancer: %v, want error %v", err, tc.wantErr)
+			}
+			if hadDeadline.Load() != (tc.timeout > 0) {
+				t.Errorf("the call's context had a deadline: %v", hadDeadline.Load())
+			}
+		})
+	}
+}

@@ -24,7 +24,9 @@ type Options struct {
 	QPS float64
 	// Burst is how many calls may go at once above QPS. Default: max(1, QPS).
 	Burst int
-	// Timeout bounds one call. Default 30s.
+	// Timeout bounds one call. Default 30s; negative (NoTimeout): no
+	// deadline, as upstream's cloud-controller-manager, which waits for
+	// every call.
 	Timeout time.Duration
 	// ThrottleWindow is how far back throttles count when deciding whether
 	// a method family is being throttled as a whole. Default 2s.
@@ -63,7 +65,7 @@ func (o *Options) defaults() {
 	if o.Burst <= 0 {
 		o.Burst = max(1, int(o.QPS))
 	}
-	if o.Timeout <= 0 {
+	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
 	if o.ThrottleWindow <= 0 {
@@ -239,6 +241,9 @@ func (l *Layer) Degraded() map[Family]int64 {
 	return out
 }
 
+// NoTimeout as Options.Timeout leaves calls without a deadline.
+const NoTimeout time.Duration = -1
+
 // ErrTimeout is wrapped by the error of a call abandoned after the per-call
 // timeout.
 var ErrTimeout = errors.New("cloud call timed out")
@@ -340,7 +345,10 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	}
 	l.m.calls.WithLabelValues(c.method).Inc()
 
-	callCtx, cancel := context.WithTimeout(ctx, l.opts.Timeout)
+	callCtx, cancel := context.WithCancel(ctx)
+	if l.opts.Timeout > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, l.opts.Timeout)
+	}
 	type result struct {
 		v   T
 		err error

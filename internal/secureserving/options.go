@@ -38,6 +38,9 @@ type Options struct {
 	// Handlers are served besides, by path, behind authentication and
 	// authorization.
 	Handlers map[string]http.Handler
+	// Listener, when set, is the port already bound (by upstream's
+	// options, for a provider's main): served instead of listening anew.
+	Listener net.Listener
 }
 
 // ServingOptions are upstream's secure serving flags (k8s.io/apiserver's

@@ -173,10 +173,13 @@ func (s *Server) Start(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithName("secure-serving")
 	ctx = klog.NewContext(ctx, log)
 	handler := s.mux()
-	lc := s.opts.Serving.listenConfig()
-	ln, err := lc.Listen(ctx, "tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("listening on the secure port: %w", err)
+	ln := s.opts.Listener
+	if ln == nil {
+		lc := s.opts.Serving.listenConfig()
+		var err error
+		if ln, err = lc.Listen(ctx, "tcp", s.addr); err != nil {
+			return fmt.Errorf("listening on the secure port: %w", err)
+		}
 	}
 	s.auth.watchCAFiles(ctx)
 	if s.watcher != nil {

@@ -3,13 +3,16 @@ package manager
 import (
 	"context"
 	"fmt"
+	"net"
 	"runtime/debug"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
+	cmconfig "k8s.io/controller-manager/config"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -47,8 +50,26 @@ type Extension struct {
 	// Prepare runs once the manager exists and before the provider is
 	// built: informers is the client-go factory over the manager's cache.
 	Prepare func(mgr manager.Manager, informers informers.SharedInformerFactory) error
-	// Started runs once every enabled provider controller has started.
+	// Started runs once every enabled provider controller of a lease has
+	// started: once for those of the main lease, again for those of the
+	// migration lease when it is taken.
 	Started func(ctx context.Context)
+	// RestConfig, when set, is the API server's configuration, used as
+	// given instead of --kubeconfig and --master (app.Run hands the
+	// CompletedConfig's Kubeconfig).
+	RestConfig *rest.Config
+	// HealthCheck, when set, is told of every controller's health check
+	// as it joins /healthz, for a main that serves health itself (app.Run
+	// serves upstream's on the CompletedConfig's SecureServing).
+	HealthCheck func(name string, check healthz.Checker)
+	// LeaderMigration, when set, is the leader migration configuration
+	// already read (upstream's CompletedConfig holds it parsed), used
+	// instead of --leader-migration-config's file.
+	LeaderMigration *cmconfig.LeaderMigrationConfiguration
+	// SecureListener, when set, is the secure port already bound by
+	// upstream's options (the CompletedConfig's SecureServing): Outrigger
+	// serves its port there instead of binding --secure-port again.
+	SecureListener net.Listener
 }
 
 // Controller is a provider's own controller.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	cmconfig "k8s.io/controller-manager/config"
 	"os"
 	"slices"
 	"strings"
@@ -79,9 +80,28 @@ var migrationAliases = map[string]string{
 	"node-ipam-controller":            "node-ipam-controller",
 }
 
+// fromUpstream is upstream's parsed configuration, validated as a file is.
+func fromUpstream(u *cmconfig.LeaderMigrationConfiguration, extra ...string) (*migrationConfig, error) {
+	cfg := &migrationConfig{Kind: u.Kind, APIVersion: u.APIVersion, LeaderName: u.LeaderName, ResourceLock: u.ResourceLock}
+	if cfg.Kind == "" {
+		cfg.Kind = "LeaderMigrationConfiguration"
+	}
+	if cfg.APIVersion == "" {
+		cfg.APIVersion = "controllermanager.config.k8s.io/v1"
+	}
+	for _, l := range u.ControllerLeaders {
+		cfg.ControllerLeaders = append(cfg.ControllerLeaders, controllerLeader{Name: l.Name, Component: l.Component})
+	}
+	if err := cfg.validate(extra); err != nil {
+		return nil, fmt.Errorf("leader migration configuration: %w", err)
+	}
+	return cfg, nil
+}
+
 // loadMigrationConfig reads --leader-migration-config, or returns the
-// default when path is empty.
-func loadMigrationConfig(path string) (*migrationConfig, error) {
+// default when path is empty. extra are the provider's own controllers,
+// which the configuration may name as well, as upstream's.
+func loadMigrationConfig(path string, extra ...string) (*migrationConfig, error) {
 	if path == "" {
 		return defaultMigrationConfig(), nil
 	}
@@ -93,13 +113,17 @@ func loadMigrationConfig(path string) (*migrationConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return nil, fmt.Errorf("malformed --leader-migration-config %s: %w", path, err)
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(extra); err != nil {
 		return nil, fmt.Errorf("--leader-migration-config %s: %w", path, err)
 	}
 	return &cfg, nil
 }
 
-func (c *migrationConfig) validate() error {
+func (c *migrationConfig) validate(extra []string) error {
+	if c.ResourceLock == "" {
+		// v1 has no resourceLock: leases, always.
+		c.ResourceLock = "leases"
+	}
 	var errs []error
 	if c.Kind != "LeaderMigrationConfiguration" {
 		errs = append(errs, fmt.Errorf("kind is %q, want LeaderMigrationConfiguration", c.Kind))
@@ -114,7 +138,7 @@ func (c *migrationConfig) validate() error {
 		errs = append(errs, fmt.Errorf("resourceLock is %q: only leases are supported (as upstream since 1.24)", c.ResourceLock))
 	}
 	for i, l := range c.ControllerLeaders {
-		if _, ok := migrationAliases[l.Name]; !ok {
+		if _, ok := migrationAliases[l.Name]; !ok && !slices.Contains(extra, l.Name) {
 			errs = append(errs, fmt.Errorf("controllerLeaders[%d]: unknown controller %q", i, l.Name))
 		}
 		if l.Component == "" {
@@ -138,7 +162,9 @@ const (
 
 func (c *migrationConfig) role(controller string) (migrationRole, string) {
 	for _, l := range c.ControllerLeaders {
-		if migrationAliases[l.Name] != controller {
+		// Outrigger's controllers by any of their names, a provider's
+		// own by its name.
+		if migrationAliases[l.Name] != controller && l.Name != controller {
 			continue
 		}
 		if l.Component == migrationComponent || l.Component == "*" {

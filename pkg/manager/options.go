@@ -437,7 +437,15 @@ func (o *Options) warnIgnored(log klog.Logger) {
 
 // callLayer is the cloud-call layer's configuration from the flags.
 func (o *Options) callLayer() cloud.Options {
-	return cloud.Options{QPS: o.CloudQPS, Burst: o.CloudBurst, Timeout: o.CloudCallTimeout,
+	// Under a provider's own main (package app), no deadline unless
+	// --cloud-call-timeout is given: upstream's app.Run waits for every
+	// call, and OCI's and OpenStack's load balancer calls wait minutes on
+	// the cloud's work requests. Outrigger's own binary keeps its default.
+	timeout := o.CloudCallTimeout
+	if o.Extension != nil && !o.changed("cloud-call-timeout") {
+		timeout = cloud.NoTimeout
+	}
+	return cloud.Options{QPS: o.CloudQPS, Burst: o.CloudBurst, Timeout: timeout,
 		NoBatch: !featureGate.Enabled(BatchInstanceLookups),
 		// Answers are shared no longer than the lifecycle monitor's
 		// period, so it notices a vanished or stopped instance no later

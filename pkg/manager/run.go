@@ -57,7 +57,16 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 	var migration *migrationConfig
 	if opts.EnableLeaderMigration {
 		var err error
-		if migration, err = loadMigrationConfig(opts.LeaderMigrationConfig); err != nil {
+		var extra []string
+		for _, c := range opts.extraControllers() {
+			extra = append(extra, c.Name)
+		}
+		if ext := opts.Extension; ext != nil && ext.LeaderMigration != nil {
+			migration, err = fromUpstream(ext.LeaderMigration, extra...)
+		} else {
+			migration, err = loadMigrationConfig(opts.LeaderMigrationConfig, extra...)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -101,6 +110,9 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 
 	readyz := map[string]healthz.Checker{"ping": healthz.Ping}
 	health := &healthChecks{}
+	if ext := opts.Extension; ext != nil {
+		health.added = ext.HealthCheck
+	}
 	port, err := securePort(ctx, opts, restConfig, readyz, health)
 	if err != nil {
 		return nil, err
@@ -189,20 +201,46 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 		return nil, err
 	}
 	migrated := &deferringManager{Manager: mgr}
-	var extra []Controller
+	// The provider's own controllers, under the main lease or, as
+	// upstream's, under the migration lease when the migration
+	// configuration names them.
+	var extra, extraMigrated []Controller
 	for _, c := range opts.extraControllers() {
-		if slices.Contains(enabled, c.Name) {
-			extra = append(extra, c)
-			log.Info("Enabled provider controller", "controller", c.Name, "lease", "main")
+		if !slices.Contains(enabled, c.Name) {
+			continue
 		}
+		if migration != nil {
+			switch role, component := migration.role(c.Name); role {
+			case roleOther:
+				log.Info("Not running provider controller: leader migration assigns it to another component", "controller", c.Name, "component", component)
+				continue
+			case roleMigrated:
+				extraMigrated = append(extraMigrated, c)
+				log.Info("Enabled provider controller", "controller", c.Name, "lease", migration.LeaderName)
+				continue
+			}
+		}
+		extra = append(extra, c)
+		log.Info("Enabled provider controller", "controller", c.Name, "lease", "main")
 	}
-	if len(extra) > 0 {
+	for _, group := range []struct {
+		controllers []Controller
+		target      manager.Manager
+		lease       string
+	}{{extra, mgr, opts.LeaderElectResourceName}, {extraMigrated, migrated, ""}} {
+		if len(group.controllers) == 0 {
+			continue
+		}
+		lease := group.lease
+		if lease == "" {
+			lease = migration.LeaderName
+		}
 		// After the provider's Initialize, as upstream starts them.
-		pc := &providerControllers{controllers: extra, started: opts.Extension.Started, health: health,
+		pc := &providerControllers{controllers: group.controllers, started: opts.Extension.Started, health: health,
 			recorder: mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
 			lease: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
-				Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName}}
-		if err := (afterInit{Manager: mgr, done: units[0].init.done}).Add(pc); err != nil {
+				Namespace: opts.LeaderElectResourceNamespace, Name: lease}}
+		if err := (afterInit{Manager: group.target, done: units[0].init.done}).Add(pc); err != nil {
 			return nil, err
 		}
 	}
@@ -439,6 +477,11 @@ func restConfig(opts *Options) (*rest.Config, error) {
 		cfg *rest.Config
 		err error
 	)
+	if ext := opts.Extension; ext != nil && ext.RestConfig != nil {
+		// Upstream's config, built by the provider's main: its QPS, burst,
+		// content type and user agent are the main's.
+		return rest.CopyConfig(ext.RestConfig), nil
+	}
 	if opts.Kubeconfig == "" && opts.Master == "" {
 		cfg, err = rest.InClusterConfig()
 		if err != nil {

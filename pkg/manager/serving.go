@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"sync"
 
@@ -34,6 +35,7 @@ func securePort(ctx context.Context, opts *Options, cfg *rest.Config, readyz map
 		// providers register theirs.
 		Metrics:  servedMetrics(),
 		Handlers: map[string]http.Handler{"/configz": opts.configzHandler()},
+		Listener: secureListener(opts),
 	}, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("secure port: %w", err)
@@ -77,6 +79,8 @@ func (m servingManager) Start(ctx context.Context) error {
 type healthChecks struct {
 	mu     sync.Mutex
 	checks map[string]healthz.Checker
+	// added, when set, is told of each check added.
+	added func(name string, check healthz.Checker)
 }
 
 func (h *healthChecks) add(name string, check healthz.Checker) {
@@ -86,10 +90,21 @@ func (h *healthChecks) add(name string, check healthz.Checker) {
 		h.checks = map[string]healthz.Checker{}
 	}
 	h.checks[name] = check
+	if h.added != nil {
+		h.added(name, check)
+	}
 }
 
 func (h *healthChecks) all() map[string]healthz.Checker {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.checks)
+}
+
+// secureListener is the port a provider's main already bound, or nil.
+func secureListener(opts *Options) net.Listener {
+	if opts.Extension == nil {
+		return nil
+	}
+	return opts.Extension.SecureListener
 }

@@ -362,7 +362,7 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 	retryAfter, throttled := provider.RetryAfter(err)
 	if !throttled {
 		outcome := outcomeOther
-		if errors.Is(err, context.DeadlineExceeded) && latency >= g.opts.Timeout {
+		if g.opts.Timeout > 0 && errors.Is(err, context.DeadlineExceeded) && latency >= g.opts.Timeout {
 			outcome = outcomeTimedOut
 			// An abandoned call was held back already, at its deadline.
 			if c.Key != "" && holdsConc {
