@@ -5,6 +5,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -14,13 +15,27 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/providermain"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain applies the logging configuration once, with the commands'
+// defaults, before any test runs. The commands these tests run in one
+// process each apply it as they start, and the first application writes
+// klog's global logger: done while a test's own clients log (creating
+// nodes for a command just started), that write raced with their reads.
+// Applied here first, every command finds it unchanged and leaves it
+// (logsapi.ReapplyHandlingIgnoreUnchanged, set by this package's tests).
+func TestMain(m *testing.M) {
+	if err := logsapi.ValidateAndApply(logsapi.NewLoggingConfiguration(), nil); err != nil {
+		fmt.Fprintln(os.Stderr, "applying the logging configuration:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m)
+}
 
 // fakeProvider registers upstream's fake cloud under "fake", the part of
 // the binary a provider would bring; sample/basic_main.go finds it by name.
