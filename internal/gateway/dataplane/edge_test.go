@@ -261,27 +261,13 @@ func TestTCPIdleTimeout(t *testing.T) {
 // A flood of UDP client addresses holds at most MaxUDPFlows flows, and a
 // client behaving well is answered during it.
 func TestUDPSourceFloodIsCapped(t *testing.T) {
-	backend, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backend.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := backend.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = backend.WriteTo(buf[:n], from)
-		}
-	}()
+	backend := udpEcho(t, "")
 	var l loopback
 	o := l.options()
 	o.Limits.MaxUDPFlows = 8
 	p := New(o)
 	t.Cleanup(p.Close)
-	if err := p.Apply(&Config{Ports: []Port{{Port: 53, Protocol: UDP, Backends: []Backend{{Address: backend.LocalAddr().String(), Weight: 1}}}}}); err != nil {
+	if err := p.Apply(&Config{Ports: []Port{{Port: 53, Protocol: UDP, Backends: []Backend{{Address: backend, Weight: 1}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	addr := l.at(t, "udp/53")

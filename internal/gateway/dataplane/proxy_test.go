@@ -74,6 +74,48 @@ func echo(t *testing.T, name string) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
+// tcpEcho is a TCP backend that sends back what it receives.
+func tcpEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// udpEcho is a UDP backend that answers each datagram with reply's prefix
+// and the datagram.
+func udpEcho(t *testing.T, reply string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(append([]byte(reply), buf[:n]...), from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
 func prefix(v string) *gwv1.HTTPPathMatch {
 	return &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(v)}
 }
@@ -247,41 +289,13 @@ func TestHTTPS(t *testing.T) {
 }
 
 func TestTCPAndUDP(t *testing.T) {
-	tcpBackend, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcpBackend.Close()
-	go func() {
-		for {
-			c, err := tcpBackend.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	udpBackend, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udpBackend.Close()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := udpBackend.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = udpBackend.WriteTo(append([]byte("udp:"), buf[:n]...), from)
-		}
-	}()
+	tcpBackend, udpBackend := tcpEcho(t), udpEcho(t, "udp:")
 	var l loopback
 	p := New(l.options())
 	t.Cleanup(p.Close)
 	if err := p.Apply(&Config{Ports: []Port{
-		{Port: 5000, Protocol: TCP, Backends: []Backend{{Address: tcpBackend.Addr().String(), Weight: 1}}},
-		{Port: 5000, Protocol: UDP, Backends: []Backend{{Address: udpBackend.LocalAddr().String(), Weight: 1}}},
+		{Port: 5000, Protocol: TCP, Backends: []Backend{{Address: tcpBackend, Weight: 1}}},
+		{Port: 5000, Protocol: UDP, Backends: []Backend{{Address: udpBackend, Weight: 1}}},
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -81,24 +81,7 @@ func TestRemovingARouteEndsItsStreams(t *testing.T) {
 
 // A TCP connection to a backend that a change removes is closed.
 func TestRemovingATCPBackendClosesItsConnections(t *testing.T) {
-	echoTCP := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-			}
-		}()
-		return ln.Addr().String()
-	}
-	a, b := echoTCP(), echoTCP()
+	a, b := tcpEcho(t), tcpEcho(t)
 	var l loopback
 	p := New(l.options())
 	t.Cleanup(p.Close)
