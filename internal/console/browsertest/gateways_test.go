@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,8 +116,10 @@ func TestGatewaysInBrowser(t *testing.T) {
 	})
 	newGateway("second", ours)
 	testenv.Eventually(t, time.Minute, "second refused by the provider", func() (bool, error) {
+		// Programmed is False from the start ("waiting for the load
+		// balancer"); the refusal is the message naming the provider's answer.
 		p := programmed("second")
-		return p != nil && p.Status == metav1.ConditionFalse, nil
+		return p != nil && p.Status == metav1.ConditionFalse && strings.Contains(p.Message, "QuotaExceeded"), nil
 	})
 	foreign := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("foreign")}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/another-controller"}}
 	if _, err := gw.GatewayV1().GatewayClasses().Create(bg, foreign, metav1.CreateOptions{}); err != nil {
