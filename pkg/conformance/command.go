@@ -16,6 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"sigs.k8s.io/yaml"
 
+	"github.com/outrigger-ccm/outrigger/internal/providersfile"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -176,7 +177,7 @@ func providersToCheck(cmd *cobra.Command, reg *provider.Registry, name, config, 
 		}
 		return []target{{name: name, title: fmt.Sprintf("Provider %q", name), provider: p}}, nil
 	case file != "":
-		f, err := provider.ReadProvidersFile(file)
+		f, err := providersfile.Read(file)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/platform"
+	"github.com/outrigger-ccm/outrigger/internal/providersfile"
 	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -44,7 +45,7 @@ func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
 		platforms, _ := platform.Parse(opts.CloudProviderPlatforms) // validated
 		return []*unit{{name: opts.CloudProvider, provider: p, platforms: platforms, classes: []string{opts.LoadBalancerClass}}}, nil
 	}
-	file, err := contract.ReadProvidersFile(opts.CloudProvidersFile)
+	file, err := providersfile.Read(opts.CloudProvidersFile)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/pkg/provider/gatewayconfig"
 )
 
 // Gateways is an optional interface for a provider (the
@@ -78,7 +78,7 @@ type Gateway struct {
 	// resolves the Service's EndpointSlices itself. Every decision that
 	// needs the API (which routes attach, which references resolve) is
 	// already made: the provider programs what it is given.
-	Config *dataplane.Config `json:"config"`
+	Config *gatewayconfig.Config `json:"config"`
 }
 
 // NamespacedName is the Gateway's namespace/name.

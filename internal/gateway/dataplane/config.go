@@ -9,116 +9,29 @@
 // made there, so the hot path reads only memory.
 package dataplane
 
-import (
-	"encoding/json"
-	"fmt"
+import "github.com/outrigger-ccm/outrigger/pkg/provider/gatewayconfig"
 
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+// The configuration's types are the contract's (pkg/provider/gatewayconfig):
+// a provider serving Gateways on its cloud's own load balancers is handed
+// the same Config. The names here keep the data plane's code short.
+type (
+	Protocol    = gatewayconfig.Protocol
+	Config      = gatewayconfig.Config
+	Port        = gatewayconfig.Port
+	Certificate = gatewayconfig.Certificate
+	VirtualHost = gatewayconfig.VirtualHost
+	Rule        = gatewayconfig.Rule
+	Backend     = gatewayconfig.Backend
+	ServicePort = gatewayconfig.ServicePort
 )
-
-// Protocol is a listener's protocol as the data plane serves it.
-type Protocol string
 
 // The protocols served.
 const (
-	HTTP  Protocol = "HTTP"
-	HTTPS Protocol = "HTTPS"
-	TCP   Protocol = "TCP"
-	UDP   Protocol = "UDP"
+	HTTP  = gatewayconfig.HTTP
+	HTTPS = gatewayconfig.HTTPS
+	TCP   = gatewayconfig.TCP
+	UDP   = gatewayconfig.UDP
 )
 
-// Config is everything one Gateway's data plane serves.
-type Config struct {
-	// Gateway is namespace/name, for logs.
-	Gateway string `json:"gateway"`
-	// Generation is the Gateway's generation the config was compiled from.
-	Generation int64  `json:"generation"`
-	Ports      []Port `json:"ports,omitempty"`
-}
-
-// Port is one listening port; several Gateway listeners (HTTPS hostnames,
-// say) may share it.
-type Port struct {
-	Port     int32    `json:"port"`
-	Protocol Protocol `json:"protocol"`
-	// Certificates serve HTTPS by SNI: the most specific Hostname that
-	// matches the client's server name, "" for any.
-	Certificates []Certificate `json:"certificates,omitempty"`
-	// Hosts are the HTTP virtual hosts, by effective hostname.
-	Hosts []VirtualHost `json:"hosts,omitempty"`
-	// Backends serve a TCP or UDP port.
-	Backends []Backend `json:"backends,omitempty"`
-}
-
-// Certificate is a TLS certificate chain and key in PEM.
-type Certificate struct {
-	Hostname string `json:"hostname,omitempty"`
-	CertPEM  []byte `json:"certPEM"`
-	KeyPEM   []byte `json:"keyPEM"`
-}
-
-// VirtualHost is the rules for one hostname ("" any host, "*.x" a
-// wildcard), in precedence order: the first whose match holds serves.
-type VirtualHost struct {
-	Hostname string `json:"hostname,omitempty"`
-	Rules    []Rule `json:"rules"`
-}
-
-// Rule is one match of an HTTPRoute or GRPCRoute rule with what the rule
-// does.
-type Rule struct {
-	// Route is namespace/name of the HTTPRoute, for logs.
-	Route    string                 `json:"route"`
-	Match    gwv1.HTTPRouteMatch    `json:"match"`
-	Filters  []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
-	Backends []Backend              `json:"backends,omitempty"`
-	// GRPC: the rule is a GRPCRoute's (its match is the path and headers
-	// of the calls it takes); its errors are answered as gRPC statuses.
-	GRPC bool `json:"grpc,omitempty"`
-	// Timeouts are an HTTPRoute rule's request and backend request
-	// timeouts; an expired one is answered 504.
-	Timeouts *gwv1.HTTPRouteTimeouts `json:"timeouts,omitempty"`
-}
-
-// Backend is one destination with its weight. An Invalid one (not found,
-// not permitted by a ReferenceGrant) answers 500 for its share, as the
-// specification asks.
-type Backend struct {
-	Address string `json:"address,omitempty"`
-	// Service is the Service the address belongs to: the proxy needs only
-	// the address; a cloud's own load balancer (provider.Gateways) may
-	// resolve the Service to what it reaches instead.
-	Service *ServicePort `json:"service,omitempty"`
-	Weight  int32        `json:"weight"`
-	Invalid bool         `json:"invalid,omitempty"`
-	// H2C: the backend speaks HTTP/2 in cleartext with prior knowledge
-	// (gRPC, a Service port of appProtocol kubernetes.io/h2c).
-	H2C bool `json:"h2c,omitempty"`
-	// Filters apply to requests sent to this backend only.
-	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
-}
-
-// ServicePort is a port of a Service.
-type ServicePort struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Port      int32  `json:"port"`
-}
-
-// Marshal encodes a config for the Secret the data plane reads.
-func (c *Config) Marshal() ([]byte, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("encoding data plane config: %w", err)
-	}
-	return b, nil
-}
-
 // Unmarshal decodes a config.
-func Unmarshal(data []byte) (*Config, error) {
-	var c Config
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("decoding data plane config: %w", err)
-	}
-	return &c, nil
-}
+func Unmarshal(data []byte) (*Config, error) { return gatewayconfig.Unmarshal(data) }

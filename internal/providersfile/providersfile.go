@@ -1,4 +1,7 @@
-package provider
+// Package providersfile reads the --cloud-providers-file: the providers
+// one Outrigger runs side by side. It is the manager's wiring, not the
+// provider contract: a provider never reads it.
+package providersfile
 
 import (
 	"errors"
@@ -12,19 +15,19 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/platform"
 )
 
-// ProvidersFile is the --cloud-providers-file: the providers one Outrigger
+// File is the --cloud-providers-file: the providers one Outrigger
 // runs side by side, each serving its own nodes (by providerID scheme) and
 // its own LoadBalancer Services (by spec.loadBalancerClass).
-type ProvidersFile struct {
+type File struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	// Providers, at least one. Services without a class go to the one
 	// provider without a LoadBalancerClass, if any.
-	Providers []ProviderEntry `json:"providers"`
+	Providers []Entry `json:"providers"`
 }
 
-// ProviderEntry is one provider of a ProvidersFile.
-type ProviderEntry struct {
+// Entry is one provider of a File.
+type Entry struct {
 	// Name is the provider's --cloud-provider name.
 	Name string `json:"name"`
 	// CloudConfig is the path of its cloud-config (its --cloud-config).
@@ -42,7 +45,7 @@ type ProviderEntry struct {
 
 // Classes are the load balancer classes the provider serves: "" stands for
 // the Services without a class, which a provider naming no class serves.
-func (e ProviderEntry) Classes() []string {
+func (e Entry) Classes() []string {
 	var out []string
 	if e.LoadBalancerClass != "" {
 		out = append(out, e.LoadBalancerClass)
@@ -54,29 +57,29 @@ func (e ProviderEntry) Classes() []string {
 	return out
 }
 
-// The ProvidersFile's apiVersion and kind. The apiVersion is in
+// The file's apiVersion and kind. The apiVersion is in
 // Outrigger's one label domain, outrigger.dev; files written for earlier
-// releases (ProvidersAPIVersionDeprecated) are read as before.
+// releases (APIVersionDeprecated) are read as before.
 const (
-	ProvidersAPIVersion           = "outrigger.dev/v1alpha1"
-	ProvidersAPIVersionDeprecated = "outrigger.io/v1alpha1"
-	ProvidersKind                 = "CloudProviders"
+	APIVersion           = "outrigger.dev/v1alpha1"
+	APIVersionDeprecated = "outrigger.io/v1alpha1"
+	Kind                 = "CloudProviders"
 )
 
-// ReadProvidersFile reads and checks a --cloud-providers-file: the
+// Read reads and checks a --cloud-providers-file: the
 // providers named once each, no scheme or class claimed twice, every class
 // and scheme well-formed. The error is one line that says what to fix.
-func ReadProvidersFile(path string) (*ProvidersFile, error) {
+func Read(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read --cloud-providers-file: %w", err)
 	}
-	var f ProvidersFile
+	var f File
 	if err := yaml.UnmarshalStrict(data, &f); err != nil {
 		return nil, fmt.Errorf("--cloud-providers-file %s: %w", path, err)
 	}
-	if (f.APIVersion != ProvidersAPIVersion && f.APIVersion != ProvidersAPIVersionDeprecated) || f.Kind != ProvidersKind {
-		return nil, fmt.Errorf("--cloud-providers-file %s: apiVersion %q and kind %q; want %s and %s", path, f.APIVersion, f.Kind, ProvidersAPIVersion, ProvidersKind)
+	if (f.APIVersion != APIVersion && f.APIVersion != APIVersionDeprecated) || f.Kind != Kind {
+		return nil, fmt.Errorf("--cloud-providers-file %s: apiVersion %q and kind %q; want %s and %s", path, f.APIVersion, f.Kind, APIVersion, Kind)
 	}
 	if len(f.Providers) == 0 {
 		return nil, fmt.Errorf("--cloud-providers-file %s names no providers", path)
