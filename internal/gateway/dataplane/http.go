@@ -18,7 +18,9 @@ import (
 type router struct {
 	port  int32
 	exact map[string]*vhost
-	wild  []*vhost // by suffix length, longest first
+	// wild are the wildcard hosts by their suffix: "*.example.com" by
+	// ".example.com".
+	wild  map[string]*vhost
 	any   *vhost
 	tls   bool
 	proxy *httputil.ReverseProxy
@@ -29,7 +31,7 @@ type router struct {
 
 type vhost struct {
 	name  string
-	rules []*rule
+	rules *ruleIndex
 }
 
 type rule struct {
@@ -66,34 +68,30 @@ func (m valueMatch) holds(got string, present bool) bool {
 // regular expression is an error (the controller refuses the route before
 // it gets here).
 func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
-	r := &router{port: p.Port, exact: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
+	r := &router{port: p.Port, exact: map[string]*vhost{}, wild: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
 	for _, h := range p.Hosts {
 		v := &vhost{name: h.Hostname}
+		rules := make([]*rule, 0, len(h.Rules))
 		for _, cr := range h.Rules {
 			ru, err := compileRule(cr)
 			if err != nil {
 				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
 			}
-			v.rules = append(v.rules, ru)
+			rules = append(rules, ru)
 			for _, b := range cr.Backends {
 				if !b.Invalid {
 					r.allowed[allowKey{cr.Route, b.Address}] = struct{}{}
 				}
 			}
 		}
+		v.rules = newRuleIndex(rules)
 		switch name := strings.ToLower(h.Hostname); {
 		case name == "":
 			r.any = v
 		case strings.HasPrefix(name, "*."):
-			r.wild = append(r.wild, v)
+			r.wild[name[1:]] = v
 		default:
 			r.exact[name] = v
-		}
-	}
-	// Longest wildcard first: *.a.example.com before *.example.com.
-	for i := 1; i < len(r.wild); i++ {
-		for j := i; j > 0 && len(r.wild[j].name) > len(r.wild[j-1].name); j-- {
-			r.wild[j], r.wild[j-1] = r.wild[j-1], r.wild[j]
 		}
 	}
 	return r, nil
@@ -152,17 +150,25 @@ func compileRule(cr Rule) (*rule, error) {
 // host picks the virtual host for a request's host: exact, then the
 // longest wildcard, then the one for any host.
 func (r *router) host(host string) *vhost {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+	// Only a host with a colon may have a port (SplitHostPort's error
+	// allocates, per request).
+	if strings.IndexByte(host, ':') >= 0 {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if v, ok := r.exact[host]; ok {
 		return v
 	}
-	for _, v := range r.wild {
-		// A wildcard stands for one label or more, never none.
-		if suffix := strings.ToLower(v.name[1:]); strings.HasSuffix(host, suffix) && len(host) > len(suffix) {
-			return v
+	// The longest wildcard that covers the host: its suffixes from the
+	// longest, each after a label (a wildcard stands for one label or more,
+	// never none).
+	for i := 1; i < len(host); i++ {
+		if host[i] == '.' {
+			if v, ok := r.wild[host[i:]]; ok {
+				return v
+			}
 		}
 	}
 	return r.any
@@ -256,11 +262,9 @@ func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) 
 		notFound(w, req, "no route for this host")
 		return
 	}
-	for _, ru := range v.rules {
-		if ru.matches(req) {
-			r.serve(w, req, ru, fl)
-			return
-		}
+	if ru := v.rules.match(req); ru != nil {
+		r.serve(w, req, ru, fl)
+		return
 	}
 	notFound(w, req, "no route matches")
 }
