@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
@@ -53,7 +54,7 @@ func serviceGetsClassicELB(t *testing.T, cloud *simcloud.Cloud, instances []simc
 		wantInstances = append(wantInstances, in.ID)
 	}
 	var elb simcloud.ELB
-	eventually(t, 90*time.Second, "the Service's ELB with the nodes' instances, its DNS name on the Service", func() bool {
+	poll.Until(t, 90*time.Second, "the Service's ELB with the nodes' instances, its DNS name on the Service", func() bool {
 		elbs := cloud.ELBs()
 		if len(elbs) != 1 {
 			return false
@@ -96,7 +97,7 @@ func serviceGetsClassicELB(t *testing.T, cloud *simcloud.Cloud, instances []simc
 	if _, err := client.CoreV1().Nodes().Patch(ctx, excluded.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "instance "+excluded.ID+" of the excluded node deregistered from the ELB", func() bool {
+	poll.Until(t, 90*time.Second, "instance "+excluded.ID+" of the excluded node deregistered from the ELB", func() bool {
 		elbs := cloud.ELBs()
 		return len(elbs) == 1 && slices.Equal(slices.Sorted(slices.Values(elbs[0].Instances)), wantInstances[:len(wantInstances)-1])
 	})
@@ -104,7 +105,7 @@ func serviceGetsClassicELB(t *testing.T, cloud *simcloud.Cloud, instances []simc
 	if err := svcs.Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, "the ELB and its security group deleted, the Service's finalizer removed", func() bool {
+	poll.Until(t, 90*time.Second, "the ELB and its security group deleted, the Service's finalizer removed", func() bool {
 		_, err := svcs.Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)

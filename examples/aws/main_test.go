@@ -25,6 +25,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -167,7 +168,7 @@ func TestAWSProviderUnchanged(t *testing.T) {
 	for _, in := range instances {
 		wantID := "aws:///" + in.Zone + "/" + in.ID
 		var n *corev1.Node
-		eventually(t, 60*time.Second, "node "+in.Name+" initialized", func() bool {
+		poll.Until(t, 60*time.Second, "node "+in.Name+" initialized", func() bool {
 			n = getNode(t, in.Name)
 			return n.Spec.ProviderID != "" && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider)
 		})
@@ -209,10 +210,10 @@ func TestAWSProviderUnchanged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 60*time.Second, "stopped instance's node tainted as shut down", func() bool {
+	poll.Until(t, 60*time.Second, "stopped instance's node tainted as shut down", func() bool {
 		return hasTaint(getNode(t, stopped.Name), cloudproviderapi.TaintNodeShutdown)
 	})
-	eventually(t, 60*time.Second, "terminated instance's node deleted", func() bool {
+	poll.Until(t, 60*time.Second, "terminated instance's node deleted", func() bool {
 		_, err := client.CoreV1().Nodes().Get(ctx, terminated.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -323,18 +324,6 @@ func getNode(t *testing.T, name string) *corev1.Node {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func hasTaint(n *corev1.Node, key string) bool {

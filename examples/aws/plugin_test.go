@@ -12,6 +12,7 @@ import (
 	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -58,7 +59,7 @@ func TestAWSAsPlugin(t *testing.T) {
 	runOutriggerWith(t, reg, "--cloud-provider="+plugin.ProviderName, "--cloud-config="+pluginConfig, "--kubeconfig="+kubeconfig,
 		"--controllers=cloud-node-controller", "--leader-elect=false", "--secure-port=0")
 	for _, in := range instances {
-		eventually(t, 60*time.Second, "node "+in.Name+" initialized through the plugin", func() bool {
+		poll.Until(t, 60*time.Second, "node "+in.Name+" initialized through the plugin", func() bool {
 			n := getNode(t, in.Name)
 			return n.Spec.ProviderID == "aws:///"+in.Zone+"/"+in.ID && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider)
 		})

@@ -12,6 +12,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providermain"
 )
 
@@ -66,7 +67,7 @@ func TestAWSOwnMain(t *testing.T) {
 		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--disable-metrics-authentication")
 
 	for _, in := range instances {
-		eventually(t, 90*time.Second, "node "+in.Name+" initialized, its instance tagged and the node labelled", func() bool {
+		poll.Until(t, 90*time.Second, "node "+in.Name+" initialized, its instance tagged and the node labelled", func() bool {
 			n := getNode(t, in.Name)
 			inst, _ := cloud.Get(in.ID)
 			return n.Spec.ProviderID == "aws:///"+in.Zone+"/"+in.ID &&

@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -80,18 +81,6 @@ func (d *lbDouble) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Serv
 	return nil, false, nil
 }
 
-// eventually polls cond until it holds or a few seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A Service the cloud never answers for (the provider honours its context,
 // so each call ends at its deadline) is held back after each timeout, for
 // the timeout, twice as long after each further one: its retries fail fast
@@ -121,7 +110,7 @@ func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 		t.Fatalf("first call: err = %v, want a timeout", err)
 	}
 	returned := func() bool { return l.gate.InFlight() == 0 }
-	eventually(t, "the provider to return the timed-out call", returned)
+	poll.Until(t, 5*time.Second, "the provider to return the timed-out call", returned)
 	_, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil)
 	hint, ok := provider.RetryAfter(err)
 	if !ok || hint <= 0 || hint > timeout {
@@ -138,7 +127,7 @@ func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); !timedOut(err) {
 		t.Fatalf("call after the hold: err = %v, want a timeout", err)
 	}
-	eventually(t, "the provider to return the timed-out call", returned)
+	poll.Until(t, 5*time.Second, "the provider to return the timed-out call", returned)
 	_, err = lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil)
 	if hint, _ = provider.RetryAfter(err); hint <= timeout {
 		t.Errorf("hold after the second timeout in a row: %v, want more than %v", hint, timeout)
@@ -211,7 +200,7 @@ func TestTimedOutCallKeepsItsObjectsSlot(t *testing.T) {
 	}
 
 	close(release)
-	eventually(t, "the hung call's slot to be freed", func() bool { return l.gate.InFlight() == 0 })
+	poll.Until(t, 5*time.Second, "the hung call's slot to be freed", func() bool { return l.gate.InFlight() == 0 })
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("hung"), nil); err != nil {
 		t.Fatalf("after the hung call returned: %v", err)
 	}

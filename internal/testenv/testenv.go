@@ -31,6 +31,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providers/local"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
@@ -195,20 +196,11 @@ func StartOutrigger(t testing.TB, cloud *Cloud, flags ...string) *Outrigger {
 	return o
 }
 
-// Eventually polls cond every 50ms until it returns true or timeout passes.
+// Eventually is poll.Eventually: it polls cond until it returns true or
+// timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s (last error: %v)", timeout, what, lastErr)
+	poll.Eventually(t, timeout, what, cond)
 }
 
 // GetNode reads a node.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -43,16 +44,6 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
 
 // TestDev runs `outrigger dev` as `make dev` does, checks the nodes get
@@ -90,7 +81,7 @@ func TestDev(t *testing.T) {
 	})
 
 	kubeconfig := filepath.Join(state, "kubeconfig")
-	eventually(t, 2*time.Minute, "the kubeconfig", func() bool { _, err := os.Stat(kubeconfig); return err == nil })
+	poll.Until(t, 2*time.Minute, "the kubeconfig", func() bool { _, err := os.Stat(kubeconfig); return err == nil })
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +92,7 @@ func TestDev(t *testing.T) {
 		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return err == nil && n.Spec.ProviderID != "" && n.Labels["topology.kubernetes.io/zone"] != ""
 	}
-	eventually(t, time.Minute, "node-1 and node-2 initialized", func() bool { return initialized("node-1") && initialized("node-2") })
+	poll.Until(t, time.Minute, "node-1 and node-2 initialized", func() bool { return initialized("node-1") && initialized("node-2") })
 
 	testLoadBalancers(t, client, kubeconfig, func(args ...string) {
 		cmd := exec.Command(bin, append(append([]string{"sim"}, args...), "--cloud-config="+filepath.Join(state, "sim.yaml"))...)
@@ -116,7 +107,7 @@ func TestDev(t *testing.T) {
 	if o, err := sim.CombinedOutput(); err != nil {
 		t.Fatalf("outrigger sim terminate: %v\n%s", err, o)
 	}
-	eventually(t, time.Minute, "node-2 deleted", func() bool {
+	poll.Until(t, time.Minute, "node-2 deleted", func() bool {
 		_, err := client.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -150,7 +141,7 @@ func testGateway(t *testing.T, kubeconfig string) {
 		t.Fatalf("kubectl apply: %v\n%s", err, o)
 	}
 	var vip string
-	eventually(t, time.Minute, "the Gateway programmed with an address", func() bool {
+	poll.Until(t, time.Minute, "the Gateway programmed with an address", func() bool {
 		o, err := exec.Command(kubectl, "--kubeconfig", kubeconfig, "get", "gateway", "web",
 			"-o", `jsonpath={.status.conditions[?(@.type=="Programmed")].status} {.status.addresses[0].value}`).Output()
 		status, addr, _ := strings.Cut(string(o), " ")
@@ -159,7 +150,7 @@ func testGateway(t *testing.T, kubeconfig string) {
 	})
 	for path, svc := range map[string]string{"/shop/cart": "default/shop port 80", "/blog": "default/blog port 80"} {
 		var body string
-		eventually(t, time.Minute, "GET "+path+" answered by "+svc, func() bool {
+		poll.Until(t, time.Minute, "GET "+path+" answered by "+svc, func() bool {
 			resp, err := http.Get("http://" + vip + path)
 			if err != nil {
 				return false

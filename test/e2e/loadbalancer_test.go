@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // get fetches http://addr/ from the local address from ("" for any).
@@ -65,7 +66,7 @@ func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig str
 		t.Fatalf("kubectl create service: %v\n%s", err, out)
 	}
 	var vip string
-	eventually(t, time.Minute, "web's ingress IP", func() bool {
+	poll.Until(t, time.Minute, "web's ingress IP", func() bool {
 		s, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false
@@ -76,7 +77,7 @@ func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig str
 	if !strings.HasPrefix(vip, "127.0.203.") {
 		t.Fatalf("VIP %s is not from --lb-pool", vip)
 	}
-	eventually(t, 30*time.Second, "traffic through the VIP reaching both nodes", func() bool {
+	poll.Until(t, 30*time.Second, "traffic through the VIP reaching both nodes", func() bool {
 		seen := nodesAnswering(vip+":80", 10)
 		return seen["node-1"] > 0 && seen["node-2"] > 0
 	})
@@ -98,11 +99,11 @@ func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig str
 			corev1.ServicePort{Name: "alt", Protocol: corev1.ProtocolTCP, Port: 81},
 			corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53})
 	})
-	eventually(t, 30*time.Second, "the added TCP port answering", func() bool {
+	poll.Until(t, 30*time.Second, "the added TCP port answering", func() bool {
 		body, err := get(vip+":81", "")
 		return err == nil && strings.Contains(body, "default/web port 81")
 	})
-	eventually(t, 30*time.Second, "UDP through the VIP", func() bool {
+	poll.Until(t, 30*time.Second, "UDP through the VIP", func() bool {
 		c, err := net.Dial("udp", vip+":53")
 		if err != nil {
 			return false
@@ -117,7 +118,7 @@ func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig str
 
 	// Source ranges: only 127.0.0.5 may connect.
 	update(func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"127.0.0.5/32"} })
-	eventually(t, 30*time.Second, "a client outside the source ranges refused", func() bool {
+	poll.Until(t, 30*time.Second, "a client outside the source ranges refused", func() bool {
 		_, err := get(vip+":80", "127.0.0.6")
 		return err != nil
 	})
@@ -128,12 +129,12 @@ func testLoadBalancers(t *testing.T, client kubernetes.Interface, kubeconfig str
 
 	// node-1 stops: its health check fails and only node-2 answers.
 	sim("stop", "node-1")
-	eventually(t, 30*time.Second, "only node-2 answering after node-1 stopped", func() bool {
+	poll.Until(t, 30*time.Second, "only node-2 answering after node-1 stopped", func() bool {
 		seen := nodesAnswering(vip+":80", 8)
 		return seen["node-2"] == 8
 	})
 	sim("start", "node-1")
-	eventually(t, 30*time.Second, "node-1 back in rotation", func() bool {
+	poll.Until(t, 30*time.Second, "node-1 back in rotation", func() bool {
 		return nodesAnswering(vip+":80", 10)["node-1"] > 0
 	})
 }

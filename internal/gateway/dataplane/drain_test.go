@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // A version of the programming that fails to apply (its port is taken for a
@@ -93,13 +95,13 @@ func TestDrainLetsRequestsInFlightFinish(t *testing.T) {
 		close(drained)
 	}()
 	// The listener closes first: wait until a new connection is refused.
-	waitFor(t, func() bool {
+	poll.Until(t, 20*time.Second, "the port to stop accepting", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
 		}
 		return err != nil
-	}, "the port to stop accepting")
+	})
 	close(release)
 	if got := <-body; got != "finished" {
 		t.Fatalf("the request in flight got %q", got)

@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // edgeProxy serves one HTTP port on loopback to backend with limits, and
@@ -68,7 +70,7 @@ func TestRouteRequestTimeoutAnswers504(t *testing.T) {
 	if code := get(t, "http://"+addr+"/slow"); code != http.StatusGatewayTimeout {
 		t.Fatalf("status %d, want 504", code)
 	}
-	waitFor(t, func() bool { return ended.Load() == 1 }, "the backend's request cancelled")
+	poll.Until(t, 20*time.Second, "the backend's request cancelled", func() bool { return ended.Load() == 1 })
 }
 
 // Without any route timeout a backend that never answers still does not
@@ -195,7 +197,7 @@ func TestConnectionFloodEvictsTheIdleNotTheNextClient(t *testing.T) {
 		idle = append(idle, c)
 	}
 	// The proxy accepts in its own time: wait until it has seen them all.
-	waitFor(t, func() bool { return p.conns.evicted.Load() >= 80 }, "80 idle connections evicted")
+	poll.Until(t, 20*time.Second, "80 idle connections evicted", func() bool { return p.conns.evicted.Load() >= 80 })
 	if n := p.conns.count(); n > 20 {
 		t.Fatalf("%d connections held, limit 20", n)
 	}
@@ -309,17 +311,5 @@ func TestUDPSourceFloodIsCapped(t *testing.T) {
 	defer good.Close()
 	if !ask(good, "hello") {
 		t.Fatal("a good client was not answered during the flood")
-	}
-}
-
-// waitFor polls cond (a fact the proxy exposes) for up to 20 s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -148,18 +149,6 @@ func ask(vip string, port int, from string) (string, error) {
 
 func nodeOf(answer string) string { return strings.Fields(answer)[0] }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func TestTrafficFailoverAndLivePorts(t *testing.T) {
 	health, np1, np2 := freeport.Get(t), freeport.Get(t), freeport.Get(t)
 	a := startNode(t, "node-a", "127.0.0.11", health, np1, np2)
@@ -193,7 +182,7 @@ func TestTrafficFailoverAndLivePorts(t *testing.T) {
 
 	// node-a fails its health check: only node-b gets traffic.
 	a.healthy.Store(false)
-	eventually(t, "node-a out of rotation", func() bool {
+	poll.Until(t, 10*time.Second, "node-a out of rotation", func() bool {
 		for range 6 {
 			if got, err := ask(vip, 8080, ""); err != nil || nodeOf(got) != "node-b" {
 				return false
@@ -202,7 +191,7 @@ func TestTrafficFailoverAndLivePorts(t *testing.T) {
 		return true
 	})
 	a.healthy.Store(true)
-	eventually(t, "node-a back in rotation", func() bool {
+	poll.Until(t, 10*time.Second, "node-a back in rotation", func() bool {
 		for range 6 {
 			if got, err := ask(vip, 8080, ""); err == nil && nodeOf(got) == "node-a" {
 				return true
@@ -455,7 +444,7 @@ func TestHealthCheckNodePortForLocalTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "only node-b, the node with local endpoints, serving", func() bool {
+	poll.Until(t, 10*time.Second, "only node-b, the node with local endpoints, serving", func() bool {
 		for range 6 {
 			if got, err := ask(st.Ingress[0].IP, 80, ""); err != nil || nodeOf(got) != "node-b" {
 				return false
@@ -551,7 +540,7 @@ func TestFirstConnectionWaitsForABackend(t *testing.T) {
 		answer <- err
 	}()
 	// Only once the proxy has found the node's port closed does it open.
-	eventually(t, "a refused connection to the backend", func() bool { return b.dialFailures.Load() > 0 })
+	poll.Until(t, 10*time.Second, "a refused connection to the backend", func() bool { return b.dialFailures.Load() > 0 })
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.13", strconv.Itoa(np)))
 	if err != nil {
 		t.Fatal(err)
