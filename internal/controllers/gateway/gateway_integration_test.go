@@ -1,0 +1,124 @@
+//go:build integration
+
+package gateway_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	ctx        = context.Background()
+	installed  sync.Once
+	installErr error
+	cl         client.Client
+)
+
+// setup installs the Gateway API CRDs once and returns a client that knows
+// their types.
+func setup(t *testing.T) client.Client {
+	t.Helper()
+	installed.Do(func() {
+		if installErr = gatewayapi.Install(ctx, testenv.Config); installErr != nil {
+			return
+		}
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = gwv1.Install(scheme)
+		cl, installErr = client.New(testenv.Config, client.Options{Scheme: scheme})
+	})
+	if installErr != nil {
+		t.Fatal(installErr)
+	}
+	return cl
+}
+
+// namespace makes a namespace for a test's Gateways. Called after the
+// test's Outrigger started, its cleanup runs while that Outrigger still
+// runs: the test's Gateways are deleted and awaited gone, so what
+// Outrigger made for them (data plane Services of type LoadBalancer among
+// it) is gone before the next test's Outrigger, on a cloud of its own,
+// could take it up.
+func namespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.Name("gw")}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.DeleteAllOf(ctx, &gwv1.Gateway{}, client.InNamespace(ns.Name)); err != nil {
+			t.Errorf("deleting the Gateways of %s: %v", ns.Name, err)
+			return
+		}
+		testenv.Eventually(t, time.Minute, "the Gateways of "+ns.Name+" gone", func() (bool, error) {
+			var gws gwv1.GatewayList
+			if err := c.List(ctx, &gws, client.InNamespace(ns.Name)); err != nil {
+				return false, err
+			}
+			return len(gws.Items) == 0, nil
+		})
+		_ = c.Delete(ctx, ns)
+	})
+	return ns.Name
+}
+
+func create(t *testing.T, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func service(ns, name string, proto corev1.Protocol, port int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "p", Protocol: proto, Port: port}}},
+	}
+}
+
+func backendRef(name string, port int32) gwv1.BackendRef {
+	return gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(port)}}
+}
+
+func httpRoute(ns, name, gw, path string, backends ...gwv1.HTTPBackendRef) *gwv1.HTTPRoute {
+	return &gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: gwv1.ObjectName(gw)}}},
+			Rules: []gwv1.HTTPRouteRule{{
+				Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(path)}}},
+				BackendRefs: backends,
+			}},
+		},
+	}
+}
+
+// parentCondition is the condition of a route's parent entry Outrigger
+// wrote for gw, or nil.
+func parentCondition(parents []gwv1.RouteParentStatus, gw, typ string) *metav1.Condition {
+	for _, p := range parents {
+		if p.ControllerName == gateway.ControllerNameFor("sim", "") && string(p.ParentRef.Name) == gw {
+			return meta.FindStatusCondition(p.Conditions, typ)
+		}
+	}
+	return nil
+}

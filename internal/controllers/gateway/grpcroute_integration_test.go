@@ -1,0 +1,157 @@
+//go:build integration
+
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
+)
+
+// TestGRPCRoute: a GRPCRoute attaches to an HTTP listener (which lists
+// the kind as supported), its parent conditions are written, a younger
+// HTTPRoute sharing its hostnames is not accepted, and the data plane
+// programmed from the Secret proxies a gRPC call by its method to the
+// backend over h2c.
+func TestGRPCRoute(t *testing.T) {
+	c := setup(t)
+	cloud := testenv.StartCloud(t)
+	testenv.StartOutrigger(t, cloud, "--controllers=service-lb-controller,gateway-controller")
+	ns := namespace(t, c)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend := grpc.NewServer()
+	healthpb.RegisterHealthServer(backend, health.NewServer())
+	go func() { _ = backend.Serve(ln) }()
+	t.Cleanup(backend.Stop)
+	svc := service(ns, "grpc", corev1.ProtocolTCP, 8080)
+	svc.Spec.Ports[0].AppProtocol = ptr.To("kubernetes.io/h2c")
+	create(t, c, svc)
+	clusterIP := net.JoinHostPort(svc.Spec.ClusterIP, "8080")
+
+	gw := &gwv1.Gateway{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gw"},
+		Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(gateway.ClassNameFor("sim", "")),
+			Listeners:        []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}},
+		},
+	}
+	gr := &gwv1.GRPCRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a-grpc"},
+		Spec: gwv1.GRPCRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Hostnames:       []gwv1.Hostname{"grpc.example.com"},
+			Rules: []gwv1.GRPCRouteRule{{
+				Matches:     []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr.To("grpc.health.v1.Health"), Method: ptr.To("Check")}}},
+				BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: backendRef("grpc", 8080)}},
+			}},
+		},
+	}
+	// Created with or after the GRPCRoute, and after it by name: the
+	// younger of the two, on every hostname.
+	web := httpRoute(ns, "z-web", "gw", "/")
+	create(t, c, gw, gr, web)
+
+	testenv.Eventually(t, time.Minute, "GRPCRoute accepted and resolved, the HTTPRoute refused", func() (bool, error) {
+		var got gwv1.GRPCRoute
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gr), &got); err != nil {
+			return false, err
+		}
+		for _, typ := range []string{string(gwv1.RouteConditionAccepted), string(gwv1.RouteConditionResolvedRefs)} {
+			if rc := parentCondition(got.Status.Parents, "gw", typ); rc == nil || rc.Status != metav1.ConditionTrue {
+				return false, nil
+			}
+		}
+		var hr gwv1.HTTPRoute
+		if err := c.Get(ctx, client.ObjectKeyFromObject(web), &hr); err != nil {
+			return false, err
+		}
+		rc := parentCondition(hr.Status.Parents, "gw", string(gwv1.RouteConditionAccepted))
+		return rc != nil && rc.Status == metav1.ConditionFalse && rc.Reason == string(gwv1.RouteReasonNotAllowedByListeners), nil
+	})
+	var got gwv1.Gateway
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &got); err != nil {
+		t.Fatal(err)
+	}
+	if ls := got.Status.Listeners; len(ls) != 1 || ls[0].AttachedRoutes != 1 ||
+		!slices.ContainsFunc(ls[0].SupportedKinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == "GRPCRoute" }) {
+		t.Errorf("listener status %+v, want GRPCRoute supported and one route attached", ls)
+	}
+
+	// The data plane serves the call.
+	var mu sync.Mutex
+	var http80 string
+	proxy := dataplane.New(dataplane.Options{
+		ListenTCP: func(int32) (net.Listener, error) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err == nil {
+				mu.Lock()
+				http80 = l.Addr().String()
+				mu.Unlock()
+			}
+			return l, err
+		},
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			if address != clusterIP {
+				return nil, fmt.Errorf("no backend at %s", address)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, ln.Addr().String())
+		},
+	})
+	t.Cleanup(proxy.Close)
+	applied := make(chan error, 16)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	t.Cleanup(stopWatch)
+	dpKey := types.NamespacedName{Namespace: gateway.DefaultNamespace, Name: gateway.DataPlaneName(ns, "gw")}
+	go dataplane.Watch(watchCtx, testenv.Client, dpKey.Namespace, dpKey.Name, proxy, func(err error) { applied <- err })
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	addr := http80
+	mu.Unlock()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	callCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hc := healthpb.NewHealthClient(conn)
+	if resp, err := hc.Check(callCtx, &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Check through the Gateway: %v %v, want SERVING", resp, err)
+	}
+	// Watch is not matched: no rule takes it.
+	stream, err := hc.Watch(callCtx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("Watch through the Gateway: %v, want Unimplemented", err)
+	}
+}
