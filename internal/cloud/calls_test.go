@@ -808,14 +808,14 @@ func TestStragglerCallersLeave(t *testing.T) {
 	}
 }
 
-// TestLeftNodeAnswerIsKept: a node's instance call that its caller left
+// TestDetachedNodeAnswerIsKept: a node's instance call that its caller left
 // (it ran past the straggle time) still answers the node. When the provider
-// returns, the caller hears it (WhenLeftReturns), and the node's next call
+// returns, the caller hears it (WhenDetachedReturns), and the node's next call
 // of that method reads the answer without a second call to the provider,
 // once; a call of another method meanwhile goes to the provider and leaves
 // the kept answer alone. A load balancer call's answer, which depends on
 // more than its Service, is not kept.
-func TestLeftNodeAnswerIsKept(t *testing.T) {
+func TestDetachedNodeAnswerIsKept(t *testing.T) {
 	release := make(chan struct{})
 	var calls atomic.Int64
 	inst := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
@@ -830,7 +830,7 @@ func TestLeftNodeAnswerIsKept(t *testing.T) {
 	l := New(inst, Options{Timeout: time.Hour, ShareWindow: -1})
 	i, _ := l.Instances()
 	returned := make(chan struct{}, 1)
-	ctx := WhenLeftReturns(context.Background(), func() { returned <- struct{}{} })
+	ctx := WhenDetachedReturns(context.Background(), func() { returned <- struct{}{} })
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "slow"}}
 	if _, err := i.InstanceMetadata(ctx, node); !errors.Is(err, ErrStillRunning) {
 		t.Fatalf("a hung node's call: %v, want its caller to leave it (ErrStillRunning)", err)

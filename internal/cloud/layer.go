@@ -114,14 +114,15 @@ type Layer struct {
 	// kept are the answers of calls their callers left running
 	// (ErrStillRunning), by object (see keep).
 	keptMu sync.Mutex
-	kept   map[string]keptAnswer
+	kept   map[string]detachedAnswer
 
 	// workers run the calls.
 	workers *workers
 }
 
-// keptAnswer is the answer of a call its caller left running.
-type keptAnswer struct {
+// detachedAnswer is the answer of a detached call: one its caller stopped
+// waiting for, left running (ErrStillRunning).
+type detachedAnswer struct {
 	method string
 	v      any
 	err    error
@@ -129,25 +130,25 @@ type keptAnswer struct {
 }
 
 // keptFor is how long a kept answer waits for its object's next call: its
-// caller hears when the call returns (WhenLeftReturns) and asks again at
+// caller hears when the call returns (WhenDetachedReturns) and asks again at
 // once; one that did not ask within this reads the cloud anew.
 const keptFor = 30 * time.Second
 
 // keep records the answer of a call its caller left running: an error is
 // handed once to the object's next call, whatever its method, so that its
 // controller reports the provider's own words (a plugin unreachable, say);
-// the answer of a call about the object alone (c.keptAnswer) is handed once
+// the answer of a call about the object alone (c.answerIsPerObject) is handed once
 // to its next call of the same method, instead of a second cloud call.
 func (l *Layer) keep(c call, v any, err error) {
-	if err == nil && !c.keptAnswer() {
+	if err == nil && !c.answerIsPerObject() {
 		return
 	}
 	l.keptMu.Lock()
 	defer l.keptMu.Unlock()
 	if l.kept == nil {
-		l.kept = map[string]keptAnswer{}
+		l.kept = map[string]detachedAnswer{}
 	}
-	l.kept[c.key] = keptAnswer{method: c.method, v: v, err: err, at: l.now()}
+	l.kept[c.key] = detachedAnswer{method: c.method, v: v, err: err, at: l.now()}
 }
 
 // takeKept returns, once, what keep recorded for c's object that is c's:
@@ -252,14 +253,14 @@ var ErrTimeout = errors.New("cloud call timed out")
 // waiting for because it ran far past what its method's answers take (a
 // straggler): the call goes on, its object's next calls are refused with
 // ErrCallInFlight until the provider returns, and the caller looks at the
-// object again when it does (WhenLeftReturns).
+// object again when it does (WhenDetachedReturns).
 var ErrStillRunning = errors.New("cloud call still running")
 
 // ErrCallInFlight is wrapped by the error of a call refused without reaching
 // the cloud because an earlier call for the same object, abandoned after its
 // timeout, has not returned yet. Sending another (a second
 // EnsureLoadBalancer, say) could make a second cloud resource; the caller
-// waits for that call's return instead (WhenLeftReturns) or retries the
+// waits for that call's return instead (WhenDetachedReturns) or retries the
 // object with its backoff.
 var ErrCallInFlight = admission.ErrCallInFlight
 
@@ -289,32 +290,32 @@ type call struct {
 	key    string
 }
 
-// keptAnswer tells whether the call's answer depends on its object alone,
+// answerIsPerObject tells whether the call's answer depends on its object alone,
 // so that an answer its caller no longer waited for still answers the
 // object's next call of the method: a node's instance calls. (A load
 // balancer call's answer depends on its backends too, which may have
 // changed by the next call.)
-func (c call) keptAnswer() bool { return c.family == FamilyInstances && c.key != "" }
+func (c call) answerIsPerObject() bool { return c.family == FamilyInstances && c.key != "" }
 
-// WhenLeftReturns tells the layer what to do when a call made with ctx
+// WhenDetachedReturns tells the layer what to do when a call made with ctx
 // returns after its caller stopped waiting for it (ErrStillRunning): its
 // controller requeues the object, whose next call of the method then reads
 // the kept answer (a node's instance calls) or goes out at once (the others).
-func WhenLeftReturns(ctx context.Context, f func()) context.Context {
-	return context.WithValue(ctx, leftReturnsKey{}, f)
+func WhenDetachedReturns(ctx context.Context, f func()) context.Context {
+	return context.WithValue(ctx, detachedReturnsKey{}, f)
 }
 
-type leftReturnsKey struct{}
+type detachedReturnsKey struct{}
 
-// WhenLeftTimesOut tells the layer what to do when a call made with ctx,
+// WhenDetachedTimesOut tells the layer what to do when a call made with ctx,
 // left running (ErrStillRunning), reaches its timeout before the provider
 // returns: err says so, as the caller would have been told had it waited
 // (ErrTimeout), so that the object's users hear of it (an Event).
-func WhenLeftTimesOut(ctx context.Context, f func(err error)) context.Context {
-	return context.WithValue(ctx, leftTimesOutKey{}, f)
+func WhenDetachedTimesOut(ctx context.Context, f func(err error)) context.Context {
+	return context.WithValue(ctx, detachedTimesOutKey{}, f)
 }
 
-type leftTimesOutKey struct{}
+type detachedTimesOutKey struct{}
 
 // do runs one cloud call: admitted by the gate (the object's hold and
 // slot, the method family's adaptive concurrency and rate, the --cloud-qps
@@ -339,7 +340,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 	}
 	start := l.now()
-	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key, Kept: c.keptAnswer()})
+	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key, Kept: c.answerIsPerObject()})
 	if err != nil {
 		return zero, err
 	}
@@ -400,7 +401,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		v, err := fn(callCtx)
 		mu.Lock()
 		returned = true
-		wasAbandoned, wasLeft := gaveUp, left
+		wasAbandoned, wasDetached := gaveUp, left
 		if left {
 			l.keep(c, v, err)
 		}
@@ -410,7 +411,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			l.m.abandoned.WithLabelValues(c.method).Dec()
 		}
 		done <- result{v, err}
-		if f, _ := ctx.Value(leftReturnsKey{}).(func()); wasLeft && f != nil {
+		if f, _ := ctx.Value(detachedReturnsKey{}).(func()); wasDetached && f != nil {
 			f()
 		}
 	})
@@ -441,7 +442,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 				abandon()
 			}
 			mu.Unlock()
-			if f, _ := ctx.Value(leftTimesOutKey{}).(func(error)); timedOut && f != nil && ctx.Err() == nil {
+			if f, _ := ctx.Value(detachedTimesOutKey{}).(func(error)); timedOut && f != nil && ctx.Err() == nil {
 				f(fmt.Errorf("%s: %w after %s", c.method, ErrTimeout, l.opts.Timeout))
 			}
 		}()

@@ -74,7 +74,7 @@ func TestHungNodesCostOnlyThemselves(t *testing.T) {
 // worker, and initialized from that call's answer when it comes: the
 // answer is kept for the node, which is requeued when the call returns,
 // and no second call goes to the provider.
-func TestSlowNodeIsInitializedFromItsLeftCall(t *testing.T) {
+func TestSlowNodeIsInitializedFromItsDetachedCall(t *testing.T) {
 	release := make(chan struct{})
 	slow := testenv.Name("slow")
 	var slowCalls atomic.Int64
@@ -112,7 +112,7 @@ func TestSlowNodeIsInitializedFromItsLeftCall(t *testing.T) {
 // the call returns a failure, the node is retried as after a first failure,
 // as upstream's worker, which waits on the call, retries it; not after a
 // backoff grown with every look at the call still running.
-func TestLeftCallFailureRetriedAsAFirstFailure(t *testing.T) {
+func TestDetachedCallFailureRetriedAsAFirstFailure(t *testing.T) {
 	release := make(chan struct{})
 	slow, clockNode := testenv.Name("slow"), testenv.Name("clock")
 	var slowCalls, clockCalls atomic.Int64

@@ -94,7 +94,7 @@ func (r *Returned) Source() crsource.Source {
 // left running requeues the object when it returns. Telling the queue
 // never blocks the call's goroutine.
 func (r *Returned) Context(ctx context.Context, key types.NamespacedName) context.Context {
-	return cloud.WhenLeftReturns(ctx, func() {
+	return cloud.WhenDetachedReturns(ctx, func() {
 		select {
 		// The queue takes only the key: an object of any kind carries it.
 		case r.ch <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}:

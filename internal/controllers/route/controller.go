@@ -595,10 +595,10 @@ func (r *reconciler) start(ctx context.Context, ended func(changed bool)) error 
 					r.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonFailedToCreateRoute,
 						"Could not create route %s %s for node %s after %v: %v", node.UID, cidr, node.Name, time.Since(start).Round(time.Millisecond), err)
 				}
-				callCtx := cloud.WhenLeftReturns(cloud.Relisted(ctx), func() { r.creates.returned(cidr) })
+				callCtx := cloud.WhenDetachedReturns(cloud.Relisted(ctx), func() { r.creates.returned(cidr) })
 				// Left running, it still times out as a waited-for call
 				// would: the node hears of it.
-				callCtx = cloud.WhenLeftTimesOut(callCtx, failed)
+				callCtx = cloud.WhenDetachedTimesOut(callCtx, failed)
 				err := r.opts.Routes.CreateRoute(callCtx, r.opts.ClusterName, string(node.UID), rt)
 				if err != nil && cloud.Reason(err) != cloud.ReasonCallInFlight && ctx.Err() == nil {
 					failed(err)

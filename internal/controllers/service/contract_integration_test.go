@@ -384,7 +384,7 @@ func TestHungServicesDoNotWaitForTimeouts(t *testing.T) {
 // after a first failure (the controller's base backoff), as upstream's
 // worker, which waits on the call, retries it; not after a backoff grown
 // with every look at the call still running.
-func TestLeftCallFailureRetriedAsAFirstFailure(t *testing.T) {
+func TestDetachedCallFailureRetriedAsAFirstFailure(t *testing.T) {
 	release := make(chan struct{})
 	lb := newFakeLB()
 	var slowCalls atomic.Int32
