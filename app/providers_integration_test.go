@@ -3,10 +3,12 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -187,8 +189,28 @@ func TestGCPShapedMain(t *testing.T) {
 // initializer that takes a Node lister from the config's SharedInformers
 // and --cluster-cidr, and its chart's networking.enabled passing
 // --allocate-node-cidrs; the cloud answers from that lister, so a node is
-// initialized only once the shared informers run.
+// initialized only once the shared informers run. hcloud has no flags of
+// its own (its settings are environment variables) and serves no webhooks:
+// --help shows upstream's sections with the flags its initializer reads.
 func TestHcloudShapedMain(t *testing.T) {
+	helpOpts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helpCmd := app.NewCloudControllerManagerCommand(helpOpts, func(*config.CompletedConfig) cloudprovider.Interface { return nil },
+		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, make(chan struct{}))
+	var help bytes.Buffer
+	helpCmd.SetOut(&help)
+	helpCmd.SetArgs([]string{"--help"})
+	if err := helpCmd.Execute(); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"Generic flags:", "--cluster-cidr string", "--allocate-node-cidrs", "--allow-untagged-cloud", "--webhooks strings"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+
 	s, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		t.Fatal(err)
