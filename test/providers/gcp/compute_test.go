@@ -57,6 +57,13 @@ func (c *compute) addInstance(project, zone, name, machineType, internalIP, exte
 	}
 }
 
+// removeInstance deletes a VM, as its owner would in the console.
+func (c *compute) removeInstance(project, zone, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.objects, fmt.Sprintf("projects/%s/zones/%s/instances/%s", project, zone, name))
+}
+
 // get returns a copy of the resource at path ("projects/p/regions/r/...").
 func (c *compute) get(path string) (map[string]any, bool) {
 	c.mu.Lock()

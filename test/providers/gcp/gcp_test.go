@@ -83,7 +83,10 @@ func gcpMain(t *testing.T, stop <-chan struct{}, ipamAsked chan<- bool) *command
 	constructors["node-ipam-controller"] = app.ControllerInitFuncConstructor{
 		Constructor: func(_ app.ControllerInitContext, cfg *config.CompletedConfig, _ cloudprovider.Interface) app.InitFunc {
 			return func(context.Context, genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-				ipamAsked <- cfg.ComponentConfig.KubeCloudShared.AllocateNodeCIDRs
+				select {
+				case ipamAsked <- cfg.ComponentConfig.KubeCloudShared.AllocateNodeCIDRs:
+				default:
+				}
 				return nil, false, nil
 			}
 		},
@@ -129,7 +132,8 @@ func gcpMain(t *testing.T, stop <-chan struct{}, ipamAsked chan<- bool) *command
 // and external addresses); the controllers run under upstream's names with
 // a health check each; a LoadBalancer Service gets GCE's external load
 // balancer (address, health check, target pool of the nodes' instances,
-// firewall, forwarding rule), torn down when the Service goes.
+// firewall, forwarding rule), torn down when the Service goes; a node
+// whose VM was deleted is deleted.
 func TestGCEProviderOnOutrigger(t *testing.T) {
 	if !cloudprovider.IsCloudProvider(gce.ProviderName) {
 		t.Fatalf("the GCE provider's init registered no %q", gce.ProviderName)
@@ -175,7 +179,7 @@ container-api-endpoint = `+cloud.url+`/container/
 	cmd := gcpMain(t, stop, ipamAsked)
 	port := freeport.Get(t)
 	ended := cmd.start(t, stop, "--kubeconfig="+testenv.Kubeconfig, "--leader-elect-resource-name="+testenv.Name("gce"),
-		"--cloud-provider=gce", "--cloud-config="+cfg, "--cluster-name=outrigger-gcp", "--node-cidr-mask-size-ipv4=26",
+		"--cloud-provider=gce", "--cloud-config="+cfg, "--cluster-name=outrigger-gcp", "--node-cidr-mask-size-ipv4=26", "--node-monitor-period=1s",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--authentication-kubeconfig="+testenv.Kubeconfig, "--authorization-kubeconfig="+testenv.Kubeconfig)
 
@@ -222,6 +226,21 @@ container-api-endpoint = `+cloud.url+`/container/
 	})
 
 	serviceGetsExternalLB(t, cloud, nodes)
+
+	// A VM deleted in the cloud: its node, NotReady, is deleted once GCE's
+	// code answers that the instance is gone (a 404 from the API).
+	gone := nodes[2]
+	cloud.removeInstance(project, zone, gone)
+	testenv.SetReady(t, gone, false)
+	testenv.Eventually(t, 60*time.Second, "node "+gone+" deleted with its VM", func() (bool, error) {
+		_, err := testenv.Client.CoreV1().Nodes().Get(context.Background(), gone, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	for _, n := range nodes[:2] {
+		if _, err := testenv.Client.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{}); err != nil {
+			t.Errorf("node %s, whose VM runs: %v", n, err)
+		}
+	}
 }
 
 // serviceGetsExternalLB creates a LoadBalancer Service and follows GCE's
