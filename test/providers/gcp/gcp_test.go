@@ -353,7 +353,10 @@ func (c *commandUnderTest) start(t *testing.T, stop chan struct{}, args ...strin
 			return
 		}
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				t.Logf("the command ended: %v", err)
+			}
 		case <-time.After(30 * time.Second):
 			t.Error("the command did not stop")
 		}
