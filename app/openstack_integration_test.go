@@ -150,14 +150,9 @@ func openstackMain(t *testing.T, stop chan struct{}) (cmd *cobra.Command, userAg
 // webhooks.
 func TestOpenStackShapedMain(t *testing.T) {
 	helpCmd, _ := openstackMain(t, make(chan struct{}))
-	var help bytes.Buffer
-	helpCmd.SetOut(&help)
-	helpCmd.SetArgs([]string{"--help"})
-	if err := helpCmd.Execute(); err != nil {
-		t.Fatalf("--help: %v", err)
-	}
+	help := helpOf(t, helpCmd)
 	for _, want := range []string{"OpenStack Client flags:", "--user-agent stringArray", "--cloud-config string", "--configure-cloud-routes"} {
-		if !strings.Contains(help.String(), want) {
+		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
