@@ -114,6 +114,7 @@ later-modules-test:
 	@set -e; . tools/steptimes.sh; steps_file=$(TEST_STEPS); \
 	step -C bench/upstream-ccm "the upstream CCM's flags" go test -count=1 ./...; \
 	step -C examples/aws 'the AWS example' go test -count=1 ./...; \
+	step -C test/providers "the real providers' code" go test -count=1 ./...; \
 	step -C charts/test 'the chart' go test -count=1 ./...; \
 	step -C controlplane 'the image tools' go test -count=1 ./images/...; \
 	step -C test/gatewayconformance 'the Gateway conformance runner' go test -count=1 ./...; \

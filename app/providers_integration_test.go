@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +73,7 @@ func waitLoadBalancer(t *testing.T) {
 // the command is built, two of them named as Outrigger's node IPAM flags;
 // --cloud-provider preset through Flags().VisitAll; an initializer that
 // reads --allocate-node-cidrs and --cluster-cidr to run its own IPAM.
+// Its flags are parsed as its own; like upstream's, --help leaves them out.
 func TestLinodeShapedMain(t *testing.T) {
 	s, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
@@ -94,24 +97,45 @@ func TestLinodeShapedMain(t *testing.T) {
 		cloud.DisableLoadBalancers = false
 		return cloud
 	}
+	// linodeMain builds the command as Linode's main does.
+	linodeMain := func(s *options.CloudControllerManagerOptions, stop chan struct{}) *cobra.Command {
+		cmd := app.NewCloudControllerManagerCommand(s, cloudInit, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
+		cmd.Flags().BoolVar(&routeEnabled, "enable-route-controller", false, "Linode's route controller.")
+		cmd.Flags().StringVar(&lbType, "load-balancer-type", "nodebalancer", "Linode's load balancer kind.")
+		cmd.Flags().IntVar(&maskV4, "node-cidr-mask-size-ipv4", 0, "Linode's IPv4 pod CIDR size.")
+		cmd.Flags().IntVar(&maskV6, "node-cidr-mask-size-ipv6", 0, "Linode's IPv6 pod CIDR size.")
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			var err error
+			switch f.Name {
+			case "cloud-provider":
+				err = f.Value.Set("linode")
+			case "authentication-skip-lookup":
+				err = f.Value.Set("true")
+			}
+			if err != nil {
+				t.Fatalf("presetting --%s: %v", f.Name, err)
+			}
+		})
+		return cmd
+	}
+	helpOpts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// --help lists the command's named flag sets, as upstream's: flags
+	// added to command.Flags() afterwards are parsed but not listed, there
+	// as here (Linode's included), nor is Outrigger's flag they replaced.
+	help := helpOf(t, linodeMain(helpOpts, make(chan struct{})))
+	if !strings.Contains(help, "Generic flags:") || !strings.Contains(help, "--cluster-cidr string") {
+		t.Errorf("--help lacks upstream's sections:\n%s", help)
+	}
+	for _, flag := range []string{"--load-balancer-type", "--enable-route-controller", "--node-cidr-mask-size-ipv4"} {
+		if strings.Contains(help, flag+" ") {
+			t.Errorf("--help lists %s, which upstream's --help leaves out", flag)
+		}
+	}
 	stop := make(chan struct{})
-	cmd := app.NewCloudControllerManagerCommand(s, cloudInit, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
-	cmd.Flags().BoolVar(&routeEnabled, "enable-route-controller", false, "Linode's route controller.")
-	cmd.Flags().StringVar(&lbType, "load-balancer-type", "nodebalancer", "Linode's load balancer kind.")
-	cmd.Flags().IntVar(&maskV4, "node-cidr-mask-size-ipv4", 0, "Linode's IPv4 pod CIDR size.")
-	cmd.Flags().IntVar(&maskV6, "node-cidr-mask-size-ipv6", 0, "Linode's IPv6 pod CIDR size.")
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		var err error
-		switch f.Name {
-		case "cloud-provider":
-			err = f.Value.Set("linode")
-		case "authentication-skip-lookup":
-			err = f.Value.Set("true")
-		}
-		if err != nil {
-			t.Fatalf("presetting --%s: %v", f.Name, err)
-		}
-	})
+	cmd := linodeMain(s, stop)
 	if cmd.Flags().Lookup("kubeconfig") == nil {
 		t.Fatal("no --kubeconfig on the command's flags")
 	}
@@ -187,8 +211,23 @@ func TestGCPShapedMain(t *testing.T) {
 // initializer that takes a Node lister from the config's SharedInformers
 // and --cluster-cidr, and its chart's networking.enabled passing
 // --allocate-node-cidrs; the cloud answers from that lister, so a node is
-// initialized only once the shared informers run.
+// initialized only once the shared informers run. hcloud has no flags of
+// its own (its settings are environment variables) and serves no webhooks:
+// --help shows upstream's sections with the flags its initializer reads.
 func TestHcloudShapedMain(t *testing.T) {
+	helpOpts, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helpCmd := app.NewCloudControllerManagerCommand(helpOpts, func(*config.CompletedConfig) cloudprovider.Interface { return nil },
+		app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, make(chan struct{}))
+	help := helpOf(t, helpCmd)
+	for _, want := range []string{"Generic flags:", "--cluster-cidr string", "--allocate-node-cidrs", "--allow-untagged-cloud", "--webhooks strings"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+
 	s, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"testing"
@@ -62,6 +63,18 @@ func startCommand(t *testing.T, cmd *cobra.Command, stop chan struct{}, args ...
 			return false, nil
 		}
 	}
+}
+
+// helpOf runs the command with --help and returns what it printed.
+func helpOf(t *testing.T, cmd *cobra.Command) string {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("--help: %v", err)
+	}
+	return out.String()
 }
 
 // untagged is a cloud without a cluster ID, as DigitalOcean's.

@@ -76,6 +76,7 @@ func TestSharedPackagesHaveOneSource(t *testing.T) {
 		{root + "/bench/upstream-ccm", []string{"./..."}},
 		{root + "/charts/test", []string{"-test", "./..."}},
 		{root + "/examples/aws", []string{"-test", "./..."}},
+		{root + "/test/providers", []string{"-test", "./..."}},
 		{root + "/tools/release", []string{"-test", "./..."}},
 	} {
 		pkgs := sources(t, other.dir, other.args...)
