@@ -195,9 +195,11 @@ verify-files:
 
 ## lint: golangci-lint (built from tools/lint, pinned there) with .golangci.yml, the root module.
 # LINT_GOFLAGS: go build flags of the packages it loads (make verify: the race detector's mode).
+# --allow-parallel-runners: another checkout's lint on the same machine (a second worktree, a CI run
+# beside a developer's) must not fail this one; each run keeps its own cache entries.
 LINT_GOFLAGS ?=
 lint: bin/golangci-lint
-	GOFLAGS="$(strip $(GOFLAGS) $(LINT_GOFLAGS))" bin/golangci-lint run ./...
+	GOFLAGS="$(strip $(GOFLAGS) $(LINT_GOFLAGS))" bin/golangci-lint run --allow-parallel-runners ./...
 bin/golangci-lint: tools/lint/go.mod
 	cd tools/lint && go build -o ../../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
