@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 )
 
 // serveHealth answers GET on ip:port with status, standing for kube-proxy's
@@ -33,14 +34,7 @@ func serveHealth(t *testing.T, ip string, port, status int) int {
 }
 
 func lbService(name string, etp corev1.ServiceExternalTrafficPolicy, hcPort int32, ingress ...string) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: etp, HealthCheckNodePort: hcPort},
-	}
-	for _, ip := range ingress {
-		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-	}
-	return svc
+	return testobj.LBService("default", name, testobj.TrafficPolicy(etp), testobj.HealthCheckNodePort(hcPort), testobj.Ingress(ingress...))
 }
 
 // The router forwards each VIP of the pool to the nodes whose health check

@@ -11,14 +11,12 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 )
 
 func lbService(name string, mutate ...func(*corev1.Service)) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
-			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}}},
-	}
+	s := testobj.LBService("default", name, testobj.NodePort(80, 30080))
 	for _, m := range mutate {
 		m(s)
 	}

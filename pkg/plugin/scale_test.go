@@ -19,6 +19,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	fakecloud "k8s.io/cloud-provider/fake"
 
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin/pluginpb"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -187,10 +188,7 @@ func serveSized(t *testing.T, p cloudprovider.Interface, streams bool) (cloudpro
 }
 
 func lbService() *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "0b0e7a6c-0000-4000-8000-000000000001"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP}}},
-	}
+	return testobj.LBService("default", "web", testobj.UID("0b0e7a6c-0000-4000-8000-000000000001"), testobj.NodePort(80, 30080))
 }
 
 // checkBackends says how the nodes a provider got differ from those sent:

@@ -27,6 +27,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -128,11 +129,7 @@ func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 }
 
 func lbService(ns, name string, port int32) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(8080)}}},
-	}
+	return testobj.LBService(ns, name, testobj.Selector(), testobj.Port(corev1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(8080)}))
 }
 
 // TestConsoleInBrowser drives the page in headless Chromium against a real

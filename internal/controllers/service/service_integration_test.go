@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
@@ -24,6 +23,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -90,17 +90,7 @@ func node(t *testing.T, ip string, mutate func(*corev1.Node)) string {
 }
 
 func lbService(ns, name string, ports ...int32) *corev1.Service {
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-		},
-	}
-	for _, p := range ports {
-		s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", p), Protocol: corev1.ProtocolTCP, Port: p, TargetPort: intstr.FromInt32(p)})
-	}
-	return s
+	return testobj.LBService(ns, name, testobj.Selector(), testobj.Ports(ports...))
 }
 
 func create(t *testing.T, s *corev1.Service) *corev1.Service {

@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -43,13 +43,7 @@ func TestBare404IsNotInstanceGone(t *testing.T) {
 }
 
 func lbService(name, uid string, class *string) *corev1.Service {
-	return &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid)},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class,
-			Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, NodePort: 30080}},
-		},
-	}
+	return testobj.LBService("default", name, testobj.UID(uid), testobj.Class(class), testobj.NodePort(80, 30080))
 }
 
 // A load balancer records what it was made for, and the provider changes

@@ -8,6 +8,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/outrigger-ccm/outrigger/internal/testobj"
 )
 
 func node(name string, ready bool, labels map[string]string) *corev1.Node {
@@ -22,14 +24,7 @@ func node(name string, ready bool, labels map[string]string) *corev1.Node {
 }
 
 func lbService(policy corev1.ServiceExternalTrafficPolicy, ips ...string) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: policy},
-	}
-	for _, ip := range ips {
-		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-	}
-	return svc
+	return testobj.LBService("ns", "web", testobj.TrafficPolicy(policy), testobj.Ingress(ips...))
 }
 
 func slice(svc string, endpoints map[string]bool) *discoveryv1.EndpointSlice {
