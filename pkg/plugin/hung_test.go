@@ -16,13 +16,12 @@ import (
 	"k8s.io/cloud-provider/fake"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 )
 
-// hangingLB never returns for Services named hang-* (ignoring its context,
-// as a provider stuck on a dead socket does) and answers the others.
-type hangingLB struct {
-	release chan struct{}
-}
+// hangingLB never returns for the Services its Hang selects and answers
+// the others.
+type hangingLB struct{ hang *providertest.Hang }
 
 func (h hangingLB) GetLoadBalancer(context.Context, string, *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
 	return nil, false, nil
@@ -33,8 +32,7 @@ func (h hangingLB) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.
 }
 
 func (h hangingLB) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	if strings.HasPrefix(svc.Name, "hang-") {
-		<-h.release
+	if h.hang.Wait(svc.Name) {
 		return nil, errors.New("released")
 	}
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.3.1"}}}, nil
@@ -63,9 +61,9 @@ func (c hangingCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return
 // Service's call still gets through.
 func TestHungPluginCallsCostOnlyTheirObjects(t *testing.T) {
 	endpoint, _ := socket(t)
-	release := make(chan struct{})
-	serve(t, endpoint, hangingCloud{Cloud: &fake.Cloud{}, lb: hangingLB{release: release}})
-	t.Cleanup(func() { close(release) }) // before the server stops
+	hang := providertest.NewHang(t, providertest.Prefix("hang-"))
+	serve(t, endpoint, hangingCloud{Cloud: &fake.Cloud{}, lb: hangingLB{hang}})
+	t.Cleanup(hang.Release) // again, before the server stops
 	layer := cloud.New(dial(t, endpoint), cloud.Options{Timeout: 200 * time.Millisecond})
 	lb, _ := layer.LoadBalancer()
 	svc := func(name string) *corev1.Service {

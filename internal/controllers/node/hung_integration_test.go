@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -27,14 +27,12 @@ import (
 // family runs at once, and the nodes that join after them are initialized
 // all the same.
 func TestHungNodesCostOnlyThemselves(t *testing.T) {
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	prefix := testenv.Name("hang")
+	hang := providertest.NewHang(t, providertest.Prefix(prefix))
 	layer := cloud.New(&fake.Cloud{
 		EnableInstancesV2: true,
 		OverrideInstanceMetadata: func(_ context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-			if strings.HasPrefix(n.Name, prefix) {
-				<-release
+			if hang.Wait(n.Name) {
 				return nil, cloudprovider.InstanceNotFound
 			}
 			return &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, NodeAddresses: addrs("InternalIP", "198.18.9.1")}, nil
@@ -75,16 +73,12 @@ func TestHungNodesCostOnlyThemselves(t *testing.T) {
 // answer is kept for the node, which is requeued when the call returns,
 // and no second call goes to the provider.
 func TestSlowNodeIsInitializedFromItsDetachedCall(t *testing.T) {
-	release := make(chan struct{})
 	slow := testenv.Name("slow")
-	var slowCalls atomic.Int64
+	hang := providertest.NewHang(t, func(name string) bool { return name == slow })
 	layer := cloud.New(&fake.Cloud{
 		EnableInstancesV2: true,
 		OverrideInstanceMetadata: func(_ context.Context, n *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
-			if n.Name == slow {
-				slowCalls.Add(1)
-				<-release
-			}
+			hang.Wait(n.Name)
 			return &cloudprovider.InstanceMetadata{ProviderID: "fake://" + n.Name, NodeAddresses: addrs("InternalIP", "198.18.9.1")}, nil
 		},
 	}, cloud.Options{Timeout: time.Hour})
@@ -97,13 +91,13 @@ func TestSlowNodeIsInitializedFromItsDetachedCall(t *testing.T) {
 	before := left()
 	testenv.CreateNode(t, slow, nil)
 	testenv.Eventually(t, 30*time.Second, "the slow node's call left by its worker", func() (bool, error) {
-		return slowCalls.Load() == 1 && left() > before, nil
+		return hang.Calls() == 1 && left() > before, nil
 	})
-	close(release)
+	hang.Release()
 	if n := waitInitialized(t, slow); n.Spec.ProviderID != "fake://"+slow {
 		t.Errorf("node %s: providerID %q", slow, n.Spec.ProviderID)
 	}
-	if got := slowCalls.Load(); got != 1 {
+	if got := hang.Calls(); got != 1 {
 		t.Errorf("%d provider calls for the slow node, want 1: the left call's answer initializes it", got)
 	}
 }

@@ -5,7 +5,6 @@ package nodeipam_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,22 +15,21 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
 // cidrCloud is upstream's fake cloud that also assigns node CIDRs (a
-// CloudAllocator provider), and never answers for some nodes (ignoring its
-// context, as a provider stuck on a dead socket does).
+// CloudAllocator provider), and never answers for the nodes its Hang
+// selects.
 type cidrCloud struct {
 	*fake.Cloud
-	hung    func(node string) bool
-	release chan struct{}
-	next    atomic.Int32
+	hang *providertest.Hang
+	next atomic.Int32
 }
 
 func (c *cidrCloud) NodeCIDRs(_ context.Context, n *corev1.Node) ([]string, error) {
-	if c.hung(n.Name) {
-		<-c.release
+	if c.hang.Wait(n.Name) {
 		return nil, fmt.Errorf("node %s: the cloud never answered", n.Name)
 	}
 	i := c.next.Add(1)
@@ -43,12 +41,7 @@ func (c *cidrCloud) NodeCIDRs(_ context.Context, n *corev1.Node) ([]string, erro
 // their CIDRs from the cloud all the same.
 func TestHungCloudCIDRsCostOnlyTheirNodes(t *testing.T) {
 	prefix := testenv.Name("hang")
-	provider := &cidrCloud{
-		Cloud:   &fake.Cloud{},
-		hung:    func(node string) bool { return strings.HasPrefix(node, prefix) },
-		release: make(chan struct{}),
-	}
-	t.Cleanup(func() { close(provider.release) })
+	provider := &cidrCloud{Cloud: &fake.Cloud{}, hang: providertest.NewHang(t, providertest.Prefix(prefix))}
 	layer := cloud.New(provider, cloud.Options{Timeout: 200 * time.Millisecond})
 	src, ok := layer.NodeCIDRs()
 	if !ok {

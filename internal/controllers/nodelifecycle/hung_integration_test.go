@@ -5,7 +5,6 @@ package nodelifecycle_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,24 +15,15 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
-// hangingInstances never answers for nodes whose name has its prefix (and
-// ignores its context, as a provider stuck on a dead socket does); every
+// hangingInstances never answers for the nodes its Hang selects; every
 // other node's instance is gone.
-type hangingInstances struct {
-	prefix  string
-	release chan struct{}
-}
+type hangingInstances struct{ hang *providertest.Hang }
 
-func (h hangingInstances) wait(n *corev1.Node) bool {
-	if strings.HasPrefix(n.Name, h.prefix) {
-		<-h.release
-		return true
-	}
-	return false
-}
+func (h hangingInstances) wait(n *corev1.Node) bool { return h.hang.Wait(n.Name) }
 
 func (h hangingInstances) InstanceExists(_ context.Context, n *corev1.Node) (bool, error) {
 	return h.wait(n), nil
@@ -60,10 +50,8 @@ func (c hangingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c
 // them than the instance family runs at once, and the other NotReady nodes
 // whose instances are gone are deleted all the same.
 func TestHungNodesDoNotHoldTheMonitor(t *testing.T) {
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	prefix := testenv.Name("hang")
-	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, instances: hangingInstances{prefix: prefix, release: release}},
+	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, instances: hangingInstances{providertest.NewHang(t, providertest.Prefix(prefix))}},
 		cloud.Options{Timeout: 200 * time.Millisecond})
 	inst, _ := layer.Instances()
 	testenv.RunController(t, func(mgr manager.Manager) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,14 +18,14 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
-// hangingTable is a route table whose creates for some nodes never return
-// (ignoring their context, as a provider stuck on a dead socket does).
+// hangingTable is a route table whose creates for the nodes its Hang
+// selects never return.
 type hangingTable struct {
-	hung    func(node string) bool
-	release chan struct{}
+	hang *providertest.Hang
 
 	mu     sync.Mutex
 	routes []*cloudprovider.Route
@@ -44,8 +43,7 @@ func (h *hangingTable) ListRoutes(context.Context, string) ([]*cloudprovider.Rou
 }
 
 func (h *hangingTable) CreateRoute(_ context.Context, _, _ string, r *cloudprovider.Route) error {
-	if h.hung(string(r.TargetNode)) {
-		<-h.release
+	if h.hang.Wait(string(r.TargetNode)) {
 		return fmt.Errorf("route to %s: the cloud never answered", r.TargetNode)
 	}
 	h.mu.Lock()
@@ -101,11 +99,7 @@ func TestHungRoutesCostOnlyTheirNodes(t *testing.T) {
 
 func hungRoutes(t *testing.T, timeout time.Duration, clusterCIDR netip.Prefix) {
 	prefix := testenv.Name("hang")
-	table := &hangingTable{
-		hung:    func(node string) bool { return strings.HasPrefix(node, prefix) },
-		release: make(chan struct{}),
-	}
-	t.Cleanup(func() { close(table.release) })
+	table := &hangingTable{hang: providertest.NewHang(t, providertest.Prefix(prefix))}
 	layer := cloud.New(hangingCloud{Cloud: &fake.Cloud{}, table: table}, cloud.Options{Timeout: timeout})
 	routes, ok := layer.Routes()
 	if !ok {
