@@ -1,19 +1,13 @@
 package app_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"go/importer"
-	"go/token"
 	"go/types"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/exportdata"
 )
 
 const (
@@ -34,20 +28,14 @@ var notYet = []string{}
 // compared by name), so a provider's main compiles with only its import
 // changed. It reruns against each new k8s.io/cloud-provider.
 func TestUpstreamAPI(t *testing.T) {
-	exports := exportData(t, upstreamPath, ourPath)
-	fset := token.NewFileSet()
-	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
-		f, ok := exports[path]
-		if !ok {
-			return nil, os.ErrNotExist
-		}
-		return os.Open(f)
-	})
+	// What go list reads: app's source and the required versions.
+	sources, _ := filepath.Glob("*.go")
+	imp := exportdata.Importer(t, append(sources, "../go.mod", "../go.sum"), upstreamPath, ourPath)
 	up, err := imp.Import(upstreamPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := imp.(types.ImporterFrom).ImportFrom(ourPath, "", 0)
+	ours, err := imp.ImportFrom(ourPath, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,35 +113,4 @@ func TestUpstreamAPI(t *testing.T) {
 			t.Errorf("app's %s differs from upstream's:\n got: %s\nwant: %s", name, got, want)
 		}
 	}
-}
-
-// exportData runs go list for the packages and their dependencies and
-// returns each one's export data file by import path.
-func exportData(t *testing.T, pkgs ...string) map[string]string {
-	t.Helper()
-	// go test caches a result by the files the test opens: these are what
-	// go list reads, app's source and the required versions.
-	sources, _ := filepath.Glob("*.go")
-	for _, f := range append(sources, "../go.mod", "../go.sum") {
-		if _, err := os.ReadFile(f); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("go", append([]string{"list", "-export", "-deps", "-json=ImportPath,Export"}, pkgs...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	files := map[string]string{}
-	dec := json.NewDecoder(bufio.NewReader(bytes.NewReader(out)))
-	for dec.More() {
-		var p struct{ ImportPath, Export string }
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
-		files[p.ImportPath] = p.Export
-	}
-	return files
 }

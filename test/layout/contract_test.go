@@ -3,19 +3,13 @@
 package layout
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"go/importer"
-	"go/token"
 	"go/types"
-	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/exportdata"
 )
 
 const module = "github.com/outrigger-ccm/outrigger/"
@@ -35,16 +29,19 @@ var contract = []string{
 // a result, a method's), since a provider outside this module cannot name
 // or build such a type in its tests. It reads the compiler's export data.
 func TestContractNamesNoInternalPackage(t *testing.T) {
-	exports := exportData(t, contract...)
-	imp := importer.ForCompiler(token.NewFileSet(), "gc", func(path string) (io.ReadCloser, error) {
-		f, ok := exports[path]
-		if !ok || f == "" {
-			return nil, os.ErrNotExist
+	// The contract's sources: a change to them runs the test again.
+	var sources []string
+	for _, pkg := range contract {
+		dir := "../../" + strings.TrimPrefix(pkg, module)
+		files, _ := filepath.Glob(dir + "/*.go")
+		if len(files) == 0 {
+			t.Fatalf("no sources of %s in %s", pkg, dir)
 		}
-		return os.Open(f)
-	})
+		sources = append(sources, files...)
+	}
+	imp := exportdata.Importer(t, sources, contract...)
 	for _, path := range contract {
-		pkg, err := imp.(types.ImporterFrom).ImportFrom(path, "", 0)
+		pkg, err := imp.ImportFrom(path, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,41 +140,4 @@ func (w *walker) walk(typ types.Type, where string) {
 			w.walk(e, where)
 		}
 	}
-}
-
-// exportData is the compiler's export data of pkgs and their dependencies,
-// by import path.
-func exportData(t *testing.T, pkgs ...string) map[string]string {
-	t.Helper()
-	// go test caches a result by the files the test opens: the contract's
-	// sources, so that a change to them runs the test again.
-	for _, pkg := range pkgs {
-		dir := "../../" + strings.TrimPrefix(pkg, module)
-		sources, _ := filepath.Glob(dir + "/*.go")
-		if len(sources) == 0 {
-			t.Fatalf("no sources of %s in %s", pkg, dir)
-		}
-		for _, f := range sources {
-			if _, err := os.ReadFile(f); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	cmd := exec.Command("go", append([]string{"list", "-export", "-deps", "-json=ImportPath,Export"}, pkgs...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	files := map[string]string{}
-	dec := json.NewDecoder(bufio.NewReader(bytes.NewReader(out)))
-	for dec.More() {
-		var p struct{ ImportPath, Export string }
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
-		files[p.ImportPath] = p.Export
-	}
-	return files
 }
