@@ -23,6 +23,7 @@ type (
 	Rule        = gatewayconfig.Rule
 	Backend     = gatewayconfig.Backend
 	ServicePort = gatewayconfig.ServicePort
+	TLSHost     = gatewayconfig.TLSHost
 )
 
 // The protocols served.
@@ -31,6 +32,7 @@ const (
 	HTTPS = gatewayconfig.HTTPS
 	TCP   = gatewayconfig.TCP
 	UDP   = gatewayconfig.UDP
+	TLS   = gatewayconfig.TLS
 )
 
 // Unmarshal decodes a config.
