@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -304,7 +305,7 @@ func TestTLSHostileHellos(t *testing.T) {
 }
 
 // clientHello is a real client's first flight: what crypto/tls sends.
-func clientHello(t *testing.T) []byte {
+func clientHello(t testing.TB) []byte {
 	t.Helper()
 	client, server := net.Pipe()
 	go func() {
@@ -413,4 +414,71 @@ func TestTLSRevocation(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || line != "still\n" {
 		t.Errorf("the kept route's connection: %q, %v", line, err)
 	}
+}
+
+// A flood of connections that never send their ClientHello makes room for
+// the next client under the connection limit, as idle HTTP connections do:
+// a TLS connection is in use only once its route is chosen.
+func TestTLSSilentFloodEvictsTheSilentNotTheNextClient(t *testing.T) {
+	backend := tlsBackend(t, "a", nil)
+	var l loopback
+	o := l.options()
+	o.Limits.MaxConnections = 20
+	p := New(o)
+	t.Cleanup(p.Close)
+	if err := p.Apply(&Config{Ports: []Port{{Port: 443, Protocol: TLS, TLSHosts: []TLSHost{
+		{Route: "ns/any", Backends: []Backend{{Address: backend, Weight: 1}}},
+	}}}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := l.at(t, "tcp/443")
+	var silent []net.Conn
+	t.Cleanup(func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	})
+	for range 100 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		silent = append(silent, c)
+	}
+	waitFor(t, func() bool { return p.conns.evicted.Load() >= 80 }, "80 silent connections evicted")
+	if n := p.conns.count(); n > 20 {
+		t.Fatalf("%d connections held, limit 20", n)
+	}
+	for range 5 {
+		if got, _, err := greeting(t, addr, "a.example.com"); err != nil || got != "a a.example.com" {
+			t.Fatalf("a good client: %q, %v", got, err)
+		}
+	}
+}
+
+// FuzzReadServerName: whatever a client sends first, readServerName ends
+// (no panic, no read past its bound) and, when it finds a name, gives
+// back the bytes it read as a prefix of what was sent.
+func FuzzReadServerName(f *testing.F) {
+	f.Add(clientHello(f))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Add([]byte{22, 3, 1, 0, 4, 1, 0, 0, 0})
+	f.Add([]byte{22, 3, 3, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, sent []byte) {
+		client, server := net.Pipe()
+		defer server.Close()
+		go func() {
+			_, _ = client.Write(sent)
+			client.Close()
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		_, head, err := readServerName(ctx, server)
+		if err != nil {
+			return
+		}
+		if len(head) > maxHelloBytes || !bytes.HasPrefix(sent, head) {
+			t.Fatalf("gave back %d bytes that are not a prefix of the %d sent", len(head), len(sent))
+		}
+	})
 }
