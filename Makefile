@@ -326,7 +326,7 @@ $(GATEWAY_IMAGES_DIR)/coredns-v1.12.2.tar: $(ASSETS)/coredns controlplane/images
 	cd controlplane && go run ./images/ocitar -binary $< -name registry.k8s.io/coredns/coredns:v1.12.2 -o $@
 
 ## gateway-conformance: the Gateway API conformance suite (v1.6, profiles GATEWAY-HTTP, GATEWAY-GRPC,
-## GATEWAY-TCP, GATEWAY-UDP) against Outrigger on the real cluster (root; docs/gateway.md). Reports into
+## GATEWAY-TCP, GATEWAY-UDP, GATEWAY-TLS) against Outrigger on the real cluster (root; docs/gateway.md). Reports into
 ## .outrigger/gateway-conformance; GATEWAY_CONFORMANCE_FLAGS, e.g. -run-test HTTPRouteSimpleSameNamespace.
 GATEWAY_CONFORMANCE_FLAGS ?=
 .PHONY: gateway-conformance-publish

@@ -8,7 +8,7 @@
 //
 // It reads only what any cluster has (Services, Nodes, EndpointSlices and
 // Events through informers; the Gateway API's GatewayClasses, Gateways,
-// HTTPRoutes, GRPCRoutes, TCPRoutes and UDPRoutes too where discovery says
+// HTTPRoutes, GRPCRoutes, TCPRoutes, UDPRoutes and TLSRoutes too where discovery says
 // they are served; the outrigger_cloud_* metrics from a Prometheus gatherer), so it
 // works for every provider; a provider can add its own address ranges
 // through RangeSource. It is read-only unless given Actions

@@ -66,7 +66,7 @@ type Listener struct {
 // Route is one parent reference from a route to a Gateway, with the
 // conditions the route's status has for that parent.
 type Route struct {
-	Kind      string   `json:"kind"` // HTTPRoute, GRPCRoute, TCPRoute or UDPRoute
+	Kind      string   `json:"kind"` // HTTPRoute, GRPCRoute, TCPRoute, UDPRoute or TLSRoute
 	Namespace string   `json:"namespace"`
 	Name      string   `json:"name"`
 	Hostnames []string `json:"hostnames,omitempty"`
@@ -125,6 +125,15 @@ func tcpRoutesIn(l []*gwv1.TCPRoute) []routeIn {
 	out := make([]routeIn, 0, len(l))
 	for _, r := range l {
 		out = append(out, routeIn{kind: "TCPRoute", namespace: r.Namespace, name: r.Name, parents: r.Spec.ParentRefs, status: r.Status.Parents})
+	}
+	return out
+}
+
+func tlsRoutesIn(l []*gwv1.TLSRoute) []routeIn {
+	out := make([]routeIn, 0, len(l))
+	for _, r := range l {
+		out = append(out, routeIn{kind: "TLSRoute", namespace: r.Namespace, name: r.Name, hostnames: hostnamesOf(r.Spec.Hostnames),
+			parents: r.Spec.ParentRefs, status: r.Status.Parents})
 	}
 	return out
 }

@@ -32,7 +32,7 @@ func serveGatewayAPI(client *fake.Clientset, resources ...string) {
 	client.Resources = append(client.Resources, list)
 }
 
-var allGatewayKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "udproutes"}
+var allGatewayKinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "udproutes", "tlsroutes"}
 
 func TestGatewaysWithoutTheGatewayAPI(t *testing.T) {
 	cases := []struct {
@@ -164,6 +164,7 @@ func TestForbiddenGatewayKindsAreNamed(t *testing.T) {
 	}{
 		{resource: "gateways", wantWarning: "Gateways are not shown: this console's identity may not list them"},
 		{resource: "udproutes", wantWarning: "UDPRoutes are not shown", wantGateways: 1},
+		{resource: "tlsroutes", wantWarning: "TLSRoutes are not shown", wantGateways: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.resource, func(t *testing.T) {

@@ -285,6 +285,11 @@ func TestGatewayRouteKinds(t *testing.T) {
 			Spec:   gwv1.UDPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{web}}},
 			Status: gwv1.UDPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parentStatus(web, routeAccepted)}}}}}),
 			wantState: "Accepted"},
+		{kind: "TLSRoute", routes: tlsRoutesIn([]*gwv1.TLSRoute{{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "r"},
+			Spec: gwv1.TLSRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{web}},
+				Hostnames: []gwv1.Hostname{"tls.example.com"}},
+			Status: gwv1.TLSRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{parentStatus(web, routeAccepted)}}}}}),
+			wantHostnames: []string{"tls.example.com"}, wantState: "Accepted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind+" "+tc.wantState, func(t *testing.T) {

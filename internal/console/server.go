@@ -44,7 +44,7 @@ type Options struct {
 	// discovers whether the Gateway API is served.
 	Client kubernetes.Interface
 	// Gateway, when set, reads GatewayClasses, Gateways and their routes
-	// (HTTPRoute, GRPCRoute, TCPRoute, UDPRoute) where the Gateway API is
+	// (HTTPRoute, GRPCRoute, TCPRoute, UDPRoute, TLSRoute) where the Gateway API is
 	// served.
 	// Nil: the page says Gateways are not read.
 	Gateway gwclient.Interface
@@ -745,6 +745,14 @@ func (s *Server) watchGateways(ctx context.Context, w *watches, handler cache.Re
 		inf := v1.UDPRoutes()
 		watch(inf.Informer())
 		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return udpRoutesIn(l) })
+	}
+	if served["tlsroutes"] && probe("TLSRoutes", func(ctx context.Context, o metav1.ListOptions) error {
+		_, err := gc.TLSRoutes("").List(ctx, o)
+		return err
+	}) {
+		inf := v1.TLSRoutes()
+		watch(inf.Informer())
+		routes = append(routes, func() []routeIn { l, _ := inf.Lister().List(labels.Everything()); return tlsRoutesIn(l) })
 	}
 	w.listers.gateways = func() gatewayInputs {
 		var in gatewayInputs

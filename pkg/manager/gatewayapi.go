@@ -25,15 +25,16 @@ func gatewayAPIServed(mgr manager.Manager) string {
 	return ""
 }
 
-// grpcRouteServed says why GRPCRoutes are not served, or "": their CRD is
-// optional (a cluster may have installed the Gateway API before it was
-// standard, or left it out), and the other kinds are served without it.
-func grpcRouteServed(ctx context.Context, mgr manager.Manager) string {
-	gk := schema.GroupKind{Group: gwv1.GroupName, Kind: "GRPCRoute"}
+// routeKindServed says why routes of an optional kind (GRPCRoute,
+// TLSRoute) are not served, or "": their CRDs are optional (a cluster may
+// have installed the Gateway API before they were standard, or left them
+// out), and the other kinds are served without them.
+func routeKindServed(ctx context.Context, mgr manager.Manager, kind, resource string) string {
+	gk := schema.GroupKind{Group: gwv1.GroupName, Kind: kind}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, gwv1.GroupVersion.Version); err != nil {
-		return fmt.Sprintf("GRPCRoute (%s) is not served", gwv1.GroupVersion)
+		return fmt.Sprintf("%s (%s) is not served", kind, gwv1.GroupVersion)
 	}
-	return watchAllowed(ctx, mgr, "grpcroutes")
+	return watchAllowed(ctx, mgr, resource)
 }
 
 // watchAllowed says why the controller's identity may not watch a

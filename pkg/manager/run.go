@@ -405,9 +405,13 @@ func setupController(ctx context.Context, mgr manager.Manager, name string, u *u
 		// One per class, as the service controller: a Gateway's load
 		// balancer is a Service of that class, or the provider's own.
 		cloudGateways, _ := layer.GatewayLoadBalancer()
-		grpc := grpcRouteServed(ctx, mgr)
+		grpc := routeKindServed(ctx, mgr, "GRPCRoute", "grpcroutes")
 		if grpc != "" {
 			klog.FromContext(ctx).Info("Not serving GRPCRoutes", "provider", u.name, "reason", grpc)
+		}
+		tlsRoutes := routeKindServed(ctx, mgr, "TLSRoute", "tlsroutes")
+		if tlsRoutes != "" {
+			klog.FromContext(ctx).Info("Not serving TLSRoutes", "provider", u.name, "reason", tlsRoutes)
 		}
 		for _, class := range u.classes {
 			tag := u.tag
@@ -425,6 +429,7 @@ func setupController(ctx context.Context, mgr manager.Manager, name string, u *u
 				ClusterName:       opts.ClusterName,
 				ClusterID:         u.init.cluster.get,
 				GRPCRoute:         grpc == "",
+				TLSRoute:          tlsRoutes == "",
 			}); err != nil {
 				return err
 			}

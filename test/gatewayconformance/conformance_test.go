@@ -39,6 +39,7 @@ var Profiles = []suite.ConformanceProfileName{
 	suite.GatewayGRPCConformanceProfileName,
 	suite.GatewayTCPConformanceProfileName,
 	suite.GatewayUDPConformanceProfileName,
+	suite.GatewayTLSConformanceProfileName,
 }
 
 func TestGatewayConformance(t *testing.T) {

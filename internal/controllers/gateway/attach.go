@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 )
 
 // attachRoutes attaches the world's routes to the listeners, recording
@@ -117,6 +119,18 @@ func attachOne(w *world, listeners []*listenerState, rt route, ref gwv1.ParentRe
 			ls.l7hosts[rt.kind.name] = append(ls.l7hosts[rt.kind.name], hosts...)
 			for _, h := range hosts {
 				ls.hosts[h] = append(ls.hosts[h], backends.http...)
+			}
+		} else if rt.kind.sni {
+			// A TLSRoute's hostnames are server names of the
+			// listener's port: each is the oldest route's that gives it
+			// (routes come oldest first); the others are accepted and
+			// counted, as for TCP routes.
+			ls.attached++
+			for _, h := range hosts {
+				if slices.ContainsFunc(ls.tlsHosts, func(o dataplane.TLSHost) bool { return o.Hostname == h }) {
+					continue
+				}
+				ls.tlsHosts = append(ls.tlsHosts, dataplane.TLSHost{Hostname: h, Route: rt.name(), Terminate: ls.terminates(), Backends: backends.l4})
 			}
 		} else {
 			// One route per TCP or UDP listener serves: the oldest

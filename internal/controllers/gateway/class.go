@@ -18,7 +18,7 @@ import (
 )
 
 // SupportedFeatures are the features a class of Outrigger's states in its
-// status: the core of the HTTP, GRPC, TCP and UDP profiles, and the extended
+// status: the core of the HTTP, GRPC, TCP, UDP and TLS profiles, and the extended
 // features the conformance suite passes (docs/gateway.md).
 var SupportedFeatures = []features.FeatureName{
 	features.SupportGateway,
@@ -46,6 +46,9 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
+	features.SupportTLSRoute,
+	features.SupportTLSRouteModeTerminate,
+	features.SupportTLSRouteModeMixed,
 }
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.
@@ -58,12 +61,12 @@ type classReconciler struct {
 }
 
 // classFeatures are the features a class states: what Outrigger compiles
-// (GRPCRoute's only where it serves GRPCRoutes) and what serves it (its
+// (GRPCRoute's and TLSRoute's only where it serves those kinds) and what serves it (its
 // data plane, or the provider's load balancers) serves.
 func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
 	for _, f := range SupportedFeatures {
-		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") {
+		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") {
 			continue
 		}
 		fs = append(fs, f)

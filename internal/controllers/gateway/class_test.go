@@ -20,17 +20,20 @@ type featureCloud struct {
 func (c featureCloud) GatewayFeatures() []string { return c.features }
 
 // TestClassFeatures: a class states what Outrigger compiles (GRPCRoute's
-// features only where GRPCRoutes are served) and what serves it serves:
+// and TLSRoute's features only where those kinds are served) and what serves it serves:
 // the data plane all of it, a provider's own load balancers what they
 // name.
 func TestClassFeatures(t *testing.T) {
-	all := classFeatures(Options{GRPCRoute: true}, &dataPlaneServing{})
+	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true}, &dataPlaneServing{})
 	if !slices.Equal(all, SupportedFeatures) {
-		t.Errorf("data plane with GRPCRoute: %v, want SupportedFeatures", all)
+		t.Errorf("data plane with GRPCRoute and TLSRoute: %v, want SupportedFeatures", all)
+	}
+	if !slices.Contains(all, features.SupportTLSRoute) {
+		t.Errorf("TLSRoute served, the class does not state it: %v", all)
 	}
 	for _, f := range classFeatures(Options{}, &dataPlaneServing{}) {
-		if strings.HasPrefix(string(f), "GRPCRoute") {
-			t.Errorf("without GRPCRoute served, the class states %s", f)
+		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") {
+			t.Errorf("without GRPCRoute and TLSRoute served, the class states %s", f)
 		}
 	}
 	cloud := &cloudServing{lb: featureCloud{features: []string{string(features.SupportGateway), string(features.SupportHTTPRoute), "SomethingElse"}}}

@@ -68,6 +68,7 @@ const (
 	kindGRPCRoute = "GRPCRoute"
 	kindTCPRoute  = "TCPRoute"
 	kindUDPRoute  = "UDPRoute"
+	kindTLSRoute  = "TLSRoute"
 	kindService   = "Service"
 	kindSecret    = "Secret"
 	kindGateway   = "Gateway"
@@ -104,6 +105,15 @@ type listenerState struct {
 	attached   int32
 	hosts      map[string][]ruleEntry // HTTP: effective hostname -> rules
 	l4backends []dataplane.Backend
+	// tlsHosts are a TLS listener's server names, each the oldest
+	// TLSRoute's that gave it (in the order given).
+	tlsHosts []dataplane.TLSHost
+}
+
+// terminates says whether a TLS listener ends TLS itself: its mode,
+// Terminate when not given (the specification's default).
+func (ls *listenerState) terminates() bool {
+	return ls.spec.TLS == nil || ls.spec.TLS.Mode == nil || *ls.spec.TLS.Mode == gwv1.TLSModeTerminate
 }
 
 func cond(t string, ok bool, reason string, msg string, gen int64) metav1.Condition {
@@ -152,8 +162,14 @@ func compile(w *world) *result {
 		conflicted := cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "", gen)
 
 		switch l.Protocol {
-		case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType:
-			if msg, ok := w.refused[transport(l.Protocol)]; ok {
+		case gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType, gwv1.TCPProtocolType, gwv1.UDPProtocolType, gwv1.TLSProtocolType:
+			if len(routeKinds(l.Protocol, w.kinds)) == 0 {
+				// TLS without TLSRoutes (their CRD absent): nothing
+				// could attach.
+				accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
+					fmt.Sprintf("protocol %s is not served: no route kind of it is", l.Protocol), gen)
+				ls.valid = false
+			} else if msg, ok := w.refused[transport(l.Protocol)]; ok {
 				accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonUnsupportedProtocol),
 					fmt.Sprintf("the provider's load balancer refused %s listeners: %s", transport(l.Protocol), msg), gen)
 				ls.valid = false
@@ -190,7 +206,7 @@ func compile(w *world) *result {
 			}
 		}
 		ls.attachable = ls.valid
-		if ls.valid && l.Protocol == gwv1.HTTPSProtocolType {
+		if ls.valid && (l.Protocol == gwv1.HTTPSProtocolType || l.Protocol == gwv1.TLSProtocolType && ls.terminates()) {
 			reason, msg, missing := ls.resolveCertificates(w)
 			r.missingSecrets = r.missingSecrets || missing
 			if reason != "" {
@@ -246,6 +262,16 @@ func compile(w *world) *result {
 		}
 		pb.port.Certificates = append(pb.port.Certificates, ls.certs...)
 		pb.port.Backends = append(pb.port.Backends, ls.l4backends...)
+		for _, h := range ls.tlsHosts {
+			// As HTTP: a server name a more specific listener of the
+			// port takes is that listener's, and a name two listeners
+			// give goes to the first.
+			if isolatedFrom(ls.hostname, h.Hostname, hostnamesOf[k]) ||
+				slices.ContainsFunc(pb.port.TLSHosts, func(o dataplane.TLSHost) bool { return o.Hostname == h.Hostname }) {
+				continue
+			}
+			pb.port.TLSHosts = append(pb.port.TLSHosts, h)
+		}
 		if ls.hostname != "" && (proto == dataplane.HTTP || proto == dataplane.HTTPS) {
 			if _, ok := pb.hosts[ls.hostname]; !ok {
 				pb.hosts[ls.hostname] = nil
@@ -270,6 +296,7 @@ func compile(w *world) *result {
 			p.Hosts = append(p.Hosts, dataplane.VirtualHost{Hostname: host, Rules: rules})
 		}
 		slices.SortFunc(p.Hosts, func(a, b dataplane.VirtualHost) int { return strings.Compare(a.Hostname, b.Hostname) })
+		slices.SortFunc(p.TLSHosts, func(a, b dataplane.TLSHost) int { return strings.Compare(a.Hostname, b.Hostname) })
 		r.config.Ports = append(r.config.Ports, p)
 		sp := corev1.ServicePort{Name: strings.ToLower(fmt.Sprintf("%s-%d", p.Protocol, p.Port)), Port: p.Port, TargetPort: intstr.FromInt32(p.Port), Protocol: corev1.ProtocolTCP}
 		if p.Protocol == dataplane.UDP {
@@ -361,6 +388,9 @@ func allowedKinds(l gwv1.Listener, kinds []*routeKind) ([]gwv1.RouteGroupKind, b
 func (ls *listenerState) resolveCertificates(w *world) (reason, msg string, missing bool) {
 	tlsc := ls.spec.TLS
 	if tlsc == nil || len(tlsc.CertificateRefs) == 0 {
+		if ls.spec.Protocol == gwv1.TLSProtocolType {
+			return string(gwv1.ListenerReasonInvalidCertificateRef), "a TLS listener of mode Terminate needs tls.certificateRefs", false
+		}
 		return string(gwv1.ListenerReasonInvalidCertificateRef), "an HTTPS listener needs tls.certificateRefs", false
 	}
 	if tlsc.Mode != nil && *tlsc.Mode != gwv1.TLSModeTerminate {

@@ -78,14 +78,16 @@ func checkOrder(t *testing.T, entries []ruleEntry, want ...string) {
 }
 
 // TestCompileListeners covers the listener conditions of bad input: an
-// unsupported protocol, two listeners in conflict, a certificate missing;
+// unsupported protocol, two listeners in conflict, a certificate missing
+// (HTTPS, and TLS whose mode is Terminate by default);
 // the other listeners stay valid and programmed.
 func TestCompileListeners(t *testing.T) {
 	gw := &gwv1.Gateway{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gw", Generation: 3},
 		Spec: gwv1.GatewaySpec{Listeners: []gwv1.Listener{
 			{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType},
-			{Name: "tls", Port: 8443, Protocol: gwv1.TLSProtocolType},
+			{Name: "quic", Port: 8443, Protocol: "example.com/QUIC"},
+			{Name: "tls", Port: 8444, Protocol: gwv1.TLSProtocolType},
 			{Name: "tcp-on-80", Port: 80, Protocol: gwv1.TCPProtocolType},
 			{Name: "http-again", Port: 80, Protocol: gwv1.HTTPProtocolType},
 			{Name: "https", Port: 443, Protocol: gwv1.HTTPSProtocolType, TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "missing"}}}},
@@ -93,13 +95,14 @@ func TestCompileListeners(t *testing.T) {
 			{Name: "tcp", Port: 53, Protocol: gwv1.TCPProtocolType},
 		}},
 	}
-	res := compile(&world{kinds: servedKinds(true), gateway: gw, services: map[types.NamespacedName]*corev1.Service{}, secrets: map[types.NamespacedName]*corev1.Secret{}})
+	res := compile(&world{kinds: servedKinds(true, true), gateway: gw, services: map[types.NamespacedName]*corev1.Service{}, secrets: map[types.NamespacedName]*corev1.Secret{}})
 	want := map[string]struct {
 		condition, reason string
 		programmed        bool
 	}{
 		"http":       {string(gwv1.ListenerConditionProgrammed), string(gwv1.ListenerReasonProgrammed), true},
-		"tls":        {string(gwv1.ListenerConditionAccepted), string(gwv1.ListenerReasonUnsupportedProtocol), false},
+		"quic":       {string(gwv1.ListenerConditionAccepted), string(gwv1.ListenerReasonUnsupportedProtocol), false},
+		"tls":        {string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidCertificateRef), false},
 		"tcp-on-80":  {string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonProtocolConflict), false},
 		"http-again": {string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonHostnameConflict), false},
 		"https":      {string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidCertificateRef), false},
@@ -236,7 +239,7 @@ func TestCompileGRPCRoute(t *testing.T) {
 	}
 	method := []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Service: ptr.To("pkg.Svc"), Method: ptr.To("Get")}}}
 	w := &world{
-		kinds:   servedKinds(true),
+		kinds:   servedKinds(true, true),
 		gateway: gw,
 		routes: routesOf(
 			&gwv1.HTTPRoute{
@@ -304,7 +307,7 @@ func TestCompileGRPCRoute(t *testing.T) {
 		t.Errorf("first rule %+v, want ns/served's method to an h2c backend", first)
 	}
 
-	w.kinds = servedKinds(false)
+	w.kinds = servedKinds(false, false)
 	if kinds := compile(w).listeners[0].SupportedKinds; len(kinds) != 1 || kinds[0].Kind != kindHTTPRoute {
 		t.Errorf("without GRPCRoute served, HTTP listener supports %v, want HTTPRoute only", kinds)
 	}

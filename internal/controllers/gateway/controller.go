@@ -92,6 +92,10 @@ type Options struct {
 	// controller may watch them. Unset, GRPCRoutes are neither watched nor
 	// among the kinds HTTP listeners support.
 	GRPCRoute bool
+	// TLSRoute serves TLSRoutes (gateway.networking.k8s.io/v1, standard
+	// since v1.5), as GRPCRoute: unset, they are neither watched nor
+	// supported by TLS listeners, and TLS listeners serve nothing.
+	TLSRoute bool
 }
 
 func (o Options) name(base string) string {
@@ -187,7 +191,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		own:      own,
 		recorder: mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
 		opts:     opts,
-		kinds:    servedKinds(opts.GRPCRoute),
+		kinds:    servedKinds(opts.GRPCRoute, opts.TLSRoute),
 	}
 	if opts.Cloud != nil {
 		r.serving = &cloudServing{r: r, lb: opts.Cloud}

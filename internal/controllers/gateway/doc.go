@@ -1,7 +1,7 @@
 // Package gateway serves the Gateway API through the cluster's provider:
 // for every Gateway of a class naming Outrigger's controller it compiles
 // the listeners and attached routes (HTTPRoute, GRPCRoute, TCPRoute,
-// UDPRoute) into the programming of a data plane (package
+// UDPRoute, TLSRoute) into the programming of a data plane (package
 // gateway/dataplane), and has it served in one of two ways: kept in a
 // Secret beside the Gateway and served by Outrigger's data plane behind a
 // Service of type LoadBalancer, which the provider serves through its

@@ -156,7 +156,7 @@ func worldOf(t *testing.T, name string, data []byte) *world {
 	t.Helper()
 	w := &world{
 		controller: goldenController,
-		kinds:      servedKinds(true),
+		kinds:      servedKinds(true, true),
 		services:   map[types.NamespacedName]*corev1.Service{},
 		secrets:    map[types.NamespacedName]*corev1.Secret{},
 		namespaces: map[string]*corev1.Namespace{},

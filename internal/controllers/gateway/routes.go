@@ -14,9 +14,10 @@ type routeKind struct {
 	name string
 	// protocols are the listener protocols whose listeners serve the kind.
 	protocols []gwv1.ProtocolType
-	// optional: served only with Options.GRPCRoute (its CRD is in the
-	// standard channel since v1.1, yet clusters without it exist).
-	optional bool
+	// optional: served only with its Options field (Options.GRPCRoute,
+	// Options.TLSRoute): their CRDs joined the standard channel later
+	// than the others (v1.1, v1.5), and clusters without them exist.
+	optional func(kindOptions) bool
 	// object is an empty route of the kind, for watches.
 	object func() client.Object
 	// list is an empty list of the kind, and items its routes.
@@ -28,6 +29,10 @@ type routeKind struct {
 	parentStatuses func(client.Object) *[]gwv1.RouteParentStatus
 	// hostnames are the route's hostnames (nil for TCP and UDP routes).
 	hostnames func(client.Object) []gwv1.Hostname
+	// sni: a layer-4 route whose hostnames are server names (TLSRoute):
+	// each hostname attached is a TLS host of the listener's port, which
+	// the client's server name picks.
+	sni bool
 	// httpRules are a layer-7 route's rules as HTTPRoute rules, with the
 	// GRPCRoute rules they were made from (nil for an HTTPRoute): the
 	// data plane serves both alike. Nil for layer-4 kinds.
@@ -60,7 +65,7 @@ var routeKindTable = []*routeKind{
 	{
 		name:      kindGRPCRoute,
 		protocols: []gwv1.ProtocolType{gwv1.HTTPProtocolType, gwv1.HTTPSProtocolType},
-		optional:  true,
+		optional:  func(o kindOptions) bool { return o.grpc },
 		object:    func() client.Object { return &gwv1.GRPCRoute{} },
 		list:      func() client.ObjectList { return &gwv1.GRPCRouteList{} },
 		items:     func(l client.ObjectList) []client.Object { return objects(l.(*gwv1.GRPCRouteList).Items) },
@@ -124,14 +129,43 @@ var routeKindTable = []*routeKind{
 		},
 		transport: corev1.ProtocolUDP,
 	},
+	{
+		// A TLS listener serves TLSRoutes whatever its mode: Passthrough
+		// sends the TLS stream on, Terminate the decrypted one.
+		name:      kindTLSRoute,
+		protocols: []gwv1.ProtocolType{gwv1.TLSProtocolType},
+		optional:  func(o kindOptions) bool { return o.tls },
+		object:    func() client.Object { return &gwv1.TLSRoute{} },
+		list:      func() client.ObjectList { return &gwv1.TLSRouteList{} },
+		items:     func(l client.ObjectList) []client.Object { return objects(l.(*gwv1.TLSRouteList).Items) },
+		parentRefs: func(o client.Object) []gwv1.ParentReference {
+			return o.(*gwv1.TLSRoute).Spec.ParentRefs
+		},
+		parentStatuses: func(o client.Object) *[]gwv1.RouteParentStatus {
+			return &o.(*gwv1.TLSRoute).Status.Parents
+		},
+		hostnames: func(o client.Object) []gwv1.Hostname { return o.(*gwv1.TLSRoute).Spec.Hostnames },
+		sni:       true,
+		l4Backends: func(o client.Object) []gwv1.BackendRef {
+			var refs []gwv1.BackendRef
+			for _, rule := range o.(*gwv1.TLSRoute).Spec.Rules {
+				refs = append(refs, rule.BackendRefs...)
+			}
+			return refs
+		},
+		transport: corev1.ProtocolTCP,
+	},
 }
 
+// kindOptions are the optional route kinds served.
+type kindOptions struct{ grpc, tls bool }
+
 // servedKinds are the route kinds served: every kind, less the optional
-// ones unless grpc.
-func servedKinds(grpc bool) []*routeKind {
+// ones not asked for.
+func servedKinds(grpc, tls bool) []*routeKind {
 	var out []*routeKind
 	for _, k := range routeKindTable {
-		if k.optional && !grpc {
+		if k.optional != nil && !k.optional(kindOptions{grpc: grpc, tls: tls}) {
 			continue
 		}
 		out = append(out, k)

@@ -64,7 +64,7 @@ func TestConfigTooLargeForASecretIsRefused(t *testing.T) {
 		WithStatusSubresource(&gwv1.Gateway{}, &gwv1.HTTPRoute{}, &corev1.Service{}).
 		Build()
 	recorder := record.NewFakeRecorder(100)
-	r := &reconciler{client: c, reader: c, own: c, recorder: recorder, kinds: servedKinds(false),
+	r := &reconciler{client: c, reader: c, own: c, recorder: recorder, kinds: servedKinds(false, false),
 		opts: Options{ControllerName: goldenController, Namespace: DefaultNamespace}}
 	r.serving = &dataPlaneServing{r: r}
 	reconcileGateway := func() *metav1.Condition {

@@ -1,7 +1,9 @@
 // Package dataplane is the proxy that serves a Gateway's listeners: HTTP
 // and HTTPS routing by host, path, headers, query and method with the
 // standard filters (HTTP/1.1 and HTTP/2, gRPC included, in cleartext and
-// over TLS), and TCP and UDP forwarding, to weighted backends.
+// over TLS), TLS routed by the ClientHello's server name (passed through,
+// or terminated: tls.go), and TCP and UDP forwarding, to weighted
+// backends.
 //
 // It is programmed with a Config the gateway controller compiles from the
 // Gateway API objects: every decision that needs the API (which routes
@@ -23,6 +25,7 @@ type (
 	Rule        = gatewayconfig.Rule
 	Backend     = gatewayconfig.Backend
 	ServicePort = gatewayconfig.ServicePort
+	TLSHost     = gatewayconfig.TLSHost
 )
 
 // The protocols served.
@@ -31,6 +34,7 @@ const (
 	HTTPS = gatewayconfig.HTTPS
 	TCP   = gatewayconfig.TCP
 	UDP   = gatewayconfig.UDP
+	TLS   = gatewayconfig.TLS
 )
 
 // Unmarshal decodes a config.

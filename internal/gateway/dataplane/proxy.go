@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,8 @@ type served struct {
 	// forwarder: what a change of programming may have to revoke.
 	flights flights
 	tcp     *tcpForwarder
+	// sni is a TLS port's routes by server name.
+	sni atomic.Pointer[sniRouter]
 }
 
 type certificate struct {
@@ -167,6 +170,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		router   *router
 		certs    []certificate
 		backends []Backend
+		sni      *sniRouter
 	}
 	want := map[portKey]compiled{}
 	for _, port := range cfg.Ports {
@@ -182,15 +186,23 @@ func (p *Proxy) Apply(cfg *Config) error {
 				return fmt.Errorf("port %d: %w", port.Port, err)
 			}
 			c.router = r
-			for _, pc := range port.Certificates {
-				cert, err := tls.X509KeyPair(pc.CertPEM, pc.KeyPEM)
-				if err != nil {
-					return fmt.Errorf("port %d: certificate for %q: %w", port.Port, pc.Hostname, err)
-				}
-				c.certs = append(c.certs, certificate{hostname: strings.ToLower(pc.Hostname), cert: &cert})
+			if c.certs, err = loadCertificates(port); err != nil {
+				return err
 			}
 			if port.Protocol == HTTPS && len(c.certs) == 0 {
 				return fmt.Errorf("port %d: HTTPS without a certificate", port.Port)
+			}
+		case TLS:
+			r, err := compileSNI(port.TLSHosts)
+			if err != nil {
+				return fmt.Errorf("port %d: %w", port.Port, err)
+			}
+			c.sni = r
+			if c.certs, err = loadCertificates(port); err != nil {
+				return err
+			}
+			if len(c.certs) == 0 && slices.ContainsFunc(port.TLSHosts, func(h TLSHost) bool { return h.Terminate }) {
+				return fmt.Errorf("port %d: TLS terminated without a certificate", port.Port)
 			}
 		case TCP, UDP:
 		default:
@@ -226,6 +238,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
 		s.backends.Store(&c.backends)
+		s.sni.Store(c.sni)
 		if err := p.open(k, s); err != nil {
 			undo()
 			return err
@@ -241,9 +254,13 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
 		s.backends.Store(&c.backends)
+		s.sni.Store(c.sni)
 		s.flights.revoke(c.router)
-		if s.tcp != nil {
-			s.tcp.revoke(c.backends)
+		switch {
+		case s.tcp != nil && s.protocol == TLS:
+			s.tcp.revoke(c.sni.keep())
+		case s.tcp != nil:
+			s.tcp.revoke(keepTCP(c.backends))
 		}
 	}
 	for k, s := range p.ports {
@@ -306,8 +323,12 @@ func (p *Proxy) open(k portKey, s *served) error {
 	}
 	l := &limitedListener{Listener: raw, t: p.conns}
 	switch s.protocol {
-	case TCP:
+	case TCP, TLS:
 		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]string{}}
+		t.open = t.openTCP
+		if s.protocol == TLS {
+			t.open = t.openTLS
+		}
 		s.close, s.drain, s.tcp = t.close, t.drain, t
 		go t.serve()
 	default:
@@ -364,6 +385,19 @@ func (p *Proxy) open(k portKey, s *served) error {
 	return nil
 }
 
+// loadCertificates parses a port's certificates.
+func loadCertificates(port Port) ([]certificate, error) {
+	var out []certificate
+	for _, pc := range port.Certificates {
+		cert, err := tls.X509KeyPair(pc.CertPEM, pc.KeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("port %d: certificate for %q: %w", port.Port, pc.Hostname, err)
+		}
+		out = append(out, certificate{hostname: strings.ToLower(pc.Hostname), cert: &cert})
+	}
+	return out, nil
+}
+
 // pickCertificate chooses by SNI: exact hostname, then the longest
 // wildcard, then the certificate for any host; no other.
 func pickCertificate(certs []certificate, name string) (*tls.Certificate, error) {
@@ -413,14 +447,20 @@ func pickBackend(bs []Backend) (Backend, bool) {
 	return Backend{}, false
 }
 
+// tcpForwarder serves a TCP port, and a TLS port, whose connections are
+// spliced to a backend once open has chosen it.
 type tcpForwarder struct {
 	l net.Listener
 	s *served
 	p *Proxy
+	// open chooses a connection's backend and what to splice to it (the
+	// connection itself, or TLS ended over it), with the key revoke
+	// knows it by; not ok: the connection is closed.
+	open func(c net.Conn) (client net.Conn, b Backend, key string, ok bool)
 
 	mu sync.Mutex
 	// conns are the client and backend connections; a client's value is
-	// the backend address it was spliced to, once it was.
+	// the key it was spliced under (open's), once it was.
 	conns map[net.Conn]string
 	done  bool
 }
@@ -456,15 +496,17 @@ func (t *tcpForwarder) track(c net.Conn, add bool) bool {
 func (t *tcpForwarder) handle(c net.Conn) {
 	defer t.track(c, false)
 	defer c.Close()
-	// A TCP route's connection is always in use: never the one closed to
-	// make room for another.
-	if tc, ok := c.(*trackedConn); ok {
-		tc.t.busy(tc)
-	}
-	b, ok := pickBackend(*t.s.backends.Load())
+	// Until its route is chosen (a TLS port reading the ClientHello), a
+	// connection may be closed to make room for another, as an idle HTTP
+	// one; from then on it is in use, never the one closed.
+	client, b, key, ok := t.open(c)
 	if !ok {
 		return
 	}
+	if tc, ok := c.(*trackedConn); ok {
+		tc.t.busy(tc)
+	}
+	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	up, err := t.p.opts.Dial(ctx, "tcp", b.Address)
 	cancel()
@@ -472,14 +514,21 @@ func (t *tcpForwarder) handle(c net.Conn) {
 		t.p.opts.Log.V(2).Info("Backend unreachable", "address", b.Address, "err", err)
 		return
 	}
-	t.trackUpstream(c, b.Address)
+	t.trackUpstream(c, key)
 	if !t.track(up, true) {
 		up.Close()
 		return
 	}
 	defer t.track(up, false)
 	defer up.Close()
-	splice(c, up, t.p.opts.Limits.TCPIdleTimeout)
+	splice(client, up, t.p.opts.Limits.TCPIdleTimeout)
+}
+
+// openTCP is a TCP port's open: a backend by weight, the connection as it
+// is.
+func (t *tcpForwarder) openTCP(c net.Conn) (net.Conn, Backend, string, bool) {
+	b, ok := pickBackend(*t.s.backends.Load())
+	return c, b, b.Address, ok
 }
 
 // splice copies both ways until each side has finished sending, or until

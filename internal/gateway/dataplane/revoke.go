@@ -59,28 +59,35 @@ func (r *router) allows(route, backend string) bool {
 	return ok
 }
 
-// revoke closes the TCP connections to backends no longer listed.
-func (t *tcpForwarder) revoke(backends []Backend) {
+// keepTCP are the keys of a TCP port's connections its backends allow:
+// their addresses.
+func keepTCP(backends []Backend) map[string]bool {
 	keep := map[string]bool{}
 	for _, b := range backends {
 		if !b.Invalid && b.Weight > 0 {
 			keep[b.Address] = true
 		}
 	}
+	return keep
+}
+
+// revoke closes the connections spliced under a key (a TCP port's
+// backend, a TLS port's route and backend) no longer in keep.
+func (t *tcpForwarder) revoke(keep map[string]bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for c, addr := range t.conns {
-		if addr != "" && !keep[addr] {
+	for c, key := range t.conns {
+		if key != "" && !keep[key] {
 			c.Close()
 		}
 	}
 }
 
-// trackUpstream records which backend a client connection was spliced to.
-func (t *tcpForwarder) trackUpstream(c net.Conn, addr string) {
+// trackUpstream records the key a client connection was spliced under.
+func (t *tcpForwarder) trackUpstream(c net.Conn, key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.conns[c]; ok {
-		t.conns[c] = addr
+		t.conns[c] = key
 	}
 }

@@ -25,6 +25,10 @@ const (
 	HTTPS Protocol = "HTTPS"
 	TCP   Protocol = "TCP"
 	UDP   Protocol = "UDP"
+	// TLS is a port of TLSRoutes: the client's server name (SNI) picks
+	// the route, which passes the TLS stream through untouched or
+	// terminates it (TLSHost.Terminate).
+	TLS Protocol = "TLS"
 )
 
 // Config is everything one Gateway serves. It travels as its JSON
@@ -42,13 +46,30 @@ type Config struct {
 type Port struct {
 	Port     int32    `json:"port"`
 	Protocol Protocol `json:"protocol"`
-	// Certificates serve HTTPS by SNI: the most specific Hostname that
+	// Certificates serve HTTPS, and a TLS port's terminated hosts, by SNI: the most specific Hostname that
 	// matches the client's server name, "" for any.
 	Certificates []Certificate `json:"certificates,omitempty"`
 	// Hosts are the HTTP virtual hosts, by effective hostname.
 	Hosts []VirtualHost `json:"hosts,omitempty"`
 	// Backends serve a TCP or UDP port.
 	Backends []Backend `json:"backends,omitempty"`
+	// TLSHosts serve a TLS port, by the client's server name.
+	TLSHosts []TLSHost `json:"tlsHosts,omitempty"`
+}
+
+// TLSHost is the TLSRoute that serves one server name of a TLS port ("" a
+// client that sends none or any name, "*.x" a wildcard): the exact name
+// first, then the longest wildcard, then "".
+type TLSHost struct {
+	Hostname string `json:"hostname,omitempty"`
+	// Route is namespace/name of the TLSRoute, for logs.
+	Route string `json:"route"`
+	// Terminate: TLS ends at the data plane, with the port's certificate
+	// for the server name (Certificates), and the backends are sent the
+	// decrypted stream. Otherwise the stream passes through as the client
+	// sent it, its ClientHello included, and the backend terminates it.
+	Terminate bool      `json:"terminate,omitempty"`
+	Backends  []Backend `json:"backends,omitempty"`
 }
 
 // Certificate is a TLS certificate chain and key in PEM.
