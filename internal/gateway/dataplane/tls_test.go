@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/testcert"
 )
 
@@ -445,7 +446,7 @@ func TestTLSSilentFloodEvictsTheSilentNotTheNextClient(t *testing.T) {
 		}
 		silent = append(silent, c)
 	}
-	waitFor(t, func() bool { return p.conns.evicted.Load() >= 80 }, "80 silent connections evicted")
+	poll.Until(t, 20*time.Second, "80 silent connections evicted", func() bool { return p.conns.evicted.Load() >= 80 })
 	if n := p.conns.count(); n > 20 {
 		t.Fatalf("%d connections held, limit 20", n)
 	}
