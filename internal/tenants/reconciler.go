@@ -1,0 +1,411 @@
+package tenants
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// Options configure a Reconciler. The zero value of a field takes the
+// default documented on it.
+type Options struct {
+	// Client reaches the management cluster, where the Secrets and Leases
+	// are.
+	Client kubernetes.Interface
+	// Namespace holds the tenants' Secrets and every Lease (required).
+	Namespace string
+	// Selector picks the tenants' Secrets in Namespace; nil: no Secrets.
+	Selector labels.Selector
+	// Dir is a directory of kubeconfig files, one tenant each; "": none.
+	Dir string
+	// Identity names this replica in the Leases (required, distinct for
+	// every replica).
+	Identity string
+	// LeaseDuration is how long a Lease stays its holder's after its last
+	// renewal: how long a dead replica's tenants wait. Default 15s.
+	LeaseDuration time.Duration
+	// Period is how often the Secrets and Leases are read and the Leases
+	// renewed. Default LeaseDuration/5.
+	Period time.Duration
+	// Slack is how many tenants above its share a replica keeps (see
+	// World.Slack). Default 0.
+	Slack int
+	// Backoff is the first wait after a tenant's run failed, doubled after
+	// each failure up to MaxBackoff. Defaults 1s and 5m.
+	Backoff, MaxBackoff time.Duration
+	// ConnectTimeout bounds reading a tenant's identity. Default 10s.
+	ConnectTimeout time.Duration
+	// Start runs one tenant's controllers (required).
+	Start StartFunc
+	// Recorder records Events on the tenants' Secrets. Default: one
+	// writing through Client.
+	Recorder record.EventRecorder
+}
+
+func (o *Options) defaults() error {
+	if o.Client == nil || o.Namespace == "" || o.Identity == "" || o.Start == nil {
+		return errors.New("tenants: Client, Namespace, Identity and Start are required")
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.Period <= 0 {
+		o.Period = o.LeaseDuration / 5
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Reconciler is one replica's share of the tenants: it reads the tenants
+// and Leases every Period, decides (Decide), and starts, restarts and stops
+// the tenants' runs to match. It is a Runnable: Start blocks until ctx ends,
+// then stops every run and releases its Leases.
+type Reconciler struct {
+	opts   Options
+	leases *leases
+	now    func() time.Time
+
+	mu sync.Mutex
+	// runners are this replica's tenant runs, by tenant.
+	runners map[string]*runner
+	// renewed is when each held Lease was last renewed: a run whose
+	// Lease could not be renewed for a Lease duration stops, since
+	// another replica may have taken the tenant meanwhile.
+	renewed map[string]time.Time
+	// claims are the tenant Leases as last read, for servedBy.
+	claims map[string]Claim
+	// last are the tenants as last read, kept when reading them fails.
+	last []Tenant
+}
+
+// New returns a Reconciler for opts.
+func New(opts Options) (*Reconciler, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}}
+	r.leases = &leases{client: opts.Client, namespace: opts.Namespace, self: opts.Identity, duration: opts.LeaseDuration,
+		now: func() time.Time { return r.now() }}
+	return r, nil
+}
+
+// Start runs rounds every Period until ctx ends.
+func (r *Reconciler) Start(ctx context.Context) error {
+	log := klog.FromContext(ctx).WithValues("replica", r.opts.Identity)
+	ctx = klog.NewContext(ctx, log)
+	if r.opts.Recorder == nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: r.opts.Client.CoreV1().Events("")})
+		defer b.Shutdown()
+		r.opts.Recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "outrigger-tenants"})
+	}
+	log.Info("Serving tenants", "namespace", r.opts.Namespace, "selector", r.opts.Selector, "dir", r.opts.Dir,
+		"leaseDuration", r.opts.LeaseDuration)
+	t := time.NewTicker(r.opts.Period)
+	defer t.Stop()
+	for {
+		r.round(ctx)
+		select {
+		case <-ctx.Done():
+			r.shutdown(context.WithoutCancel(ctx))
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Serving returns the tenants whose controllers run on this replica.
+func (r *Reconciler) Serving() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for name, run := range r.runners {
+		if _, running := run.state(); running {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// round is one pass: read, decide, act.
+func (r *Reconciler) round(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	tenants, err := r.read(ctx)
+	if err != nil {
+		// The tenants already known go on: a failed list says nothing
+		// about whether they still exist.
+		log.Error(err, "Reading the tenants failed; keeping the last known")
+		tenants = r.last
+	} else {
+		r.last = tenants
+	}
+	claims, objs, members, err := r.leases.read(ctx)
+	if err != nil {
+		log.Error(err, "Reading the tenant Leases failed")
+		r.stopUnrenewed(ctx)
+		return
+	}
+	if err := r.leases.renewMember(ctx); err != nil {
+		log.Error(err, "Renewing this replica's member Lease failed")
+	}
+	r.mu.Lock()
+	r.claims = claims
+	r.mu.Unlock()
+	byName := map[string]Tenant{}
+	names := make([]string, 0, len(tenants))
+	for _, t := range tenants {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+	}
+	d := Decide(World{Self: r.opts.Identity, Now: r.now(), Tenants: names, Claims: claims,
+		Members: members, Slack: r.opts.Slack})
+
+	for _, name := range d.Forget {
+		r.stopRun(name)
+		if err := r.leases.forget(ctx, objs[name]); err != nil && !apierrors.IsConflict(err) {
+			log.Error(err, "Deleting the Lease of a removed tenant failed", "tenant", name)
+		}
+		log.Info("Tenant removed; its controllers stopped, nothing in its cloud deleted", "tenant", name)
+	}
+	for _, name := range d.Release {
+		r.stopRun(name)
+		if err := r.leases.release(ctx, objs[name]); err != nil {
+			log.Error(err, "Releasing a tenant's Lease failed", "tenant", name)
+		}
+		log.Info("Released tenant for another replica", "tenant", name, "share", d.Share, "replicas", len(members))
+	}
+	serve := map[string]bool{}
+	for _, name := range d.Keep {
+		cluster := ""
+		if run := r.runner(name); run != nil {
+			cluster, _ = run.state()
+		}
+		if _, err := r.leases.renew(ctx, objs[name], cluster); err != nil {
+			log.Error(err, "Renewing a tenant's Lease failed", "tenant", name)
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue // no longer ours: stopped below
+			}
+		} else {
+			r.markRenewed(name)
+		}
+		serve[name] = true
+	}
+	for _, name := range d.Claim {
+		if _, err := r.leases.claim(ctx, name, objs[name]); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+				log.Error(err, "Claiming a tenant's Lease failed", "tenant", name)
+			}
+			continue
+		}
+		log.Info("Claimed tenant", "tenant", name, "share", d.Share, "replicas", len(members))
+		r.markRenewed(name)
+		serve[name] = true
+	}
+	for name, winner := range d.Duplicates {
+		if run := r.runner(name); run != nil {
+			if _, running := run.state(); running {
+				log.Info("Stopping tenant: another tenant serves its cluster", "tenant", name, "servedBy", winner)
+				r.stopRun(name) // started again below, and waits in its check
+			}
+		}
+	}
+	r.stopUnrenewed(ctx)
+	r.mu.Lock()
+	var stale []string
+	for name := range r.runners {
+		if !serve[name] {
+			stale = append(stale, name)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range stale {
+		r.stopRun(name)
+	}
+	for name := range serve {
+		r.ensureRun(ctx, byName[name])
+	}
+}
+
+// read lists the tenants of the Secrets and of the directory.
+func (r *Reconciler) read(ctx context.Context) ([]Tenant, error) {
+	var fromSecrets, fromDir []Tenant
+	if r.opts.Selector != nil {
+		list, err := r.opts.Client.CoreV1().Secrets(r.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: r.opts.Selector.String()})
+		if err != nil {
+			return nil, fmt.Errorf("listing the tenant Secrets in %s: %w", r.opts.Namespace, err)
+		}
+		for i := range list.Items {
+			fromSecrets = append(fromSecrets, FromSecret(&list.Items[i]))
+		}
+	}
+	if r.opts.Dir != "" {
+		var err error
+		if fromDir, err = FromDir(r.opts.Dir); err != nil {
+			return nil, err
+		}
+	}
+	all, dropped := Merge(fromSecrets, fromDir)
+	for _, t := range dropped {
+		klog.FromContext(ctx).Info("Warning: tenant file ignored, a Secret of the same tenant name exists", "file", t.File, "tenant", t.Name)
+	}
+	return all, nil
+}
+
+// ensureRun starts the tenant's run, or restarts it when the tenant changed.
+func (r *Reconciler) ensureRun(ctx context.Context, t Tenant) {
+	if t.Name == "" {
+		return // held, but not read this round (reading failed): left as is
+	}
+	if run := r.runner(t.Name); run != nil {
+		if run.tenant.Version == t.Version {
+			return
+		}
+		klog.FromContext(ctx).Info("Tenant changed; restarting it", "tenant", t.Name, "source", t.Source())
+		r.stopRun(t.Name)
+	}
+	run := startRunner(ctx, t, runnerDeps{
+		start: r.opts.Start, servedBy: r.servedBy, report: r.report,
+		connectTimeout: r.opts.ConnectTimeout, backoff: r.opts.Backoff, maxBackoff: r.opts.MaxBackoff,
+	})
+	r.mu.Lock()
+	r.runners[t.Name] = run
+	r.mu.Unlock()
+}
+
+func (r *Reconciler) runner(name string) *runner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runners[name]
+}
+
+func (r *Reconciler) stopRun(name string) {
+	r.mu.Lock()
+	run := r.runners[name]
+	delete(r.runners, name)
+	delete(r.renewed, name)
+	r.mu.Unlock()
+	if run != nil {
+		run.stop()
+	}
+}
+
+func (r *Reconciler) markRenewed(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewed[name] = r.now()
+}
+
+// stopUnrenewed stops the runs whose Lease was not renewed for a Lease
+// duration: another replica may serve them by now.
+func (r *Reconciler) stopUnrenewed(ctx context.Context) {
+	r.mu.Lock()
+	var late []string
+	for name := range r.runners {
+		if at, ok := r.renewed[name]; !ok || r.now().Sub(at) >= r.opts.LeaseDuration {
+			late = append(late, name)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range late {
+		klog.FromContext(ctx).Info("Stopping tenant: its Lease could not be renewed", "tenant", name)
+		r.stopRun(name)
+	}
+}
+
+// servedBy names a tenant of a lower name than tenant that serves cluster,
+// on this replica or (by its Lease) on another.
+func (r *Reconciler) servedBy(cluster, tenant string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	best := ""
+	for name, c := range r.claims {
+		if name < tenant && c.Cluster == cluster && c.live(now) && (best == "" || name < best) {
+			best = name
+		}
+	}
+	for name, run := range r.runners {
+		if c, _ := run.state(); name < tenant && c == cluster && (best == "" || name < best) {
+			best = name
+		}
+	}
+	return best
+}
+
+// report records an Event on the tenant's Secret; a file's tenant has only
+// the runner's log line.
+func (r *Reconciler) report(t Tenant, reason string, err error) {
+	if t.Secret == "" {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: r.opts.Namespace, Name: t.Secret}
+	if err == nil {
+		r.opts.Recorder.Eventf(ref, corev1.EventTypeNormal, reason, "Replica %s serves the tenant's cluster", r.opts.Identity)
+		return
+	}
+	r.opts.Recorder.Eventf(ref, corev1.EventTypeWarning, reason, "%s; retrying with backoff, other tenants unaffected", err)
+}
+
+// shutdown stops every run, then releases its Lease and this replica's
+// member Lease, so that the other replicas take the tenants at their next
+// round rather than after the Leases expire.
+func (r *Reconciler) shutdown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.LeaseDuration)
+	defer cancel()
+	log := klog.FromContext(ctx)
+	r.mu.Lock()
+	names := make([]string, 0, len(r.runners))
+	for name := range r.runners {
+		names = append(names, name)
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, name := range names {
+		wg.Go(func() { r.stopRun(name) })
+	}
+	wg.Wait()
+	_, objs, _, err := r.leases.read(ctx)
+	if err == nil {
+		for _, name := range names {
+			if lease := objs[name]; lease != nil && holder(lease) == r.opts.Identity {
+				if err := r.leases.release(ctx, lease); err != nil {
+					log.Error(err, "Releasing a tenant's Lease at shutdown failed", "tenant", name)
+				}
+			}
+		}
+	}
+	if err := r.leases.dropMember(ctx); err != nil {
+		log.Error(err, "Deleting this replica's member Lease failed")
+	}
+	log.Info("Stopped serving tenants", "released", len(names))
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
