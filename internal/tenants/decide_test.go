@@ -55,8 +55,8 @@ func TestDecide(t *testing.T) {
 		w:     World{Self: "b", Tenants: names(4), Members: []string{"a", "b"}, Claims: mix(claimsOf(names(4)[:2], "a", 0), claimsOf(names(4)[2:], "", 0))},
 		claim: 2, share: 2,
 	}, {
-		name:  "a dead replica's Leases expire and are claimed",
-		w:     World{Self: "a", Tenants: names(4), Members: []string{"a"}, Claims: mix(claimsOf(names(4)[:2], "a", 0), claimsOf(names(4)[2:], "b", 20*time.Second))},
+		name: "a dead replica's Leases expire and are claimed",
+		w:    World{Self: "a", Tenants: names(4), Members: []string{"a"}, Claims: mix(claimsOf(names(4)[:2], "a", 0), claimsOf(names(4)[2:], "b", 20*time.Second))},
 		keep: 2, claim: 2, share: 4,
 	}, {
 		name:  "live Leases of another replica are left alone even below the share",
@@ -68,9 +68,9 @@ func TestDecide(t *testing.T) {
 		// two free for c; its share is 3
 		claim: 2, share: 3,
 	}, {
-		name:   "a removed tenant's Lease: forgotten when held by this replica or expired, not when another holds it live",
-		w:      World{Self: "a", Tenants: names(1), Members: []string{"a", "b"}, Claims: map[string]Claim{"t00": held("a", 0), "gone-a": held("a", 0), "gone-x": held("b", 30*time.Second), "gone-b": held("b", 0)}},
-		keep:   1, share: 1,
+		name: "a removed tenant's Lease: forgotten when held by this replica or expired, not when another holds it live",
+		w:    World{Self: "a", Tenants: names(1), Members: []string{"a", "b"}, Claims: map[string]Claim{"t00": held("a", 0), "gone-a": held("a", 0), "gone-x": held("b", 30*time.Second), "gone-b": held("b", 0)}},
+		keep: 1, share: 1,
 		forget: []string{"gone-a", "gone-x"},
 	}, {
 		name: "two tenants naming one cluster: the higher name is the duplicate",
