@@ -78,7 +78,7 @@ type Decision struct {
 // tenant in the same round.
 func Decide(w World) Decision {
 	d := Decision{}
-	members := max(1, len(w.Members))
+	members := len(w.Members)
 	if !slices.Contains(w.Members, w.Self) {
 		members++ // this replica's own member Lease is not written yet
 	}

@@ -39,6 +39,14 @@ func TestDecide(t *testing.T) {
 		w:     World{Self: "a", Tenants: names(5), Members: []string{"a"}},
 		claim: 5, share: 5,
 	}, {
+		name:  "very first round, no member Lease read at all: counts itself alone",
+		w:     World{Self: "a", Tenants: names(5)},
+		claim: 5, share: 5,
+	}, {
+		name: "within the share but two above the least loaded, nothing free: releases one",
+		w:    World{Self: "a", Tenants: names(10), Members: []string{"a", "b", "c"}, Claims: mix(claimsOf(names(10)[:4], "a", 0), claimsOf(names(10)[4:8], "b", 0), claimsOf(names(10)[8:], "c", 0))},
+		keep: 3, release: 1, share: 4,
+	}, {
 		name:  "first round, own member Lease not yet read: counts itself",
 		w:     World{Self: "b", Tenants: names(4), Members: []string{"a"}, Claims: claimsOf(names(4), "a", 0)},
 		share: 2,
