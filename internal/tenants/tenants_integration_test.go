@@ -290,3 +290,43 @@ func TestTenantsShardedOverReplicas(t *testing.T) {
 		return last.initialized(t, node), nil
 	})
 }
+
+// A replica that died holding tenant Leases (here a "ghost" whose Leases
+// are written and never renewed) keeps its tenants from the live replica
+// until the Leases expire, and no longer: the live replica then claims and
+// serves them.
+func TestTenantsOfADeadReplicaTakenWhenTheirLeasesExpire(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	ns := namespace(t)
+	a, b := startTenant(t, "dead-a"), startTenant(t, "dead-b")
+	for _, tn := range []*tenant{a, b} {
+		putSecret(t, ns, tn.name, map[string][]byte{tenants.KeyKubeconfig: tn.kc})
+	}
+	const duration = 4
+	renewed := metav1.NewMicroTime(time.Now())
+	for name, kind := range map[string]string{tenants.LeaseName(a.name): "tenant", "ghost-member": "member"} {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{tenants.LabelLease: kind},
+				Annotations: map[string]string{tenants.AnnotationTenant: a.name}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("ghost"), LeaseDurationSeconds: ptr.To(int32(duration)), RenewTime: &renewed},
+		}
+		if _, err := testenv.Client.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.StartOutrigger(t, cloud, flags(ns, "live")...)
+	nodeA, nodeB := a.addNode(t, cloud, "198.18.12.1"), b.addNode(t, cloud, "198.18.12.2")
+	testenv.Eventually(t, 60*time.Second, "the live replica serves the free tenant", func() (bool, error) {
+		return holderOf(t, ns, b.name) == "live" && b.initialized(t, nodeB), nil
+	})
+	if h := holderOf(t, ns, a.name); time.Now().Before(renewed.Add(duration*time.Second)) && h != "ghost" {
+		t.Errorf("the dead replica's tenant taken by %q before its Lease expired", h)
+	}
+	testenv.Eventually(t, 60*time.Second, "the dead replica's tenant served by the live one", func() (bool, error) {
+		return holderOf(t, ns, a.name) == "live" && a.initialized(t, nodeA), nil
+	})
+	l, _ := lease(t, ns, a.name)
+	if l.Spec.AcquireTime == nil || l.Spec.AcquireTime.Before(ptr.To(metav1.NewMicroTime(renewed.Add(duration*time.Second)))) {
+		t.Errorf("claimed at %v, before the dead replica's Lease expired at %v", l.Spec.AcquireTime, renewed.Add(duration*time.Second))
+	}
+}
