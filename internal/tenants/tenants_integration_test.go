@@ -330,3 +330,76 @@ func TestTenantsOfADeadReplicaTakenWhenTheirLeasesExpire(t *testing.T) {
 		t.Errorf("claimed at %v, before the dead replica's Lease expired at %v", l.Spec.AcquireTime, renewed.Add(duration*time.Second))
 	}
 }
+
+// Two tenants naming one cloud account share its budget (--cloud-qps) in
+// turn: together they never exceed it, where each alone would spend it in
+// full, and the tenant with three Services is not kept waiting behind the
+// one with twelve that asked first.
+func TestTenantsOnOneAccountShareItsBudget(t *testing.T) {
+	const qps, burst = 5, 1
+	cloud := testenv.StartCloud(t)
+	ns := namespace(t)
+	busy, quiet := startTenant(t, "busy"), startTenant(t, "quiet")
+	for _, tn := range []*tenant{busy, quiet} {
+		putSecret(t, ns, tn.name, map[string][]byte{tenants.KeyKubeconfig: tn.kc,
+			tenants.KeyCloudConfig: cloudConfig(cloud, tn.name), tenants.KeyAccount: []byte("account-1")})
+	}
+	services := func(tn *tenant, n int) []string {
+		var out []string
+		for i := range n {
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("lb-%d", i)},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+					Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+			if _, err := tn.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, svc.Name)
+		}
+		return out
+	}
+	provisioned := func(tn *tenant, names []string) int {
+		n := 0
+		for _, name := range names {
+			if ip, _ := tn.ingress(t, name); ip != "" {
+				n++
+			}
+		}
+		return n
+	}
+	busySvcs, quietSvcs := services(busy, 12), services(quiet, 3)
+	testenv.StartOutrigger(t, cloud, append(flags(ns, "budget"), "--controllers=service-lb-controller",
+		fmt.Sprintf("--cloud-qps=%d", qps), fmt.Sprintf("--cloud-burst=%d", burst))...)
+
+	var busyWhenQuietDone int
+	testenv.Eventually(t, 60*time.Second, "the quiet tenant's Services provisioned", func() (bool, error) {
+		busyWhenQuietDone = provisioned(busy, busySvcs)
+		return provisioned(quiet, quietSvcs) == len(quietSvcs), nil
+	})
+	if busyWhenQuietDone == len(busySvcs) {
+		t.Errorf("the quiet tenant's 3 Services were done only once the busy tenant's 12 were")
+	}
+	testenv.Eventually(t, 90*time.Second, "the busy tenant's Services provisioned", func() (bool, error) {
+		return provisioned(busy, busySvcs) == len(busySvcs), nil
+	})
+	var starts []time.Time
+	for _, c := range cloud.CallLog() {
+		if c.Caller == busy.name || c.Caller == quiet.name {
+			starts = append(starts, c.Start)
+		}
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	// A token bucket lets burst+qps calls into any second; one more for
+	// the network's jitter between the layer and the cloud's clock.
+	most := 0
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
+			n++
+		}
+		most = max(most, n)
+	}
+	t.Logf("%d calls of both tenants, at most %d in one second (quiet done with busy at %d/%d)", len(starts), most, busyWhenQuietDone, len(busySvcs))
+	if most > qps+burst+1 {
+		t.Errorf("%d calls in one second by the two tenants of one account, above its %d/s (burst %d)", most, qps, burst)
+	}
+}
