@@ -29,6 +29,13 @@ const (
 	KeyAccount = "account"
 )
 
+// kubeconfigKeys are the keys a Secret's kubeconfig is read from, the first
+// present: Outrigger's own, then those of the platforms that write such
+// Secrets themselves, so that their Secrets can be selected as they are:
+// Cluster API's <cluster>-kubeconfig ("value") and Kamaji's
+// <name>-admin-kubeconfig ("admin.conf").
+var kubeconfigKeys = []string{KeyKubeconfig, "value", "admin.conf"}
+
 // Tenant is one cluster Outrigger serves, as read from its Secret or file.
 type Tenant struct {
 	// Name identifies the tenant among all of them: the Secret's name, or
@@ -57,12 +64,21 @@ func FromSecret(s *corev1.Secret) Tenant {
 	t := Tenant{
 		Name:        s.Name,
 		Secret:      s.Name,
-		Kubeconfig:  s.Data[KeyKubeconfig],
+		Kubeconfig:  kubeconfigOf(s),
 		CloudConfig: s.Data[KeyCloudConfig],
 		Account:     strings.TrimSpace(string(s.Data[KeyAccount])),
 	}
 	t.Version = version(t)
 	return t
+}
+
+func kubeconfigOf(s *corev1.Secret) []byte {
+	for _, k := range kubeconfigKeys {
+		if v, ok := s.Data[k]; ok {
+			return v
+		}
+	}
+	return nil
 }
 
 // FromDir reads a tenant from every regular file of dir whose name does not
