@@ -133,6 +133,8 @@ func (l *leases) claim(ctx context.Context, tenant string, cur *coordinationv1.L
 	}
 	lease := cur.DeepCopy()
 	l.hold(lease, "")
+	// What the last holder served is not served any more.
+	delete(lease.Annotations, AnnotationCluster)
 	lease.Spec.AcquireTime = lease.Spec.RenewTime
 	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 	out, err := l.client.CoordinationV1().Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
@@ -140,10 +142,13 @@ func (l *leases) claim(ctx context.Context, tenant string, cur *coordinationv1.L
 }
 
 // renew renews a Lease this replica holds, recording the cluster its run
-// serves ("" leaves the annotation as it is).
+// serves ("": none now, while it connects or waits).
 func (l *leases) renew(ctx context.Context, cur *coordinationv1.Lease, cluster string) (*coordinationv1.Lease, error) {
 	lease := cur.DeepCopy()
 	l.hold(lease, cluster)
+	if cluster == "" {
+		delete(lease.Annotations, AnnotationCluster)
+	}
 	out, err := l.client.CoordinationV1().Leases(l.namespace).Update(ctx, lease, metav1.UpdateOptions{})
 	return out, wrap(err, "renewing Lease %s", cur.Name)
 }

@@ -94,8 +94,12 @@ type Reconciler struct {
 	// Lease could not be renewed for a Lease duration stops, since
 	// another replica may have taken the tenant meanwhile.
 	renewed map[string]time.Time
-	// claims are the tenant Leases as last read, for servedBy.
+	// claims are the tenant Leases as last read, for take.
 	claims map[string]Claim
+	// serving are the clusters this replica's tenants serve, by cluster:
+	// a second tenant of the same cluster is refused under the same lock
+	// that records the first, so two never both start here.
+	serving map[string]string
 	// last are the tenants as last read, kept when reading them fails.
 	last []Tenant
 }
@@ -105,7 +109,7 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}}
+	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}, serving: map[string]string{}}
 	r.leases = &leases{client: opts.Client, namespace: opts.Namespace, self: opts.Identity, duration: opts.LeaseDuration,
 		now: func() time.Time { return r.now() }}
 	return r, nil
@@ -201,7 +205,7 @@ func (r *Reconciler) round(ctx context.Context) {
 	for _, name := range d.Keep {
 		cluster := ""
 		if run := r.runner(name); run != nil {
-			cluster, _ = run.state()
+			cluster = run.serving()
 		}
 		if _, err := r.leases.renew(ctx, objs[name], cluster); err != nil {
 			log.Error(err, "Renewing a tenant's Lease failed", "tenant", name)
@@ -232,6 +236,7 @@ func (r *Reconciler) round(ctx context.Context) {
 			}
 		}
 	}
+	r.preempt(ctx)
 	r.stopUnrenewed(ctx)
 	r.mu.Lock()
 	var stale []string
@@ -287,7 +292,7 @@ func (r *Reconciler) ensureRun(ctx context.Context, t Tenant) {
 		r.stopRun(t.Name)
 	}
 	run := startRunner(ctx, t, runnerDeps{
-		start: r.opts.Start, servedBy: r.servedBy, report: r.report,
+		start: r.opts.Start, take: r.take, release: r.release, report: r.report,
 		connectTimeout: r.opts.ConnectTimeout, backoff: r.opts.Backoff, maxBackoff: r.opts.MaxBackoff,
 	})
 	r.mu.Lock()
@@ -335,24 +340,68 @@ func (r *Reconciler) stopUnrenewed(ctx context.Context) {
 	}
 }
 
-// servedBy names a tenant of a lower name than tenant that serves cluster,
-// on this replica or (by its Lease) on another.
-func (r *Reconciler) servedBy(cluster, tenant string) string {
+// take records that tenant serves cluster, unless another tenant does
+// already: on this replica, or on another by its Lease. The first to serve
+// a cluster keeps it; two that started at once on two replicas are settled
+// by Decide (Duplicates), the lower name keeping it.
+func (r *Reconciler) take(cluster, tenant string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.now()
-	best := ""
-	for name, c := range r.claims {
-		if name < tenant && c.Cluster == cluster && c.live(now) && (best == "" || name < best) {
-			best = name
-		}
+	if other, ok := r.serving[cluster]; ok && other != tenant {
+		return other // preempt stops it if tenant's name is lower
 	}
+	// A tenant of a lower name on this replica waits for the cluster:
+	// it is the one to serve it.
 	for name, run := range r.runners {
-		if c, _ := run.state(); name < tenant && c == cluster && (best == "" || name < best) {
-			best = name
+		if c, running := run.state(); name < tenant && c == cluster && !running {
+			return name
 		}
 	}
-	return best
+	now := r.now()
+	for name, c := range r.claims {
+		// This replica's own Leases may still show what it served in
+		// the last round; what it serves now is in r.serving.
+		if name != tenant && c.Holder != r.opts.Identity && c.Cluster == cluster && c.live(now) {
+			return name
+		}
+	}
+	r.serving[cluster] = tenant
+	return ""
+}
+
+// preempt stops the run of a tenant serving a cluster that a tenant of a
+// lower name on this replica waits for, so that which of two Secrets naming
+// one cluster serves it does not depend on which connected first. The
+// stopped one is started again and waits (take refuses it).
+func (r *Reconciler) preempt(ctx context.Context) {
+	r.mu.Lock()
+	waiting := map[string]string{}
+	for name, run := range r.runners {
+		if c, running := run.state(); c != "" && !running {
+			if w, ok := waiting[c]; !ok || name < w {
+				waiting[c] = name
+			}
+		}
+	}
+	var stop []string
+	for c, name := range r.serving {
+		if w, ok := waiting[c]; ok && w < name {
+			stop = append(stop, name)
+			klog.FromContext(ctx).Info("Stopping tenant: a tenant of a lower name names the same cluster", "tenant", name, "cluster", c, "keptBy", w)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range stop {
+		r.stopRun(name)
+	}
+}
+
+func (r *Reconciler) release(cluster, tenant string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.serving[cluster] == tenant {
+		delete(r.serving, cluster)
+	}
 }
 
 // report records an Event on the tenant's Secret; a file's tenant has only

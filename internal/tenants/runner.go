@@ -50,8 +50,10 @@ func fail(reason string, err error) error { return &failure{reason: reason, err:
 // runnerDeps is what a runner needs from its reconciler.
 type runnerDeps struct {
 	start StartFunc
-	// servedBy names another tenant, of a lower name, that serves cluster.
-	servedBy func(cluster, tenant string) string
+	// take records that tenant serves cluster, unless another tenant
+	// does already, which it names; release undoes take.
+	take    func(cluster, tenant string) string
+	release func(cluster, tenant string)
 	// report is told each failure and each start.
 	report         func(t Tenant, reason string, err error)
 	connectTimeout time.Duration
@@ -72,6 +74,17 @@ type runner struct {
 	cluster string
 	// running: its controllers run (not connecting or waiting).
 	running bool
+}
+
+// serving is the cluster the tenant's controllers serve now, "" while they
+// do not run.
+func (r *runner) serving() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running {
+		return ""
+	}
+	return r.cluster
 }
 
 func startRunner(ctx context.Context, t Tenant, deps runnerDeps) *runner {
@@ -153,9 +166,10 @@ func (r *runner) once(ctx context.Context, deps runnerDeps) error {
 	r.mu.Lock()
 	r.cluster = cluster
 	r.mu.Unlock()
-	if other := deps.servedBy(cluster, r.tenant.Name); other != "" {
+	if other := deps.take(cluster, r.tenant.Name); other != "" {
 		return fail(ReasonDuplicate, fmt.Errorf("tenant %s names cluster %s, which tenant %s already serves: remove one of them", r.tenant.Name, cluster, other))
 	}
+	defer deps.release(cluster, r.tenant.Name)
 	r.mu.Lock()
 	r.running = true
 	r.mu.Unlock()

@@ -186,7 +186,6 @@ func TestTenantsFromSecrets(t *testing.T) {
 	putSecret(t, ns, malformed, map[string][]byte{tenants.KeyKubeconfig: []byte("apiVersion: v1\nclusters: [not a kubeconfig")})
 	putSecret(t, ns, unreachable, map[string][]byte{tenants.KeyKubeconfig: fmt.Appendf(nil,
 		"apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:%d\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: x\n", testenv.FreePort(t))})
-	putSecret(t, ns, duplicate, map[string][]byte{tenants.KeyKubeconfig: b.kc, tenants.KeyCloudConfig: cloudConfig(cloud, duplicate)})
 
 	testenv.StartOutrigger(t, cloud, flags(ns, "replica-1")...)
 
@@ -201,6 +200,8 @@ func TestTenantsFromSecrets(t *testing.T) {
 	if calledBy(cloud, a.name) == 0 || calledBy(cloud, b.name) == 0 {
 		t.Errorf("calls by %s: %d, by %s: %d; want each tenant's own cloud-config used", a.name, calledBy(cloud, a.name), b.name, calledBy(cloud, b.name))
 	}
+	// A second Secret for a cluster already served.
+	putSecret(t, ns, duplicate, map[string][]byte{tenants.KeyKubeconfig: b.kc, tenants.KeyCloudConfig: cloudConfig(cloud, duplicate)})
 	testenv.Eventually(t, 60*time.Second, "a Warning Event on each bad Secret", func() (bool, error) {
 		for secret, reason := range map[string]string{malformed: tenants.ReasonKubeconfigInvalid, unreachable: tenants.ReasonUnreachable, duplicate: tenants.ReasonDuplicate} {
 			events := testenv.Events(t, secret)[reason]
