@@ -252,6 +252,16 @@ func (r *Reconciler) round(ctx context.Context) {
 	for name := range serve {
 		r.ensureRun(ctx, byName[name])
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tenantLeases.Set(float64(len(r.runners)))
+	for name, run := range r.runners {
+		v := 0.0
+		if _, running := run.state(); running {
+			v = 1
+		}
+		tenantServing.WithLabelValues(name).Set(v)
+	}
 }
 
 // read lists the tenants of the Secrets and of the directory.
@@ -314,6 +324,7 @@ func (r *Reconciler) stopRun(name string) {
 	r.mu.Unlock()
 	if run != nil {
 		run.stop()
+		tenantServing.DeleteLabelValues(name)
 	}
 }
 
@@ -407,6 +418,9 @@ func (r *Reconciler) release(cluster, tenant string) {
 // report records an Event on the tenant's Secret; a file's tenant has only
 // the runner's log line.
 func (r *Reconciler) report(t Tenant, reason string, err error) {
+	if err != nil {
+		tenantFailures.WithLabelValues(t.Name, reason).Inc()
+	}
 	if t.Secret == "" {
 		return
 	}

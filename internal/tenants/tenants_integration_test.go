@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/tenants"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
@@ -214,6 +215,14 @@ func TestTenantsFromSecrets(t *testing.T) {
 	if calledBy(cloud, duplicate) != 0 {
 		t.Errorf("the duplicate tenant made %d cloud calls", calledBy(cloud, duplicate))
 	}
+	// The same, as metrics labelled by tenant.
+	testenv.Eventually(t, 10*time.Second, "tenant metrics", func() (bool, error) {
+		serving := metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": a.name}) +
+			metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": b.name})
+		failed := metricstest.Value(t, "outrigger_tenant_failures_total", map[string]string{"tenant": malformed, "reason": tenants.ReasonKubeconfigInvalid})
+		waiting := metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": unreachable})
+		return serving == 2 && failed >= 1 && waiting == 0, fmt.Errorf("serving %v, failures %v, unreachable serving %v", serving, failed, waiting)
+	})
 
 	// A changed Secret restarts its tenant with the new cloud-config: its
 	// service controller syncs the Service again, under the new caller.
@@ -230,6 +239,9 @@ func TestTenantsFromSecrets(t *testing.T) {
 		_, ok := lease(t, ns, a.name)
 		return !ok, nil
 	})
+	if len(metricstest.Family(t, "outrigger_tenant_serving").GetMetric()) > 0 && metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": a.name}) != 0 {
+		t.Error("the removed tenant A is still reported serving")
+	}
 	lateA, lateB := a.addNode(t, cloud, "198.18.10.3"), b.addNode(t, cloud, "198.18.10.4")
 	testenv.Eventually(t, 60*time.Second, "tenant B's new node initialized", func() (bool, error) {
 		return b.initialized(t, lateB), nil
