@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -40,6 +41,7 @@ type tenant struct {
 	name   string
 	client kubernetes.Interface
 	kc     []byte
+	stop   func()
 }
 
 func startTenant(t *testing.T, prefix string) *tenant {
@@ -49,7 +51,7 @@ func startTenant(t *testing.T, prefix string) *tenant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tenant{name: testenv.Name(prefix), client: cp.Client, kc: kc}
+	return &tenant{name: testenv.Name(prefix), client: cp.Client, kc: kc, stop: cp.Stop}
 }
 
 func namespace(t *testing.T) string {
@@ -156,6 +158,37 @@ func holderOf(t *testing.T, ns, tenant string) string {
 		return ""
 	}
 	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// waitRounds waits until the replicas' member Leases in ns have been
+// renewed n more times in all: rounds of the reconcilers, each of which
+// would have acted on what was there before it.
+func waitRounds(t *testing.T, ns string, n int) {
+	t.Helper()
+	renewals := func() map[string]time.Time {
+		list, err := testenv.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: tenants.LabelLease + "=member"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]time.Time{}
+		for _, l := range list.Items {
+			if l.Spec.RenewTime != nil {
+				out[l.Name] = l.Spec.RenewTime.Time
+			}
+		}
+		return out
+	}
+	seen := renewals()
+	count := 0
+	testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d rounds of the replicas", n), func() (bool, error) {
+		for name, at := range renewals() {
+			if at.After(seen[name]) {
+				count++
+				seen[name] = at
+			}
+		}
+		return count >= n, nil
+	})
 }
 
 func calledBy(cloud *testenv.Cloud, caller string) int {
@@ -414,5 +447,52 @@ func TestTenantsOnOneAccountShareItsBudget(t *testing.T) {
 	t.Logf("%d calls of both tenants, at most %d in one second (quiet done with busy at %d/%d)", len(starts), most, busyWhenQuietDone, len(busySvcs))
 	if most > qps+burst+1 {
 		t.Errorf("%d calls in one second by the two tenants of one account, above its %d/s (burst %d)", most, qps, burst)
+	}
+}
+
+// Tenants from a directory of kubeconfig files are served as Secrets' are;
+// a tenant whose API server goes down while served costs the other
+// nothing (its new node is initialized), and a removed file stops its
+// tenant.
+func TestTenantsFromADirectoryOneGoingDown(t *testing.T) {
+	cloud := testenv.StartCloud(t)
+	ns := namespace(t)
+	dir := t.TempDir()
+	a, b := startTenant(t, "dir-a"), startTenant(t, "dir-b")
+	for _, tn := range []*tenant{a, b} {
+		if err := os.WriteFile(filepath.Join(dir, tn.name+".kubeconfig"), tn.kc, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.StartOutrigger(t, cloud, "--tenants-namespace="+ns, "--tenants-dir="+dir, "--tenants-replica-id=dir-replica",
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=300ms",
+		"--controllers=cloud-node-controller")
+	nodeA, nodeB := a.addNode(t, cloud, "198.18.14.1"), b.addNode(t, cloud, "198.18.14.2")
+	testenv.Eventually(t, 60*time.Second, "both file tenants' nodes initialized", func() (bool, error) {
+		return a.initialized(t, nodeA) && b.initialized(t, nodeB), nil
+	})
+	if holderOf(t, ns, tenants.FileTenantName(a.name+".kubeconfig")) != "dir-replica" {
+		t.Errorf("no Lease of file tenant %s held", tenants.FileTenantName(a.name+".kubeconfig"))
+	}
+
+	a.stop() // tenant A's API server and etcd go down while it is served
+	late := b.addNode(t, cloud, "198.18.14.3")
+	testenv.Eventually(t, 30*time.Second, "tenant B's new node initialized while A is down", func() (bool, error) {
+		return b.initialized(t, late), nil
+	})
+
+	if err := os.Remove(filepath.Join(dir, b.name+".kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "tenant B's Lease deleted with its file", func() (bool, error) {
+		_, ok := lease(t, ns, tenants.FileTenantName(b.name+".kubeconfig"))
+		return !ok, nil
+	})
+	after := b.addNode(t, cloud, "198.18.14.4")
+	// Evidence of progress before absence: two more rounds of the replica
+	// (its member Lease renewed twice) after the node was made.
+	waitRounds(t, ns, 2)
+	if b.initialized(t, after) {
+		t.Error("a node of the removed file tenant was initialized")
 	}
 }
