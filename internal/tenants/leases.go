@@ -173,6 +173,38 @@ func (l *leases) forget(ctx context.Context, cur *coordinationv1.Lease) error {
 	return wrap(err, "deleting Lease %s", cur.Name)
 }
 
+// releaseIfOurs releases the tenant's Lease as it is now, if this replica
+// still holds it (it went on renewing it while the tenant stopped).
+func (l *leases) releaseIfOurs(ctx context.Context, tenant string) error {
+	cur, err := l.client.CoordinationV1().Leases(l.namespace).Get(ctx, LeaseName(tenant), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrap(err, "reading the Lease of tenant %s", tenant)
+	}
+	if ptr.Deref(cur.Spec.HolderIdentity, "") != l.self {
+		return nil
+	}
+	return l.release(ctx, cur)
+}
+
+// forgetIfOurs deletes the Lease of a removed tenant as it is now, if this
+// replica holds it or it has expired.
+func (l *leases) forgetIfOurs(ctx context.Context, tenant string) error {
+	cur, err := l.client.CoordinationV1().Leases(l.namespace).Get(ctx, LeaseName(tenant), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return wrap(err, "reading the Lease of tenant %s", tenant)
+	}
+	if c := claimOf(cur); c.Holder != l.self && c.live(l.now()) {
+		return nil
+	}
+	return l.forget(ctx, cur)
+}
+
 // hold makes lease this replica's, renewed now.
 func (l *leases) hold(lease *coordinationv1.Lease, cluster string) {
 	now := metav1.NewMicroTime(l.now())

@@ -102,6 +102,13 @@ type Reconciler struct {
 	serving map[string]string
 	// last are the tenants as last read, kept when reading them fails.
 	last []Tenant
+	// stopping are runs being stopped in the background, by tenant: a
+	// tenant's controllers may take a while to stop (its API server
+	// down), and the round goes on renewing the other tenants' Leases,
+	// and this one's, meanwhile. It is not started again until stopped.
+	stopping map[string]*runner
+	// stops counts the background stops, for shutdown.
+	stops sync.WaitGroup
 }
 
 // New returns a Reconciler for opts.
@@ -109,7 +116,8 @@ func New(opts Options) (*Reconciler, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}, serving: map[string]string{}}
+	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}, serving: map[string]string{},
+		stopping: map[string]*runner{}}
 	r.leases = &leases{client: opts.Client, namespace: opts.Namespace, self: opts.Identity, duration: opts.LeaseDuration,
 		now: func() time.Time { return r.now() }}
 	return r, nil
@@ -187,19 +195,36 @@ func (r *Reconciler) round(ctx context.Context) {
 	d := Decide(World{Self: r.opts.Identity, Now: r.now(), Tenants: names, Claims: claims,
 		Members: members, Slack: r.opts.Slack})
 
+	// The Leases of what stops are released or deleted once it has
+	// stopped, never before: until then, Keep below renews them.
 	for _, name := range d.Forget {
-		r.stopRun(name)
-		if err := r.leases.forget(ctx, objs[name]); err != nil && !apierrors.IsConflict(err) {
-			log.Error(err, "Deleting the Lease of a removed tenant failed", "tenant", name)
-		}
-		log.Info("Tenant removed; its controllers stopped, nothing in its cloud deleted", "tenant", name)
+		r.stopAsync(ctx, name, func(ctx context.Context) {
+			if err := r.leases.forgetIfOurs(ctx, name); err != nil && !apierrors.IsConflict(err) {
+				log.Error(err, "Deleting the Lease of a removed tenant failed", "tenant", name)
+				return
+			}
+			log.Info("Tenant removed; its controllers stopped, nothing in its cloud deleted", "tenant", name)
+		})
 	}
 	for _, name := range d.Release {
-		r.stopRun(name)
-		if err := r.leases.release(ctx, objs[name]); err != nil {
-			log.Error(err, "Releasing a tenant's Lease failed", "tenant", name)
+		r.mu.Lock()
+		_, stopping := r.stopping[name]
+		r.mu.Unlock()
+		if stopping {
+			// Still stopping since an earlier round: kept this
+			// replica's until it has, so no other starts it meanwhile.
+			if _, err := r.leases.renew(ctx, objs[name], ""); err != nil {
+				log.Error(err, "Renewing the Lease of a stopping tenant failed", "tenant", name)
+			}
+			continue
 		}
-		log.Info("Released tenant for another replica", "tenant", name, "share", d.Share, "replicas", len(members))
+		r.stopAsync(ctx, name, func(ctx context.Context) {
+			if err := r.leases.releaseIfOurs(ctx, name); err != nil {
+				log.Error(err, "Releasing a tenant's Lease failed", "tenant", name)
+				return
+			}
+			log.Info("Released tenant for another replica", "tenant", name, "share", d.Share, "replicas", len(members))
+		})
 	}
 	serve := map[string]bool{}
 	for _, name := range d.Keep {
@@ -232,7 +257,7 @@ func (r *Reconciler) round(ctx context.Context) {
 		if run := r.runner(name); run != nil {
 			if _, running := run.state(); running {
 				log.Info("Stopping tenant: another tenant serves its cluster", "tenant", name, "servedBy", winner)
-				r.stopRun(name) // started again below, and waits in its check
+				r.stopAsync(ctx, name, nil) // started again once stopped, and waits in its check
 			}
 		}
 	}
@@ -247,7 +272,7 @@ func (r *Reconciler) round(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, name := range stale {
-		r.stopRun(name)
+		r.stopAsync(ctx, name, nil)
 	}
 	for name := range serve {
 		r.ensureRun(ctx, byName[name])
@@ -294,12 +319,19 @@ func (r *Reconciler) ensureRun(ctx context.Context, t Tenant) {
 	if t.Name == "" {
 		return // held, but not read this round (reading failed): left as is
 	}
+	r.mu.Lock()
+	_, stopping := r.stopping[t.Name]
+	r.mu.Unlock()
+	if stopping {
+		return // started at a round after it has stopped
+	}
 	if run := r.runner(t.Name); run != nil {
 		if run.tenant.Version == t.Version {
 			return
 		}
 		klog.FromContext(ctx).Info("Tenant changed; restarting it", "tenant", t.Name, "source", t.Source())
-		r.stopRun(t.Name)
+		r.stopAsync(ctx, t.Name, nil)
+		return
 	}
 	run := startRunner(ctx, t, runnerDeps{
 		start: r.opts.Start, take: r.take, release: r.release, report: r.report,
@@ -316,16 +348,35 @@ func (r *Reconciler) runner(name string) *runner {
 	return r.runners[name]
 }
 
-func (r *Reconciler) stopRun(name string) {
+// stopAsync stops the tenant's run in the background, then calls after
+// (if set) with the round's context: releasing or deleting its Lease once
+// nothing of the tenant acts any more. A tenant not running here gets after
+// at once.
+func (r *Reconciler) stopAsync(ctx context.Context, name string, after func(context.Context)) {
 	r.mu.Lock()
 	run := r.runners[name]
+	if run == nil {
+		_, stopping := r.stopping[name]
+		r.mu.Unlock()
+		if after != nil && !stopping {
+			after(ctx)
+		}
+		return
+	}
 	delete(r.runners, name)
-	delete(r.renewed, name)
+	r.stopping[name] = run
 	r.mu.Unlock()
-	if run != nil {
+	r.stops.Go(func() {
 		run.stop()
 		tenantServing.DeleteLabelValues(name)
-	}
+		if after != nil {
+			after(ctx)
+		}
+		r.mu.Lock()
+		delete(r.stopping, name)
+		delete(r.renewed, name)
+		r.mu.Unlock()
+	})
 }
 
 func (r *Reconciler) markRenewed(name string) {
@@ -347,7 +398,7 @@ func (r *Reconciler) stopUnrenewed(ctx context.Context) {
 	r.mu.Unlock()
 	for _, name := range late {
 		klog.FromContext(ctx).Info("Stopping tenant: its Lease could not be renewed", "tenant", name)
-		r.stopRun(name)
+		r.stopAsync(ctx, name, nil)
 	}
 }
 
@@ -403,7 +454,7 @@ func (r *Reconciler) preempt(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for _, name := range stop {
-		r.stopRun(name)
+		r.stopAsync(ctx, name, nil)
 	}
 }
 
@@ -445,15 +496,14 @@ func (r *Reconciler) shutdown(ctx context.Context) {
 		names = append(names, name)
 	}
 	r.mu.Unlock()
-	var wg sync.WaitGroup
 	for _, name := range names {
-		wg.Go(func() { r.stopRun(name) })
+		r.stopAsync(ctx, name, nil)
 	}
-	wg.Wait()
+	r.stops.Wait()
 	_, objs, _, err := r.leases.read(ctx)
 	if err == nil {
-		for _, name := range names {
-			if lease := objs[name]; lease != nil && holder(lease) == r.opts.Identity {
+		for name, lease := range objs {
+			if holder(lease) == r.opts.Identity {
 				if err := r.leases.release(ctx, lease); err != nil {
 					log.Error(err, "Releasing a tenant's Lease at shutdown failed", "tenant", name)
 				}
@@ -463,7 +513,7 @@ func (r *Reconciler) shutdown(ctx context.Context) {
 	if err := r.leases.dropMember(ctx); err != nil {
 		log.Error(err, "Deleting this replica's member Lease failed")
 	}
-	log.Info("Stopped serving tenants", "released", len(names))
+	log.Info("Stopped serving tenants", "stopped", len(names))
 }
 
 func holder(l *coordinationv1.Lease) string {
