@@ -105,13 +105,12 @@ func (a *Account) dispatch() {
 			r.Cancel()
 			return
 		}
+		if a.granted != nil { // before the call goes: its order is the grant's
+			a.granted(tenant)
+		}
 		w.done = true
 		close(w.ready)
-		granted := a.granted
 		a.mu.Unlock()
-		if granted != nil {
-			granted(tenant)
-		}
 	}
 }
 
