@@ -101,7 +101,8 @@ func TestAccountWaitGivenUp(t *testing.T) {
 // Tenants naming one account get one budget; another account its own.
 func TestAccountsShareByName(t *testing.T) {
 	s := NewAccounts(10, 0)
-	if s.Get("x") != s.Get("x") || s.Get("x") == s.Get("y") {
+	first, again := s.Get("x"), s.Get("x")
+	if first != again || first == s.Get("y") {
 		t.Error("accounts not shared by name")
 	}
 }
