@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
@@ -109,6 +110,8 @@ type Reconciler struct {
 	stopping map[string]*runner
 	// stops counts the background stops, for shutdown.
 	stops sync.WaitGroup
+	// identify reads a tenant cluster's identity; tests replace it.
+	identify func(context.Context, *rest.Config) (string, error)
 }
 
 // New returns a Reconciler for opts.
@@ -118,6 +121,9 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{opts: opts, now: time.Now, runners: map[string]*runner{}, renewed: map[string]time.Time{}, serving: map[string]string{},
 		stopping: map[string]*runner{}}
+	r.identify = func(ctx context.Context, cfg *rest.Config) (string, error) {
+		return readCluster(ctx, cfg, opts.ConnectTimeout)
+	}
 	r.leases = &leases{client: opts.Client, namespace: opts.Namespace, self: opts.Identity, duration: opts.LeaseDuration,
 		now: func() time.Time { return r.now() }}
 	return r, nil
@@ -335,7 +341,7 @@ func (r *Reconciler) ensureRun(ctx context.Context, t Tenant) {
 	}
 	run := startRunner(ctx, t, runnerDeps{
 		start: r.opts.Start, take: r.take, release: r.release, report: r.report,
-		connectTimeout: r.opts.ConnectTimeout, backoff: r.opts.Backoff, maxBackoff: r.opts.MaxBackoff,
+		identify: r.identify, backoff: r.opts.Backoff, maxBackoff: r.opts.MaxBackoff,
 	})
 	r.mu.Lock()
 	r.runners[t.Name] = run

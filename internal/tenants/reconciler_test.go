@@ -2,8 +2,15 @@ package tenants
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -70,5 +77,77 @@ func TestTakeReadsOtherReplicasLeases(t *testing.T) {
 	}
 	if other := r.take("uid-3", "w"); other != "" {
 		t.Errorf("an expired Lease refused it for %s", other)
+	}
+}
+
+const testKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+users: [{name: u, user: {token: x}}]
+`
+
+// A tenant slow to stop (its controllers wait on a cluster that is down)
+// delays no other tenant: the round that stops it returns at once and
+// renews the other tenant's Lease, and its own Lease goes only once it
+// has stopped.
+func TestSlowStopDelaysNoRenewal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	for i, name := range []string{"fast", "slow"} {
+		// Two clusters: their API servers' addresses tell them apart.
+		kc := strings.Replace(testKubeconfig, "127.0.0.1:1", fmt.Sprintf("127.0.0.1:%d", i+1), 1)
+		s := secret(name, map[string]string{KeyKubeconfig: kc})
+		s.Namespace, s.Labels = "ns", map[string]string{"tenant": "yes"}
+		if _, err := client.CoreV1().Secrets("ns").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unblock := make(chan struct{})
+	started := make(chan string, 2)
+	r, err := New(Options{Client: client, Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"tenant": "yes"}),
+		Identity: "self", LeaseDuration: time.Minute, Recorder: record.NewFakeRecorder(100),
+		Start: func(ctx context.Context, t Tenant, _ *rest.Config, _ string) error {
+			started <- t.Name
+			<-ctx.Done()
+			if t.Name == "slow" {
+				<-unblock // stops only when the test says
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.identify = func(_ context.Context, cfg *rest.Config) (string, error) { return "uid-" + cfg.Host, nil }
+	now := t0
+	r.now = func() time.Time { return now }
+	r.round(ctx)
+	for range 2 {
+		<-started
+	}
+	if err := client.CoreV1().Secrets("ns").Delete(ctx, "slow", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	done := make(chan struct{})
+	go func() { r.round(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the round waited for the slow tenant to stop")
+	}
+	fast, err := client.CoordinationV1().Leases("ns").Get(ctx, LeaseName("fast"), metav1.GetOptions{})
+	if err != nil || !fast.Spec.RenewTime.Time.Equal(now) {
+		t.Errorf("fast's Lease %v (%v), want renewed at %v", fast.Spec.RenewTime, err, now)
+	}
+	if _, err := client.CoordinationV1().Leases("ns").Get(ctx, LeaseName("slow"), metav1.GetOptions{}); err != nil {
+		t.Errorf("slow's Lease deleted before it stopped: %v", err)
+	}
+	close(unblock)
+	r.stops.Wait()
+	if _, err := client.CoordinationV1().Leases("ns").Get(ctx, LeaseName("slow"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("slow's Lease after it stopped: %v, want deleted", err)
 	}
 }

@@ -55,10 +55,11 @@ type runnerDeps struct {
 	take    func(cluster, tenant string) string
 	release func(cluster, tenant string)
 	// report is told each failure and each start.
-	report         func(t Tenant, reason string, err error)
-	connectTimeout time.Duration
-	backoff        time.Duration
-	maxBackoff     time.Duration
+	report func(t Tenant, reason string, err error)
+	// identify reads the tenant cluster's identity (readCluster).
+	identify   func(context.Context, *rest.Config) (string, error)
+	backoff    time.Duration
+	maxBackoff time.Duration
 }
 
 // runner is one tenant's run on this replica: connect, check, start its
@@ -159,7 +160,7 @@ func (r *runner) once(ctx context.Context, deps runnerDeps) error {
 	if err != nil {
 		return fail(ReasonKubeconfigInvalid, fmt.Errorf("the kubeconfig of %s: %w", r.tenant.Source(), err))
 	}
-	cluster, err := readCluster(ctx, cfg, deps.connectTimeout)
+	cluster, err := deps.identify(ctx, cfg)
 	if err != nil {
 		return fail(ReasonUnreachable, fmt.Errorf("reading the cluster identity of tenant %s at %s: %w", r.tenant.Name, cfg.Host, err))
 	}
