@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -152,20 +151,6 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// Serving returns the tenants whose controllers run on this replica.
-func (r *Reconciler) Serving() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for name, run := range r.runners {
-		if _, running := run.state(); running {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // round is one pass: read, decide, act.
