@@ -18,6 +18,9 @@ import (
 // testPodIP stands for the pod's IP the kubelet gives the downward API.
 const testPodIP = "198.18.0.10"
 
+// testPodName is the pod name expandEnv gives $(POD_NAME) from metadata.name.
+const testPodName = "cloud-controller-manager-7d9f-abcde"
+
 // expandEnv expands $(NAME) in args as the kubelet does, from the
 // container's env: literal values, and status.podIP as testPodIP.
 func expandEnv(c corev1.Container, args []string) []string {
@@ -28,6 +31,8 @@ func expandEnv(c corev1.Container, args []string) []string {
 			vars[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
 			vars[e.Name] = testPodIP
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			vars[e.Name] = testPodName
 		}
 	}
 	out := make([]string, len(args))

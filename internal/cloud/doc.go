@@ -10,6 +10,10 @@
 // one object that got it: the controllers' retryhint.Requeue requeues that
 // object after the hint.
 //
+// Tenants of one cloud account (tenant mode, package tenants) share one
+// Account: the account's --cloud-qps, handed out in turn by tenant so that
+// none starves another (account.go).
+//
 // This package is the front: the Layer and its Options, the typed wrappers
 // (Instances, LoadBalancer, Routes, NodeCIDRs) that turn each provider
 // method into one call, the reasons, and the metrics. Behind it,

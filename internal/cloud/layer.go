@@ -59,6 +59,11 @@ type Options struct {
 	// The manager sets it to --node-status-update-frequency, the refresh's
 	// period. 0 (the default): background lookups always ask.
 	RefreshPeriod time.Duration
+	// Account, if set, is the cloud account's budget this layer shares
+	// with the layers of other tenants on that account; Tenant names this
+	// layer's turn in it.
+	Account *Account
+	Tenant  string
 }
 
 func (o *Options) defaults() {
@@ -193,6 +198,7 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		ThrottleWindow:   opts.ThrottleWindow,
 		ThrottledObjects: opts.ThrottledObjects,
 		Now:              now,
+		Shared:           opts.shared(),
 		Metrics: admission.Metrics{
 			Held:             l.m.held,
 			Rejected:         l.m.rejected,
@@ -207,6 +213,15 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 		l.answered = sharing.NewAnswered()
 	}
 	return l
+}
+
+// shared is the wait on the account's budget, nil without an account.
+func (o Options) shared() func(context.Context) error {
+	if o.Account == nil {
+		return nil
+	}
+	a, tenant := o.Account, o.Tenant
+	return func(ctx context.Context) error { return a.Wait(ctx, tenant) }
 }
 
 // pruneAnswered forgets the initializations' answers older than the

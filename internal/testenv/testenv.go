@@ -316,6 +316,9 @@ func startControlPlane(ctx context.Context, options ...apiserver.Option) (*apise
 type SecondControlPlane struct {
 	Client     kubernetes.Interface
 	Kubeconfig string
+	// Stop stops its etcd and API server before the test ends (a cluster
+	// going down); later calls, and the test's end, do nothing more.
+	Stop func()
 }
 
 // StartSecondControlPlane starts another control plane until the test ends.
@@ -325,12 +328,14 @@ func StartSecondControlPlane(t testing.TB) *SecondControlPlane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Stop() })
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = cp.Stop() }) }
+	t.Cleanup(stop)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := cp.WriteAdminKubeconfig(kc); err != nil {
 		t.Fatal(err)
 	}
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	return &SecondControlPlane{Client: kubernetes.NewForConfigOrDie(cfg), Kubeconfig: kc}
+	return &SecondControlPlane{Client: kubernetes.NewForConfigOrDie(cfg), Kubeconfig: kc, Stop: stop}
 }

@@ -120,6 +120,14 @@ type Options struct {
 	DisableMetricsAuthentication bool
 	GatewayNamespace             string
 	GatewayDataPlaneImage        string
+	TenantsNamespace             string
+	TenantsSelector              string
+	TenantsDir                   string
+	TenantsReplicaID             string
+
+	// tenant is set on the copy of the options one tenant's manager is
+	// built from (tenant mode); nil otherwise.
+	tenant *tenantRun
 
 	// Extension is what a provider's own main adds (package app); nil
 	// for Outrigger's own binaries.
@@ -279,6 +287,10 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
 	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "Namespace of every Gateway's data plane (its programming, its load balancer Service, its pods); the gateway-controller writes nowhere else, and makes it when missing.")
 	fs.StringVar(&o.GatewayDataPlaneImage, "gateway-data-plane-image", o.GatewayDataPlaneImage, "Image of the Gateways' data plane pods (Outrigger's own image, which runs `outrigger gateway-dataplane`). Empty: no pods are made, and something else must serve the programming (as `outrigger dev` does).")
+	fs.StringVar(&o.TenantsNamespace, "tenants-namespace", o.TenantsNamespace, "Tenant mode: serve many clusters from this process. The namespace, in the cluster of --kubeconfig (the management cluster), of the tenants' kubeconfig Secrets and of the Leases that spread the tenants over the replicas (docs/tenants.md).")
+	fs.StringVar(&o.TenantsSelector, "tenants-selector", o.TenantsSelector, "Tenant mode: label selector of the tenants' Secrets in --tenants-namespace (key kubeconfig; optional cloud-config and account). Empty: no Secrets, only --tenants-dir.")
+	fs.StringVar(&o.TenantsDir, "tenants-dir", o.TenantsDir, "Tenant mode: a directory of kubeconfig files, one tenant each (with --tenants-namespace, for the Leases).")
+	fs.StringVar(&o.TenantsReplicaID, "tenants-replica-id", o.TenantsReplicaID, "Tenant mode: this replica's identity in the tenant Leases, distinct for every replica. Empty: the host name and a random suffix.")
 	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only); /configz, /debug and /console/ still authenticate theirs.")
 
 	logsapi.AddFlags(o.Logs, nfs.FlagSet("logs"))

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,9 @@ func Run(ctx context.Context, opts *Options, reg *provider.Registry) error {
 func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
+	}
+	if opts.tenantMode() {
+		return newTenantMode(ctx, opts, reg)
 	}
 	log := klog.FromContext(ctx)
 	opts.warnIgnored(log)
@@ -169,6 +173,11 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 		// The node controller's address refresh period: a node it
 		// initialized is not asked about again by the refresh before.
 		lo.RefreshPeriod = opts.NodeStatusUpdateFrequency
+		if t := opts.tenant; t != nil {
+			// The account's budget, shared in turn with the other
+			// tenants on the same cloud account.
+			lo.Account, lo.Tenant = t.account, t.name
+		}
 		u.layer = cloud.New(u.provider, lo)
 	}
 	// A provider hung on many objects makes this replica unready, naming
@@ -466,7 +475,11 @@ func setupController(ctx context.Context, mgr manager.Manager, name string, u *u
 
 func buildProvider(opts *Options, reg *provider.Registry) (cloudprovider.Interface, error) {
 	var config io.Reader
-	if opts.CloudConfig != "" {
+	if t := opts.tenant; t != nil && len(t.cloudConfig) > 0 {
+		// The tenant's own, from its Secret: its credentials never pass
+		// through a file another tenant could name.
+		config = bytes.NewReader(t.cloudConfig)
+	} else if opts.CloudConfig != "" {
 		f, err := os.Open(opts.CloudConfig)
 		if err != nil {
 			return nil, fmt.Errorf("cannot read --cloud-config: %w", err)
@@ -487,7 +500,10 @@ func restConfig(opts *Options) (*rest.Config, error) {
 		// content type and user agent are the main's.
 		return rest.CopyConfig(ext.RestConfig), nil
 	}
-	if opts.Kubeconfig == "" && opts.Master == "" {
+	if t := opts.tenant; t != nil {
+		// The tenant's API server, from its kubeconfig Secret or file.
+		cfg = rest.CopyConfig(t.restConfig)
+	} else if opts.Kubeconfig == "" && opts.Master == "" {
 		cfg, err = rest.InClusterConfig()
 		if err != nil {
 			return nil, fmt.Errorf("no --kubeconfig or --master given and not running in a cluster: %w", err)

@@ -35,6 +35,7 @@ func (o *Options) Validate() error {
 	case o.CloudProvider == "":
 		errs = append(errs, errors.New("--cloud-provider is required (or --cloud-providers-file)"))
 	}
+	errs = append(errs, o.validateTenants()...)
 	if _, err := o.EnabledControllers(); err != nil {
 		errs = append(errs, err)
 	}

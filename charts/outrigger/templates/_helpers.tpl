@@ -100,6 +100,11 @@ refusing a runAsUser set elsewhere to another.
 {{- if ne (int .Values.securePort) 10258 }}
 - --secure-port={{ .Values.securePort }}
 {{- end }}
+{{- if .Values.tenants.enabled }}
+- --tenants-namespace={{ include "outrigger.tenantsNamespace" . }}
+- --tenants-selector={{ .Values.tenants.selector }}
+- --tenants-replica-id=$(POD_NAME)
+{{- end }}
 {{- if .Values.gateway.enabled }}
 - --gateway-data-plane-image={{ .Values.gateway.dataPlaneImage | default (include "outrigger.image" .) }}
 {{- if ne .Values.gateway.namespace "outrigger-gateways" }}
@@ -142,4 +147,12 @@ chart: the image a release verification checked), else repository:tag.
 {{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
+{{- end }}
+
+{{/*
+The namespace of the tenants' Secrets and Leases: tenants.namespace, or the
+release's.
+*/}}
+{{- define "outrigger.tenantsNamespace" -}}
+{{ .Values.tenants.namespace | default .Release.Namespace }}
 {{- end }}

@@ -93,6 +93,7 @@ configureCloudRoutes: true
 extraArgs: {v: 2, logging-format: json}
 podAnnotations: {example.com/team: cloud}
 `},
+		{name: "tenant mode", namespace: "outrigger-system", values: "cloudProvider: sim\ntenants: {enabled: true, namespace: tenants}\n"},
 		{name: "service account credentials", namespace: charttest.Namespace, values: "cloudProvider: sim\nuseServiceAccountCredentials: true\ncloudConfig: {existingSecret: cloud-config}\n"},
 		// The PrometheusRule needs the Prometheus Operator's CRD, which this
 		// API server does not serve; charts/test/monitoring loads its rules.
@@ -119,6 +120,7 @@ extraArgs: [--v=4]
 			// The Gateway data plane namespace the chart makes: a dry run
 			// cannot place objects in a namespace it only pretends to make.
 			createNamespace(t, "outrigger-gateways")
+			createNamespace(t, "tenants") // tenant mode's Secrets and Leases
 			rel, err := charttest.Render(tt.namespace, tt.values)
 			if err != nil {
 				t.Fatalf("rendering: %v", err)

@@ -68,6 +68,15 @@ func (u *uninitialized) Collect(ch chan<- prometheus.Metric) {
 	}
 	u.mu.Unlock()
 	now := u.now()
+	// Summed by controller name: several clusters' node controllers in one
+	// process (tenant mode, tests) share a name, and one series each would
+	// be refused by the registry as collected twice.
+	type figure struct {
+		count  int
+		oldest time.Duration
+	}
+	byController := map[string]*figure{}
+	var order []string
 	for _, s := range sources {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		nodes, err := s.nodes(ctx)
@@ -75,15 +84,23 @@ func (u *uninitialized) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue // the cache is gone or not synced: no figure is better than a wrong one
 		}
-		count, oldest := 0, time.Duration(0)
+		f := byController[s.controller]
+		if f == nil {
+			f = &figure{}
+			byController[s.controller] = f
+			order = append(order, s.controller)
+		}
 		for _, n := range nodes {
 			if !isUninitialized(n) || s.platforms.Of(n) == platform.NotOwned {
 				continue
 			}
-			count++
-			oldest = max(oldest, now.Sub(n.CreationTimestamp.Time))
+			f.count++
+			f.oldest = max(f.oldest, now.Sub(n.CreationTimestamp.Time))
 		}
-		ch <- prometheus.MustNewConstMetric(uninitializedDesc, prometheus.GaugeValue, float64(count), s.controller)
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest.Seconds(), s.controller)
+	}
+	for _, c := range order {
+		f := byController[c]
+		ch <- prometheus.MustNewConstMetric(uninitializedDesc, prometheus.GaugeValue, float64(f.count), c)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, f.oldest.Seconds(), c)
 	}
 }

@@ -50,3 +50,29 @@ outrigger_nodes_uninitialized{controller="cloud-node-controller"} 2
 		t.Error(err)
 	}
 }
+
+// Two clusters' node controllers of one name in one process (tenant mode)
+// are summed into one series, which the registry accepts, instead of two
+// series of the same labels, which it refuses.
+func TestUninitializedNodesOfSeveralClustersSummed(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	tainted := func(age time.Duration) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-age))},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}}}
+	}
+	u := &uninitialized{sources: map[*refresher]uninitializedSource{}, now: func() time.Time { return now }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, nodes := range [][]*corev1.Node{{tainted(time.Minute)}, {tainted(time.Second), tainted(time.Hour)}} {
+		u.add(ctx, &refresher{}, uninitializedSource{controller: "cloud-node-controller",
+			nodes: func(context.Context) ([]*corev1.Node, error) { return nodes, nil }})
+	}
+	want := `
+# HELP outrigger_nodes_uninitialized Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.
+# TYPE outrigger_nodes_uninitialized gauge
+outrigger_nodes_uninitialized{controller="cloud-node-controller"} 3
+`
+	if err := testutil.CollectAndCompare(u, strings.NewReader(want), "outrigger_nodes_uninitialized"); err != nil {
+		t.Error(err)
+	}
+}

@@ -59,6 +59,10 @@ type Options struct {
 	ThrottledObjects int
 	Now              func() time.Time
 	Metrics          Metrics
+	// Shared, if set, is waited on after the --cloud-qps ceiling: the
+	// budget of the cloud account this gate's calls share with other
+	// gates (a multi-tenant Outrigger's tenants on one account).
+	Shared func(context.Context) error
 }
 
 // Gate admits the calls of one provider. It is safe for concurrent use.
@@ -172,6 +176,13 @@ func (g *Gate) Admit(ctx context.Context, c Call) (*Pass, error) {
 		lim.conc.done(g.opts.Now(), g.opts.Now(), 0, outcomeOther)
 		p.release()
 		return nil, fmt.Errorf("waiting for the cloud rate limiter before %s: %w", c.Method, err)
+	}
+	if g.opts.Shared != nil {
+		if err := g.opts.Shared(ctx); err != nil {
+			lim.conc.done(g.opts.Now(), g.opts.Now(), 0, outcomeOther)
+			p.release()
+			return nil, fmt.Errorf("waiting for the cloud account's budget before %s: %w", c.Method, err)
+		}
 	}
 	p.sent = g.opts.Now()
 	lim.sent.add(p.sent)
