@@ -4,6 +4,8 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
@@ -121,4 +125,45 @@ func parentCondition(parents []gwv1.RouteParentStatus, gw, typ string) *metav1.C
 		}
 	}
 	return nil
+}
+
+// servedByDataPlane runs a data plane in the test, programmed from the
+// Secret Outrigger writes for the Gateway ns/name as a data plane pod
+// watches it, with its one listener on a loopback port and its backend
+// clusterIP dialed at backend; it returns the listener's address once the
+// first programming applied.
+func servedByDataPlane(t *testing.T, ns, name, clusterIP, backend string) string {
+	t.Helper()
+	var mu sync.Mutex
+	var listening string
+	proxy := dataplane.New(dataplane.Options{
+		ListenTCP: func(int32) (net.Listener, error) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err == nil {
+				mu.Lock()
+				listening = l.Addr().String()
+				mu.Unlock()
+			}
+			return l, err
+		},
+		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
+			if address != clusterIP {
+				return nil, fmt.Errorf("no backend at %s", address)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, network, backend)
+		},
+	})
+	t.Cleanup(proxy.Close)
+	applied := make(chan error, 16)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	t.Cleanup(stopWatch)
+	dpKey := types.NamespacedName{Namespace: gateway.DefaultNamespace, Name: gateway.DataPlaneName(ns, name)}
+	go dataplane.Watch(watchCtx, testenv.Client, dpKey.Namespace, dpKey.Name, proxy, func(err error) { applied <- err })
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return listening
 }

@@ -4,10 +4,8 @@ package gateway_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,13 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -103,38 +99,7 @@ func TestGRPCRoute(t *testing.T) {
 	}
 
 	// The data plane serves the call.
-	var mu sync.Mutex
-	var http80 string
-	proxy := dataplane.New(dataplane.Options{
-		ListenTCP: func(int32) (net.Listener, error) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err == nil {
-				mu.Lock()
-				http80 = l.Addr().String()
-				mu.Unlock()
-			}
-			return l, err
-		},
-		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
-			if address != clusterIP {
-				return nil, fmt.Errorf("no backend at %s", address)
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, ln.Addr().String())
-		},
-	})
-	t.Cleanup(proxy.Close)
-	applied := make(chan error, 16)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	t.Cleanup(stopWatch)
-	dpKey := types.NamespacedName{Namespace: gateway.DefaultNamespace, Name: gateway.DataPlaneName(ns, "gw")}
-	go dataplane.Watch(watchCtx, testenv.Client, dpKey.Namespace, dpKey.Name, proxy, func(err error) { applied <- err })
-	if err := <-applied; err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	addr := http80
-	mu.Unlock()
+	addr := servedByDataPlane(t, ns, "gw", clusterIP, ln.Addr().String())
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("grpc.example.com"))
 	if err != nil {
 		t.Fatal(err)

@@ -4,26 +4,21 @@ package gateway_test
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 	"github.com/outrigger-ccm/outrigger/internal/testcert"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
@@ -119,38 +114,7 @@ func TestTLSRoute(t *testing.T) {
 	}
 
 	// The data plane passes the TLS stream through to the backend.
-	var mu sync.Mutex
-	var tls443 string
-	proxy := dataplane.New(dataplane.Options{
-		ListenTCP: func(int32) (net.Listener, error) {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err == nil {
-				mu.Lock()
-				tls443 = l.Addr().String()
-				mu.Unlock()
-			}
-			return l, err
-		},
-		Dial: func(ctx context.Context, network, address string) (net.Conn, error) {
-			if address != clusterIP {
-				return nil, fmt.Errorf("no backend at %s", address)
-			}
-			var d net.Dialer
-			return d.DialContext(ctx, network, ln.Addr().String())
-		},
-	})
-	t.Cleanup(proxy.Close)
-	applied := make(chan error, 16)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	t.Cleanup(stopWatch)
-	dpKey := types.NamespacedName{Namespace: gateway.DefaultNamespace, Name: gateway.DataPlaneName(ns, "gw")}
-	go dataplane.Watch(watchCtx, testenv.Client, dpKey.Namespace, dpKey.Name, proxy, func(err error) { applied <- err })
-	if err := <-applied; err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	addr := tls443
-	mu.Unlock()
+	addr := servedByDataPlane(t, ns, "gw", clusterIP, ln.Addr().String())
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "app.example.com"}) //nolint:gosec // the backend's own certificate
 	if err != nil {
 		t.Fatal(err)
