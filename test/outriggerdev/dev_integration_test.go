@@ -1,7 +1,9 @@
 //go:build integration
 
-// Package e2e runs the outrigger binary the way a user does.
-package e2e
+// Package outriggerdev runs the outrigger binary the way a user does:
+// `outrigger dev`, then the load balancers and nodes it serves. (Upstream's
+// own end-to-end suite, run on a real cluster, is cluster/e2e.)
+package outriggerdev
 
 import (
 	"bytes"
