@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -14,9 +15,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
-// EC2Path is where the cloud serves its view of the EC2 Query API (form-encoded
+// EC2Path is where Handler serves its view of the EC2 Query API (form-encoded
 // POST, XML answers), for providers written against AWS: point their EC2
 // endpoint at <base URL>/ec2. It shows the same instances as the native API,
 // as EC2 would describe them.
@@ -42,23 +45,23 @@ var ec2Unsupported = map[string]bool{
 // ec2Handler serves the EC2 Query API: every call is a POST (or GET) with
 // Action and Version and the call's parameters, flattened as EC2 does
 // (InstanceId.1, Filter.1.Name, Filter.1.Value.1, ...).
-func (c *Cloud) ec2Handler(w http.ResponseWriter, r *http.Request) {
-	c.serveQuery(w, r, queryAPI{
+func (aws *AWS) ec2Handler(w http.ResponseWriter, r *http.Request) {
+	aws.serveQuery(w, r, queryAPI{
 		service: "EC2",
 		actions: map[string]queryAction{
-			"DescribeInstances":             c.ec2DescribeInstances,
-			"DescribeAvailabilityZones":     c.ec2DescribeAvailabilityZones,
-			"DescribeRegions":               c.ec2DescribeRegions,
-			"DescribeInstanceTopology":      c.ec2DescribeInstanceTopology,
-			"CreateTags":                    c.ec2CreateTags,
-			"DeleteTags":                    c.ec2DeleteTags,
-			"DescribeSubnets":               c.ec2DescribeSubnets,
-			"DescribeRouteTables":           c.ec2DescribeRouteTables,
-			"DescribeSecurityGroups":        c.ec2DescribeSecurityGroups,
-			"CreateSecurityGroup":           c.ec2CreateSecurityGroup,
-			"DeleteSecurityGroup":           c.ec2DeleteSecurityGroup,
-			"AuthorizeSecurityGroupIngress": c.ec2AuthorizeSecurityGroupIngress,
-			"RevokeSecurityGroupIngress":    c.ec2RevokeSecurityGroupIngress,
+			"DescribeInstances":             aws.ec2DescribeInstances,
+			"DescribeAvailabilityZones":     aws.ec2DescribeAvailabilityZones,
+			"DescribeRegions":               aws.ec2DescribeRegions,
+			"DescribeInstanceTopology":      aws.ec2DescribeInstanceTopology,
+			"CreateTags":                    aws.ec2CreateTags,
+			"DeleteTags":                    aws.ec2DeleteTags,
+			"DescribeSubnets":               aws.ec2DescribeSubnets,
+			"DescribeRouteTables":           aws.ec2DescribeRouteTables,
+			"DescribeSecurityGroups":        aws.ec2DescribeSecurityGroups,
+			"CreateSecurityGroup":           aws.ec2CreateSecurityGroup,
+			"DeleteSecurityGroup":           aws.ec2DeleteSecurityGroup,
+			"AuthorizeSecurityGroupIngress": aws.ec2AuthorizeSecurityGroupIngress,
+			"RevokeSecurityGroupIngress":    aws.ec2RevokeSecurityGroupIngress,
 		},
 		unsupported: ec2Unsupported,
 		dryRun:      true,
@@ -308,18 +311,18 @@ type ec2View struct {
 // and name are its ExternalIP and ExternalDNS, which it loses when not
 // running, as an EC2 instance loses its public IPv4 when stopped; a terminated
 // instance has no network interface left.
-func (c *Cloud) ec2Of(in *Instance) ec2View {
-	zoneIdx := c.zoneIndex(in.Zone)
+func (aws *AWS) ec2Of(in simcloud.Instance) ec2View {
+	zoneIdx := aws.zoneIndex(in.Zone)
 	v := ec2View{ec2Instance: ec2Instance{
 		InstanceID:   in.ID,
 		InstanceType: in.Type,
 		Architecture: "x86_64",
-		Placement:    ec2Placement{AvailabilityZone: in.Zone, AvailabilityZoneID: c.zoneID(zoneIdx), Tenancy: "default"},
+		Placement:    ec2Placement{AvailabilityZone: in.Zone, AvailabilityZoneID: aws.zoneID(zoneIdx), Tenancy: "default"},
 	}, tags: map[string]string{}}
 	switch in.State {
-	case StateRunning:
+	case simcloud.StateRunning:
 		v.State = ec2State{Code: 16, Name: "running"}
-	case StateStopped:
+	case simcloud.StateStopped:
 		v.State = ec2State{Code: 80, Name: "stopped"}
 	default:
 		v.State = ec2State{Code: 48, Name: "terminated"}
@@ -329,14 +332,14 @@ func (c *Cloud) ec2Of(in *Instance) ec2View {
 		v.tags[k] = val
 	}
 	v.Tags = ec2TagSet(v.tags)
-	if in.State == StateTerminated {
+	if in.State == simcloud.StateTerminated {
 		return v
 	}
-	v.VpcID = c.vpcID()
-	v.SubnetID = c.subnetID(zoneIdx)
+	v.VpcID = aws.vpcID()
+	v.SubnetID = aws.subnetID(zoneIdx)
 	// Every instance is in its VPC's default security group, as one
 	// launched without naming a group is.
-	v.Groups = []ec2GroupIdentifier{{GroupID: c.defaultSecurityGroupID(), GroupName: "default"}}
+	v.Groups = []ec2GroupIdentifier{{GroupID: aws.defaultSecurityGroupID(), GroupName: "default"}}
 	var v4, v6 []string
 	for _, a := range in.Addresses {
 		switch a.Type {
@@ -351,11 +354,11 @@ func (c *Cloud) ec2Of(in *Instance) ec2View {
 				v.PrivateDNSName = a.Address
 			}
 		case "ExternalIP":
-			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && v.IPAddress == "" && in.State == StateRunning {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && ip.Is4() && v.IPAddress == "" && in.State == simcloud.StateRunning {
 				v.IPAddress = a.Address
 			}
 		case "ExternalDNS":
-			if v.DNSName == "" && in.State == StateRunning {
+			if v.DNSName == "" && in.State == simcloud.StateRunning {
 				v.DNSName = a.Address
 			}
 		}
@@ -363,7 +366,7 @@ func (c *Cloud) ec2Of(in *Instance) ec2View {
 	if len(v4) > 0 {
 		v.PrivateIPAddress = v4[0]
 		if v.PrivateDNSName == "" {
-			v.PrivateDNSName = c.ec2PrivateDNSName(v4[0])
+			v.PrivateDNSName = aws.ec2PrivateDNSName(v4[0])
 		}
 	}
 	eni := ec2NetworkInterface{
@@ -466,7 +469,7 @@ func ec2TagSet(tags map[string]string) []ec2Tag {
 	return out
 }
 
-func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeInstances(r *http.Request) (any, error) {
 	ids := ec2List(r, "InstanceId")
 	filters, err := ec2Filters(r)
 	if err != nil {
@@ -497,13 +500,16 @@ func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
 		}
 	}
 
-	c.mu.Lock()
+	byID := map[string]simcloud.Instance{}
+	for _, in := range aws.cloud.List() {
+		byID[in.ID] = in
+	}
 	var missing []string
-	var candidates []*Instance
+	var candidates []simcloud.Instance
 	if len(ids) > 0 {
 		seen := map[string]bool{}
 		for _, id := range ids {
-			if in, ok := c.instances[id]; !ok {
+			if in, ok := byID[id]; !ok {
 				missing = append(missing, id)
 			} else if !seen[id] {
 				seen[id] = true
@@ -511,15 +517,14 @@ func (c *Cloud) ec2DescribeInstances(r *http.Request) (any, error) {
 			}
 		}
 	} else {
-		for _, in := range c.instances {
+		for _, in := range byID {
 			candidates = append(candidates, in)
 		}
 	}
 	views := make([]ec2View, 0, len(candidates))
 	for _, in := range candidates {
-		views = append(views, c.ec2Of(in))
+		views = append(views, aws.ec2Of(in))
 	}
-	c.mu.Unlock()
 
 	switch len(missing) {
 	case 0:
@@ -593,17 +598,17 @@ func (z ec2Zone) filter(name string) ([]string, bool) {
 	return nil, false
 }
 
-func (c *Cloud) ec2DescribeAvailabilityZones(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeAvailabilityZones(r *http.Request) (any, error) {
 	filters, err := ec2Filters(r)
 	if err != nil {
 		return nil, err
 	}
 	names, ids := ec2List(r, "ZoneName"), ec2List(r, "ZoneId")
-	all := make([]ec2Zone, 0, len(c.zones))
-	for i, z := range c.zones {
+	all := make([]ec2Zone, 0, len(aws.zones))
+	for i, z := range aws.zones {
 		all = append(all, ec2Zone{
-			ZoneName: z, ZoneID: c.zoneID(i), ZoneState: "available", RegionName: c.region,
-			ZoneType: "availability-zone", GroupName: c.region, NetworkBorderGroup: c.region,
+			ZoneName: z, ZoneID: aws.zoneID(i), ZoneState: "available", RegionName: aws.region,
+			ZoneType: "availability-zone", GroupName: aws.region, NetworkBorderGroup: aws.region,
 			OptInStatus: "opt-in-not-required",
 		})
 	}
@@ -655,14 +660,14 @@ type ec2Region struct {
 
 // ec2DescribeRegions lists the cloud's one region, whose endpoint is this
 // server.
-func (c *Cloud) ec2DescribeRegions(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeRegions(r *http.Request) (any, error) {
 	filters, err := ec2Filters(r)
 	if err != nil {
 		return nil, err
 	}
-	region := ec2Region{RegionName: c.region, RegionEndpoint: r.Host, OptInStatus: "opt-in-not-required"}
+	region := ec2Region{RegionName: aws.region, RegionEndpoint: r.Host, OptInStatus: "opt-in-not-required"}
 	for _, n := range ec2List(r, "RegionName") {
-		if n != c.region {
+		if n != aws.region {
 			return nil, awsErrorf("InvalidParameterValue", "Invalid region: %s", n)
 		}
 	}
@@ -695,7 +700,7 @@ type describeInstanceTopologyResponse struct {
 
 // ec2DescribeInstanceTopology answers that no instance has a network topology:
 // the sim cloud has none, as EC2 has none for most instance types.
-func (c *Cloud) ec2DescribeInstanceTopology(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeInstanceTopology(r *http.Request) (any, error) {
 	if _, err := ec2Filters(r); err != nil {
 		return nil, err
 	}
@@ -708,8 +713,8 @@ func (c *Cloud) ec2DescribeInstanceTopology(r *http.Request) (any, error) {
 }
 
 // zoneIndex is the zone's position among the cloud's zones, -1 if unknown.
-func (c *Cloud) zoneIndex(zone string) int {
-	for i, z := range c.zones {
+func (aws *AWS) zoneIndex(zone string) int {
+	for i, z := range aws.zones {
 		if z == zone {
 			return i
 		}
@@ -718,11 +723,11 @@ func (c *Cloud) zoneIndex(zone string) int {
 }
 
 // zoneID gives zones AWS-style IDs: us-east-1's first zone is use1-az1.
-func (c *Cloud) zoneID(i int) string {
+func (aws *AWS) zoneID(i int) string {
 	if i < 0 {
 		return ""
 	}
-	parts := strings.Split(c.region, "-")
+	parts := strings.Split(aws.region, "-")
 	var b strings.Builder
 	for j, p := range parts {
 		switch {
@@ -737,21 +742,21 @@ func (c *Cloud) zoneID(i int) string {
 	return fmt.Sprintf("%s-az%d", b.String(), i+1)
 }
 
-func (c *Cloud) vpcID() string { return "vpc-" + shortHash(c.region) }
+func (aws *AWS) vpcID() string { return "vpc-" + shortHash(aws.region) }
 
-func (c *Cloud) subnetID(zoneIdx int) string {
-	return "subnet-" + shortHash(c.region+"/"+strconv.Itoa(zoneIdx))
+func (aws *AWS) subnetID(zoneIdx int) string {
+	return "subnet-" + shortHash(aws.region+"/"+strconv.Itoa(zoneIdx))
 }
 
 // ec2PrivateDNSName is the name EC2 gives an instance from its private IPv4:
 // ip-198-18-0-5.ec2.internal in us-east-1, ip-198-18-0-5.<region>.compute.internal
 // elsewhere.
-func (c *Cloud) ec2PrivateDNSName(ipv4 string) string {
+func (aws *AWS) ec2PrivateDNSName(ipv4 string) string {
 	name := "ip-" + strings.ReplaceAll(ipv4, ".", "-")
-	if c.region == "us-east-1" {
+	if aws.region == "us-east-1" {
 		return name + ".ec2.internal"
 	}
-	return name + "." + c.region + ".compute.internal"
+	return name + "." + aws.region + ".compute.internal"
 }
 
 // instanceMAC is the instance's one interface's MAC address, locally
@@ -796,7 +801,7 @@ func ec2Tags(r *http.Request, prefix string) (keys, values []string, err error) 
 // ec2TagInstances applies change to the labels (the EC2 tags) of every
 // instance in ResourceId.N, all or none: an unknown or malformed ID fails
 // the call before any instance changes, as EC2's does.
-func (c *Cloud) ec2TagInstances(r *http.Request, change func(labels map[string]string, keys, values []string)) error {
+func (aws *AWS) ec2TagInstances(r *http.Request, change func(labels map[string]string, keys, values []string)) error {
 	ids := ec2List(r, "ResourceId")
 	if len(ids) == 0 {
 		return awsErrorf("MissingParameter", "The request must contain the parameter resourceIdSet")
@@ -805,30 +810,25 @@ func (c *Cloud) ec2TagInstances(r *http.Request, change func(labels map[string]s
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var found []*Instance
 	for _, id := range ids {
 		if !instanceIDPattern.MatchString(id) {
 			return awsErrorf("InvalidID", "The ID '%s' is not valid", id)
 		}
-		in, ok := c.instances[id]
-		if !ok {
+		// Get finds instances by name too: only the ID counts here.
+		if in, ok := aws.cloud.Get(id); !ok || in.ID != id {
 			return awsErrorf("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 		}
-		found = append(found, in)
 	}
-	for _, in := range found {
-		if in.Labels == nil {
-			in.Labels = map[string]string{}
-		}
-		change(in.Labels, keys, values)
+	err = aws.cloud.ChangeLabels(ids, func(labels map[string]string) { change(labels, keys, values) })
+	if errors.Is(err, simcloud.ErrInstanceNotFound) {
+		// Deleted since it was found above.
+		return awsErrorf("InvalidInstanceID.NotFound", "%v", err)
 	}
-	return nil
+	return err
 }
 
-func (c *Cloud) ec2CreateTags(r *http.Request) (any, error) {
-	if err := c.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
+func (aws *AWS) ec2CreateTags(r *http.Request) (any, error) {
+	if err := aws.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
 		for i, k := range keys {
 			labels[k] = values[i]
 		}
@@ -840,8 +840,8 @@ func (c *Cloud) ec2CreateTags(r *http.Request) (any, error) {
 
 // ec2DeleteTags deletes each Tag.N.Key, only where its value matches when
 // Tag.N.Value is given.
-func (c *Cloud) ec2DeleteTags(r *http.Request) (any, error) {
-	if err := c.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
+func (aws *AWS) ec2DeleteTags(r *http.Request) (any, error) {
+	if err := aws.ec2TagInstances(r, func(labels map[string]string, keys, values []string) {
 		for i, k := range keys {
 			if _, given := r.Form["Tag."+strconv.Itoa(i+1)+".Value"]; !given || labels[k] == values[i] {
 				delete(labels, k)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -33,12 +34,9 @@ type Cloud struct {
 	instances map[string]*Instance // by ID
 	routes    map[string]Route     // by name
 	lbs       map[string]*LoadBalancer
-	// The EC2 view's security groups (by ID) and Elastic Load Balancing's
-	// classic load balancers (by name), for providers written against AWS.
-	secGroups  map[string]*SecurityGroup
-	nextSG     int
-	elbs       map[string]*ELB
-	nextELB    int
+	// lbData is what another API keeps on a load balancer beside its
+	// generic spec (ProviderData), by load balancer name.
+	lbData     map[string]any
 	vips       map[netip.Addr]string // VIP -> load balancer name
 	nextVIP    netip.Addr
 	vipPool    netip.Prefix // SetVIPPool; zero: defaultVIPPool
@@ -50,10 +48,6 @@ type Cloud struct {
 	limiter    *rate.Limiter
 	calls      Calls
 	callLog    []LoggedCall
-	// metadataInstance is the ID of the instance the metadata service
-	// describes: the one its caller runs on.
-	metadataInstance string
-	imdsTokens       map[string]time.Time // IMDSv2 session token -> expiry
 }
 
 // New returns an empty cloud in region with zones.
@@ -70,18 +64,21 @@ func New(region string, zones ...string) *Cloud {
 		instances: map[string]*Instance{},
 		routes:    map[string]Route{},
 		lbs:       map[string]*LoadBalancer{},
+		lbData:    map[string]any{},
 		vips:      map[netip.Addr]string{},
 		byName:    map[string]string{},
 		limiter:   rate.NewLimiter(rate.Inf, 1),
 		calls:     Calls{ByOp: map[string]int64{}},
-
-		imdsTokens: map[string]time.Time{},
-		secGroups:  map[string]*SecurityGroup{},
-		elbs:       map[string]*ELB{},
 	}
-	c.addDefaultSecurityGroup()
 	return c
 }
+
+// Region is the cloud's one region.
+func (c *Cloud) Region() string { return c.region }
+
+// Zones are the region's zones, in the order instances are spread over
+// them.
+func (c *Cloud) Zones() []string { return slices.Clone(c.zones) }
 
 // Handler returns the cloud's HTTP API.
 func (c *Cloud) Handler() http.Handler {
@@ -97,21 +94,11 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/routes/{name}", c.api("DeleteRoute", c.deleteRoute))
 	mux.HandleFunc("GET /v1/loadbalancers", c.api("ListLoadBalancers", c.listLoadBalancers))
 	mux.HandleFunc("GET /v1/loadbalancers/{name}", c.api("GetLoadBalancer", c.getLoadBalancer))
-	mux.HandleFunc("PUT /v1/loadbalancers/{name}", c.api("PutLoadBalancer", c.putLoadBalancer))
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}", c.api("PutLoadBalancer", c.servePutLoadBalancer))
 	mux.HandleFunc("PUT /v1/loadbalancers/{name}/backends", c.api("SetBackends", c.putBackends))
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", c.api("DeleteLoadBalancer", c.deleteLoadBalancer))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
-	// Clients written against AWS: the EC2 and Elastic Load Balancing Query
-	// APIs, and the instance metadata service at the path the AWS SDKs
-	// hard-code.
-	mux.HandleFunc(EC2Path, c.ec2Handler)
-	// The SDKs join the endpoint's path and "/" as "/ec2": a redirect to
-	// "/ec2/" would not be followed for a POST.
-	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
-	mux.HandleFunc(ELBPath, c.elbHandler)
-	mux.HandleFunc(strings.TrimSuffix(ELBPath, "/"), c.elbHandler)
-	mux.HandleFunc("/latest/", c.imdsHandler)
 	mux.HandleFunc("GET /v1/calls/log", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.CallLog()) })
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
 	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
@@ -124,11 +111,18 @@ func (c *Cloud) Handler() http.Handler {
 // Serve listens on addr ("127.0.0.1:0" picks a port) and serves the API until
 // ctx ends. It returns the base URL once listening.
 func (c *Cloud) Serve(ctx context.Context, addr string) (string, error) {
+	return ListenAndServe(ctx, addr, c.Handler())
+}
+
+// ListenAndServe listens on addr and serves h until ctx ends, as Serve does
+// the cloud's own API: for a handler that serves more APIs over the cloud
+// (package awsemu's). It returns the base URL once listening.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("sim cloud: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -343,7 +337,7 @@ func (c *Cloud) List() []Instance {
 func (c *Cloud) api(op string, h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if c.gate(w, r, op, func(status int, code, message string) {
+		if c.Gate(w, r, op, func(status int, code, message string) {
 			writeJSON(w, status, Error{Code: code, Message: message})
 		}) {
 			return
@@ -414,11 +408,13 @@ func (c *Cloud) CallLog() []LoggedCall {
 	return append([]LoggedCall(nil), c.callLog...)
 }
 
-// gate counts a call to op and applies the fault knobs to it. It returns true
+// Gate counts a call to op and applies the fault knobs to it. It returns true
 // when the call must not proceed: the client gave up, or a fault was answered
 // through fail (status 429 with Retry-After set when throttled, 500 for an
-// injected error), so that each API answers faults in its own format.
-func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail func(status int, code, message string)) bool {
+// injected error), so that each API answers faults in its own format. It is
+// exported for the APIs served over the cloud (package awsemu's), whose
+// calls are counted and faulted as the cloud's own.
+func (c *Cloud) Gate(w http.ResponseWriter, r *http.Request, op string, fail func(status int, code, message string)) bool {
 	if r.Header.Get(AdminHeader) != "" {
 		return false
 	}
@@ -579,6 +575,36 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ErrInstanceNotFound is returned by ChangeLabels for an ID the cloud does
+// not have.
+var ErrInstanceNotFound = errors.New("instance not found")
+
+// ChangeLabels applies change to the labels of every instance in ids, all or
+// none: an unknown ID (ErrInstanceNotFound) fails the call before any
+// instance changes, as EC2's CreateTags does. change gets a copy to edit: a
+// caller still holding an Instance from List or Get keeps the labels it read.
+func (c *Cloud) ChangeLabels(ids []string, change func(labels map[string]string)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	found := make([]*Instance, 0, len(ids))
+	for _, id := range ids {
+		in, ok := c.instances[id]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrInstanceNotFound, id)
+		}
+		found = append(found, in)
+	}
+	for _, in := range found {
+		labels := maps.Clone(in.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		change(labels)
+		in.Labels = labels
+	}
+	return nil
 }
 
 // SetAddresses replaces an instance's addresses, as when a cloud attaches or
