@@ -23,7 +23,7 @@ import (
 // The sim cloud does not emulate routes, so the run leaves them out; the
 // instance cases are required to run.
 func TestAWSConformance(t *testing.T) {
-	_, simURL, instances := startCloud(t)
+	_, _, simURL, instances := startCloud(t)
 	useSimAWS(t, simURL)
 	aws, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(cloudConfig(simURL)))
 	if err != nil {

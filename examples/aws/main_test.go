@@ -26,6 +26,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/awsemu"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -82,14 +83,16 @@ func awsInstance(ip, zone, instanceType string) simcloud.CreateRequest {
 	}
 }
 
-// startCloud serves a sim cloud in us-east-1 with the instance the CCM runs
-// on (the metadata service's) and three workers, one per zone.
-func startCloud(t *testing.T) (*simcloud.Cloud, string, []simcloud.Instance) {
+// startCloud serves a sim cloud in us-east-1, with the AWS APIs over it,
+// with the instance the CCM runs on (the metadata service's) and three
+// workers, one per zone.
+func startCloud(t *testing.T) (*simcloud.Cloud, *awsemu.AWS, string, []simcloud.Instance) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cloud := simcloud.New("us-east-1", "us-east-1a", "us-east-1b", "us-east-1c")
-	url, err := cloud.Serve(ctx, "127.0.0.1:0")
+	aws := awsemu.New(cloud)
+	url, err := aws.Serve(ctx, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +109,10 @@ func startCloud(t *testing.T) (*simcloud.Cloud, string, []simcloud.Instance) {
 		}
 		ins = append(ins, in)
 	}
-	if err := cloud.SetMetadataInstance(ins[0].ID); err != nil {
+	if err := aws.SetMetadataInstance(ins[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	return cloud, url, ins
+	return cloud, aws, url, ins
 }
 
 // zoneIDs are the zone IDs the sim cloud gives us-east-1's zones, AWS-style.
@@ -147,7 +150,7 @@ SigningName = elasticloadbalancing
 // is tainted as shut down and a terminated instance's node is deleted.
 func TestAWSProviderUnchanged(t *testing.T) {
 	checkDoc(t)
-	cloud, simURL, instances := startCloud(t)
+	cloud, _, simURL, instances := startCloud(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cloud.conf")
 	if err := os.WriteFile(cfg, []byte(cloudConfig(simURL)), 0o600); err != nil {

@@ -23,7 +23,7 @@ import (
 // builder, runs on Outrigger's first call, and the nodes are initialized
 // through the plugin.
 func TestAWSAsPlugin(t *testing.T) {
-	_, simURL, instances := startCloud(t)
+	_, _, simURL, instances := startCloud(t)
 	dir := t.TempDir()
 	useSimAWS(t, simURL)
 	aws, err := cloudprovider.GetCloudProvider(awsv1.ProviderName, strings.NewReader(cloudConfig(simURL)))

@@ -50,7 +50,7 @@ func TestAWSOwnMain(t *testing.T) {
 		t.Errorf("--controllers=*,nope: %v, output:\n%s", err, out)
 	}
 
-	cloud, simURL, instances := startCloud(t)
+	cloud, aws, simURL, instances := startCloud(t)
 	useSimAWS(t, simURL) // for the CCM's process too
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cloud.conf")
@@ -76,7 +76,7 @@ func TestAWSOwnMain(t *testing.T) {
 				n.Labels["k8s.io/cloud-provider-aws"] != ""
 		})
 	}
-	serviceGetsClassicELB(t, cloud, instances)
+	serviceGetsClassicELB(t, cloud, aws, instances)
 
 	metrics := scrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
 	for _, name := range []string{"cloudprovider_aws_api_request_duration_seconds_count{", "outrigger_cloud_calls_total{"} {

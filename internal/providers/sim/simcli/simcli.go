@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/awsemu"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
@@ -266,7 +267,9 @@ func serveCommand() *cobra.Command {
 					return err
 				}
 			}
-			url, err := cloud.Serve(cmd.Context(), listen)
+			// With the AWS APIs over the cloud, so that AWS's own provider
+			// can be pointed at it as well as the sim provider.
+			url, err := awsemu.New(cloud).Serve(cmd.Context(), listen)
 			if err != nil {
 				return err
 			}

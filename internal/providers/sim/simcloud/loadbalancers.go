@@ -84,6 +84,11 @@ func (c *Cloud) PutLoadBalancer(name string, spec LoadBalancerSpec, match map[st
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.putLoadBalancer(name, spec, match)
+}
+
+// putLoadBalancer is PutLoadBalancer with spec valid; the caller holds c.mu.
+func (c *Cloud) putLoadBalancer(name string, spec LoadBalancerSpec, match map[string]string) (LoadBalancer, error) {
 	if served := c.settings.LoadBalancerProtocols; len(served) > 0 {
 		for _, l := range spec.Listeners {
 			if !slices.Contains(served, l.Protocol) {
@@ -198,6 +203,7 @@ func (c *Cloud) DeleteLoadBalancer(name string, match map[string]string) error {
 		return mismatch("load balancer", name, lb.Tags, match)
 	}
 	delete(c.lbs, name)
+	delete(c.lbData, name)
 	delete(c.vips, netip.MustParseAddr(lb.VIP))
 	return nil
 }
@@ -227,7 +233,7 @@ func (c *Cloud) getLoadBalancer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, lb)
 }
 
-func (c *Cloud) putLoadBalancer(w http.ResponseWriter, r *http.Request) {
+func (c *Cloud) servePutLoadBalancer(w http.ResponseWriter, r *http.Request) {
 	var spec LoadBalancerSpec
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()

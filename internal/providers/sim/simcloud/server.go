@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,12 +32,9 @@ type Cloud struct {
 	instances map[string]*Instance // by ID
 	routes    map[string]Route     // by name
 	lbs       map[string]*LoadBalancer
-	// The EC2 view's security groups (by ID) and Elastic Load Balancing's
-	// classic load balancers (by name), for providers written against AWS.
-	secGroups  map[string]*SecurityGroup
-	nextSG     int
-	elbs       map[string]*ELB
-	nextELB    int
+	// lbData is what another API keeps on a load balancer beside its
+	// generic spec (ProviderData), by load balancer name.
+	lbData     map[string]any
 	vips       map[netip.Addr]string // VIP -> load balancer name
 	nextVIP    netip.Addr
 	vipPool    netip.Prefix // SetVIPPool; zero: defaultVIPPool
@@ -50,10 +46,6 @@ type Cloud struct {
 	limiter    *rate.Limiter
 	calls      Calls
 	callLog    []LoggedCall
-	// metadataInstance is the ID of the instance the metadata service
-	// describes: the one its caller runs on.
-	metadataInstance string
-	imdsTokens       map[string]time.Time // IMDSv2 session token -> expiry
 }
 
 // New returns an empty cloud in region with zones.
@@ -70,18 +62,21 @@ func New(region string, zones ...string) *Cloud {
 		instances: map[string]*Instance{},
 		routes:    map[string]Route{},
 		lbs:       map[string]*LoadBalancer{},
+		lbData:    map[string]any{},
 		vips:      map[netip.Addr]string{},
 		byName:    map[string]string{},
 		limiter:   rate.NewLimiter(rate.Inf, 1),
 		calls:     Calls{ByOp: map[string]int64{}},
-
-		imdsTokens: map[string]time.Time{},
-		secGroups:  map[string]*SecurityGroup{},
-		elbs:       map[string]*ELB{},
 	}
-	c.addDefaultSecurityGroup()
 	return c
 }
+
+// Region is the cloud's one region.
+func (c *Cloud) Region() string { return c.region }
+
+// Zones are the region's zones, in the order instances are spread over
+// them.
+func (c *Cloud) Zones() []string { return slices.Clone(c.zones) }
 
 // Handler returns the cloud's HTTP API.
 func (c *Cloud) Handler() http.Handler {
@@ -97,21 +92,11 @@ func (c *Cloud) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/routes/{name}", c.api("DeleteRoute", c.deleteRoute))
 	mux.HandleFunc("GET /v1/loadbalancers", c.api("ListLoadBalancers", c.listLoadBalancers))
 	mux.HandleFunc("GET /v1/loadbalancers/{name}", c.api("GetLoadBalancer", c.getLoadBalancer))
-	mux.HandleFunc("PUT /v1/loadbalancers/{name}", c.api("PutLoadBalancer", c.putLoadBalancer))
+	mux.HandleFunc("PUT /v1/loadbalancers/{name}", c.api("PutLoadBalancer", c.servePutLoadBalancer))
 	mux.HandleFunc("PUT /v1/loadbalancers/{name}/backends", c.api("SetBackends", c.putBackends))
 	mux.HandleFunc("DELETE /v1/loadbalancers/{name}", c.api("DeleteLoadBalancer", c.deleteLoadBalancer))
 	mux.HandleFunc("GET /v1/settings", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Settings()) })
 	mux.HandleFunc("PUT /v1/settings", c.putSettings)
-	// Clients written against AWS: the EC2 and Elastic Load Balancing Query
-	// APIs, and the instance metadata service at the path the AWS SDKs
-	// hard-code.
-	mux.HandleFunc(EC2Path, c.ec2Handler)
-	// The SDKs join the endpoint's path and "/" as "/ec2": a redirect to
-	// "/ec2/" would not be followed for a POST.
-	mux.HandleFunc(strings.TrimSuffix(EC2Path, "/"), c.ec2Handler)
-	mux.HandleFunc(ELBPath, c.elbHandler)
-	mux.HandleFunc(strings.TrimSuffix(ELBPath, "/"), c.elbHandler)
-	mux.HandleFunc("/latest/", c.imdsHandler)
 	mux.HandleFunc("GET /v1/calls/log", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.CallLog()) })
 	mux.HandleFunc("GET /v1/calls", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, c.Calls()) })
 	mux.HandleFunc("DELETE /v1/calls", func(w http.ResponseWriter, r *http.Request) {
@@ -124,11 +109,18 @@ func (c *Cloud) Handler() http.Handler {
 // Serve listens on addr ("127.0.0.1:0" picks a port) and serves the API until
 // ctx ends. It returns the base URL once listening.
 func (c *Cloud) Serve(ctx context.Context, addr string) (string, error) {
+	return ListenAndServe(ctx, addr, c.Handler())
+}
+
+// ListenAndServe listens on addr and serves h until ctx ends, as Serve does
+// the cloud's own API: for a handler that serves more APIs over the cloud
+// (package awsemu's). It returns the base URL once listening.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("sim cloud: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -195,155 +187,12 @@ func (c *Cloud) ResetCalls() {
 	c.callLog = nil
 }
 
-// ErrQuotaExceeded is returned by Create when the instance quota is used up.
-var ErrQuotaExceeded = errors.New("instance quota exceeded")
-
-// Create adds an instance, filling in what the request leaves empty.
-func (c *Cloud) Create(req CreateRequest) (Instance, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if req.Name == "" {
-		return Instance{}, errors.New("instance name is required")
-	}
-	if id, ok := c.byName[req.Name]; ok && c.instances[id].State != StateTerminated {
-		return Instance{}, fmt.Errorf("an instance named %q already exists (%s)", req.Name, id)
-	}
-	if q := c.settings.MaxInstances; q > 0 {
-		live := 0
-		for _, in := range c.instances {
-			if in.State != StateTerminated {
-				live++
-			}
-		}
-		if live >= q {
-			return Instance{}, fmt.Errorf("%w: %d of %d instances in use", ErrQuotaExceeded, live, q)
-		}
-	}
-	c.nextID++
-	n := c.nextID
-	in := &Instance{
-		ID:        fmt.Sprintf("i-%08x", n),
-		Name:      req.Name,
-		Type:      req.Type,
-		Zone:      req.Zone,
-		Region:    c.region,
-		Addresses: req.Addresses,
-		State:     StateRunning,
-		Labels:    req.Labels,
-	}
-	if in.Type == "" {
-		in.Type = "sim.small"
-	}
-	if in.Zone == "" {
-		in.Zone = c.zones[(n-1)%len(c.zones)]
-	}
-	if len(in.Addresses) == 0 {
-		in.Addresses = defaultAddresses(c.internalV4, n, in.Name, in.Zone)
-	}
-	c.instances[in.ID] = in
-	c.byName[in.Name] = in.ID
-	return *in, nil
-}
-
-// defaultInternalV4 is where instances' IPv4 InternalIPs come from unless
-// SetInternalIPv4Range says otherwise: the upper half of 198.19.0.0/16, apart
-// from the VIPs (counted up from the bottom of defaultVIPPool) and from the
-// pod CIDRs (podNetV4).
-var defaultInternalV4 = netip.MustParsePrefix("198.19.128.0/17")
-
-// defaultAddresses gives instance number n a dual-stack pair of internal
-// addresses (the n-th of the IPv4 range, defaultInternalV4 unless set, and
-// of fd00:10::/64), its hostname and a DNS name.
-func defaultAddresses(base netip.Prefix, n int, name, zone string) []Address {
-	if !base.IsValid() {
-		base = defaultInternalV4
-	}
-	b := base.Masked().Addr().As4()
-	u := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) + uint32(n)
-	v4 := netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
-	v6 := netip.MustParseAddr("fd00:10::").As16()
-	v6[13], v6[14], v6[15] = byte(n>>16), byte(n>>8), byte(n)
-	return []Address{
-		{Type: "InternalIP", Address: v4.String()},
-		{Type: "InternalIP", Address: netip.AddrFrom16(v6).String()},
-		{Type: "Hostname", Address: name},
-		{Type: "InternalDNS", Address: name + "." + zone + ".sim.internal"},
-	}
-}
-
-// SetState moves an instance to running, stopped or terminated. A terminated
-// instance stays listed (as clouds list them for a while) but can never run
-// again.
-func (c *Cloud) SetState(id, state string) (Instance, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return Instance{}, fmt.Errorf("instance %q not found", id)
-	}
-	switch state {
-	case StateRunning, StateStopped, StateTerminated:
-	default:
-		return Instance{}, fmt.Errorf("unknown state %q", state)
-	}
-	if in.State == StateTerminated && state != StateTerminated {
-		return Instance{}, fmt.Errorf("instance %s is terminated", id)
-	}
-	in.State = state
-	return *in, nil
-}
-
-// Delete removes an instance from the cloud entirely.
-func (c *Cloud) Delete(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in, ok := c.instances[id]; ok {
-		delete(c.instances, id)
-		if c.byName[in.Name] == id {
-			delete(c.byName, in.Name)
-		}
-	}
-}
-
-// Get returns the instance with id or name.
-func (c *Cloud) Get(idOrName string) (Instance, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in := c.lookup(idOrName)
-	if in == nil {
-		return Instance{}, false
-	}
-	return *in, true
-}
-
-func (c *Cloud) lookup(idOrName string) *Instance {
-	if in, ok := c.instances[idOrName]; ok {
-		return in
-	}
-	if id, ok := c.byName[idOrName]; ok {
-		return c.instances[id]
-	}
-	return nil
-}
-
-// List returns all instances sorted by ID.
-func (c *Cloud) List() []Instance {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]Instance, 0, len(c.instances))
-	for _, in := range c.instances {
-		out = append(out, *in)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
 // api wraps a handler with the call counter, the fault knobs and the call
 // log.
 func (c *Cloud) api(op string, h func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if c.gate(w, r, op, func(status int, code, message string) {
+		if c.Gate(w, r, op, func(status int, code, message string) {
 			writeJSON(w, status, Error{Code: code, Message: message})
 		}) {
 			return
@@ -414,11 +263,13 @@ func (c *Cloud) CallLog() []LoggedCall {
 	return append([]LoggedCall(nil), c.callLog...)
 }
 
-// gate counts a call to op and applies the fault knobs to it. It returns true
+// Gate counts a call to op and applies the fault knobs to it. It returns true
 // when the call must not proceed: the client gave up, or a fault was answered
 // through fail (status 429 with Retry-After set when throttled, 500 for an
-// injected error), so that each API answers faults in its own format.
-func (c *Cloud) gate(w http.ResponseWriter, r *http.Request, op string, fail func(status int, code, message string)) bool {
+// injected error), so that each API answers faults in its own format. It is
+// exported for the APIs served over the cloud (package awsemu's), whose
+// calls are counted and faulted as the cloud's own.
+func (c *Cloud) Gate(w http.ResponseWriter, r *http.Request, op string, fail func(status int, code, message string)) bool {
 	if r.Header.Get(AdminHeader) != "" {
 		return false
 	}
@@ -579,17 +430,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// SetAddresses replaces an instance's addresses, as when a cloud attaches or
-// detaches an interface.
-func (c *Cloud) SetAddresses(id string, addrs []Address) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return fmt.Errorf("instance %q not found", id)
-	}
-	in.Addresses = addrs
-	return nil
 }

@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"encoding/xml"
@@ -10,25 +10,27 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
-// ec2Cloud is a cloud in us-east-1 with three instances: two running in
+// ec2Cloud is AWS over a sim cloud in us-east-1 with three instances: two running in
 // different zones (one with a public address), one stopped.
-func ec2Cloud(t *testing.T) (*Cloud, *httptest.Server) {
+func ec2Cloud(t *testing.T) (*AWS, *httptest.Server) {
 	t.Helper()
-	c := New("us-east-1")
-	for _, req := range []CreateRequest{
+	c := New(simcloud.New("us-east-1"))
+	for _, req := range []simcloud.CreateRequest{
 		{Name: "a", Type: "m5.large", Zone: "us-east-1a", Labels: map[string]string{"kubernetes.io/cluster/demo": "owned"},
-			Addresses: []Address{{Type: "InternalIP", Address: "198.18.0.5"}, {Type: "InternalDNS", Address: "ip-198-18-0-5.ec2.internal"}}},
+			Addresses: []simcloud.Address{{Type: "InternalIP", Address: "198.18.0.5"}, {Type: "InternalDNS", Address: "ip-198-18-0-5.ec2.internal"}}},
 		{Name: "b", Type: "c5.xlarge", Zone: "us-east-1b",
-			Addresses: []Address{{Type: "InternalIP", Address: "198.18.0.6"}, {Type: "ExternalIP", Address: "198.19.0.6"}, {Type: "InternalIP", Address: "fd00:ec2::6"}}},
-		{Name: "c", Type: "m5.large", Zone: "us-east-1a", Addresses: []Address{{Type: "InternalIP", Address: "198.18.0.7"}}},
+			Addresses: []simcloud.Address{{Type: "InternalIP", Address: "198.18.0.6"}, {Type: "ExternalIP", Address: "198.19.0.6"}, {Type: "InternalIP", Address: "fd00:ec2::6"}}},
+		{Name: "c", Type: "m5.large", Zone: "us-east-1a", Addresses: []simcloud.Address{{Type: "InternalIP", Address: "198.18.0.7"}}},
 	} {
-		if _, err := c.Create(req); err != nil {
+		if _, err := c.cloud.Create(req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.SetState("i-00000003", StateStopped); err != nil {
+	if _, err := c.cloud.SetState("i-00000003", simcloud.StateStopped); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(c.Handler())
@@ -182,7 +184,7 @@ func TestEC2InstanceAsEC2DescribesIt(t *testing.T) {
 func TestEC2DescribeInstancesPages(t *testing.T) {
 	c, srv := ec2Cloud(t)
 	for i := range 5 {
-		if _, err := c.Create(CreateRequest{Name: "more-" + string(rune('a'+i)), Addresses: []Address{{Type: "InternalIP", Address: "198.18.1." + string(rune('1'+i))}}}); err != nil {
+		if _, err := c.cloud.Create(simcloud.CreateRequest{Name: "more-" + string(rune('a'+i)), Addresses: []simcloud.Address{{Type: "InternalIP", Address: "198.18.1." + string(rune('1'+i))}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,21 +254,21 @@ func TestEC2Errors(t *testing.T) {
 
 func TestEC2ThrottlingIsRequestLimitExceeded(t *testing.T) {
 	c, srv := ec2Cloud(t)
-	c.SetSettings(Settings{ErrorRate: 1})
+	c.cloud.SetSettings(simcloud.Settings{ErrorRate: 1})
 	code, body := ec2Call(t, srv, url.Values{"Action": {"DescribeInstances"}}, true)
 	var e errorXML
 	_ = xml.Unmarshal([]byte(body), &e)
 	if code != http.StatusInternalServerError || e.Code != "InternalError" {
 		t.Errorf("injected fault: %d %s", code, body)
 	}
-	c.SetSettings(Settings{RateLimit: 0.001, RateBurst: 1})
+	c.cloud.SetSettings(simcloud.Settings{RateLimit: 0.001, RateBurst: 1})
 	ec2Call(t, srv, url.Values{"Action": {"DescribeInstances"}}, true)
 	code, body = ec2Call(t, srv, url.Values{"Action": {"DescribeInstances"}}, true)
 	_ = xml.Unmarshal([]byte(body), &e)
 	if code != http.StatusServiceUnavailable || e.Code != "RequestLimitExceeded" {
 		t.Errorf("throttled: %d %s", code, body)
 	}
-	if n := c.Calls().ByOp["EC2:DescribeInstances"]; n != 3 {
+	if n := c.cloud.Calls().ByOp["EC2:DescribeInstances"]; n != 3 {
 		t.Errorf("counted %d DescribeInstances calls, want 3", n)
 	}
 }
@@ -380,7 +382,7 @@ func TestIMDS(t *testing.T) {
 		t.Error("SetMetadataInstance of an unknown instance: no error")
 	}
 	// The metadata service is the instance's, not a cloud API call.
-	if n := c.Calls().Total; n != 0 {
+	if n := c.cloud.Calls().Total; n != 0 {
 		t.Errorf("metadata calls counted as cloud API calls: %d", n)
 	}
 }
@@ -405,7 +407,7 @@ func TestWildcardMatch(t *testing.T) {
 func TestEC2Tags(t *testing.T) {
 	c, srv := ec2Cloud(t)
 	tags := func(id string) map[string]string {
-		in, _ := c.Get(id)
+		in, _ := c.cloud.Get(id)
 		return in.Labels
 	}
 	for _, tc := range []struct {

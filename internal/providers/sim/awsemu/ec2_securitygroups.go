@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"encoding/xml"
@@ -38,12 +38,12 @@ type SecurityGroupRule struct {
 
 // SecurityGroups lists the VPC's security groups, its default one among
 // them, sorted by ID.
-func (c *Cloud) SecurityGroups() []SecurityGroup {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]SecurityGroup, 0, len(c.secGroups))
-	for _, id := range slices.Sorted(maps.Keys(c.secGroups)) {
-		out = append(out, c.secGroups[id].clone())
+func (aws *AWS) SecurityGroups() []SecurityGroup {
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	out := make([]SecurityGroup, 0, len(aws.secGroups))
+	for _, id := range slices.Sorted(maps.Keys(aws.secGroups)) {
+		out = append(out, aws.secGroups[id].clone())
 	}
 	return out
 }
@@ -57,14 +57,14 @@ func (g *SecurityGroup) clone() SecurityGroup {
 
 // defaultSecurityGroupID is the ID of the VPC's default group, which every
 // instance is in.
-func (c *Cloud) defaultSecurityGroupID() string { return "sg-" + shortHash(c.region+"/sg/default") }
+func (aws *AWS) defaultSecurityGroupID() string { return "sg-" + shortHash(aws.region+"/sg/default") }
 
 // addDefaultSecurityGroup makes the VPC's default group, which, as EC2's,
 // lets its members reach each other.
-func (c *Cloud) addDefaultSecurityGroup() {
-	id := c.defaultSecurityGroupID()
-	c.secGroups[id] = &SecurityGroup{
-		ID: id, Name: "default", Description: "default VPC security group", VpcID: c.vpcID(),
+func (aws *AWS) addDefaultSecurityGroup() {
+	id := aws.defaultSecurityGroupID()
+	aws.secGroups[id] = &SecurityGroup{
+		ID: id, Name: "default", Description: "default VPC security group", VpcID: aws.vpcID(),
 		Tags:    map[string]string{},
 		Ingress: []SecurityGroupRule{{Protocol: "-1", SourceGroupID: id}},
 	}
@@ -73,27 +73,27 @@ func (c *Cloud) addDefaultSecurityGroup() {
 var securityGroupIDPattern = regexp.MustCompile(`^sg-([0-9a-f]{8}|[0-9a-f]{17})$`)
 
 // securityGroup finds the group GroupId (or GroupName) names; the caller
-// holds c.mu.
-func (c *Cloud) securityGroup(r *http.Request) (*SecurityGroup, error) {
+// holds aws.mu.
+func (aws *AWS) securityGroup(r *http.Request) (*SecurityGroup, error) {
 	if id := r.Form.Get("GroupId"); id != "" {
-		return c.securityGroupByID(id)
+		return aws.securityGroupByID(id)
 	}
 	if name := r.Form.Get("GroupName"); name != "" {
-		for _, g := range c.secGroups {
+		for _, g := range aws.secGroups {
 			if g.Name == name {
 				return g, nil
 			}
 		}
-		return nil, awsErrorf("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, c.vpcID())
+		return nil, awsErrorf("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, aws.vpcID())
 	}
 	return nil, awsErrorf("MissingParameter", "The request must contain the parameter groupId or groupName")
 }
 
-func (c *Cloud) securityGroupByID(id string) (*SecurityGroup, error) {
+func (aws *AWS) securityGroupByID(id string) (*SecurityGroup, error) {
 	if !securityGroupIDPattern.MatchString(id) {
 		return nil, awsErrorf("InvalidGroupId.Malformed", "Invalid id: %q (expecting \"sg-...\")", id)
 	}
-	g, ok := c.secGroups[id]
+	g, ok := aws.secGroups[id]
 	if !ok {
 		return nil, awsErrorf("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 	}
@@ -163,10 +163,10 @@ func ec2Permissions(rules []SecurityGroupRule) []ec2IPPermission {
 	return out
 }
 
-func (c *Cloud) ec2SecurityGroupOf(g *SecurityGroup) ec2SecurityGroup {
+func (aws *AWS) ec2SecurityGroupOf(g *SecurityGroup) ec2SecurityGroup {
 	return ec2SecurityGroup{
 		OwnerID: ec2OwnerID, GroupID: g.ID, GroupName: g.Name, Description: g.Description, VpcID: g.VpcID,
-		Arn:     c.arn("security-group", g.ID),
+		Arn:     aws.arn("security-group", g.ID),
 		Ingress: ec2Permissions(g.Ingress),
 		Egress:  ec2Permissions([]SecurityGroupRule{{Protocol: "-1", CIDR: "0.0.0.0/0"}}),
 		Tags:    ec2TagSet(g.Tags),
@@ -218,17 +218,17 @@ func (v ec2SecurityGroup) filter(name string) ([]string, bool) {
 
 // ec2DescribeSecurityGroups lists the groups GroupId.N and GroupName.N name
 // (all when none is named) that match the filters, in one page.
-func (c *Cloud) ec2DescribeSecurityGroups(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeSecurityGroups(r *http.Request) (any, error) {
 	filters, err := ec2Filters(r)
 	if err != nil {
 		return nil, err
 	}
 	ids, names := ec2List(r, "GroupId"), ec2List(r, "GroupName")
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
 	var groups []*SecurityGroup
 	for _, id := range ids {
-		g, err := c.securityGroupByID(id)
+		g, err := aws.securityGroupByID(id)
 		if err != nil {
 			return nil, err
 		}
@@ -236,17 +236,17 @@ func (c *Cloud) ec2DescribeSecurityGroups(r *http.Request) (any, error) {
 	}
 	for _, name := range names {
 		found := false
-		for _, g := range c.secGroups {
+		for _, g := range aws.secGroups {
 			if g.Name == name {
 				groups, found = append(groups, g), true
 			}
 		}
 		if !found {
-			return nil, awsErrorf("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, c.vpcID())
+			return nil, awsErrorf("InvalidGroup.NotFound", "The security group '%s' does not exist in default VPC '%s'", name, aws.vpcID())
 		}
 	}
 	if len(ids) == 0 && len(names) == 0 {
-		for _, g := range c.secGroups {
+		for _, g := range aws.secGroups {
 			groups = append(groups, g)
 		}
 	}
@@ -254,7 +254,7 @@ func (c *Cloud) ec2DescribeSecurityGroups(r *http.Request) (any, error) {
 	groups = slices.Compact(groups)
 	resp := &describeSecurityGroupsResponse{Groups: []ec2SecurityGroup{}}
 	for _, g := range groups {
-		v := c.ec2SecurityGroupOf(g)
+		v := aws.ec2SecurityGroupOf(g)
 		ok, err := matchFilters(filters, v.filter)
 		if err != nil {
 			return nil, err
@@ -277,7 +277,7 @@ type createSecurityGroupResponse struct {
 
 // ec2CreateSecurityGroup makes a group in the VPC, with the tags of its
 // TagSpecification; a name is unique in the VPC.
-func (c *Cloud) ec2CreateSecurityGroup(r *http.Request) (any, error) {
+func (aws *AWS) ec2CreateSecurityGroup(r *http.Request) (any, error) {
 	name, desc := r.Form.Get("GroupName"), r.Form.Get("GroupDescription")
 	switch {
 	case name == "":
@@ -291,27 +291,27 @@ func (c *Cloud) ec2CreateSecurityGroup(r *http.Request) (any, error) {
 	case name == "default":
 		return nil, awsErrorf("InvalidGroup.Reserved", "The security group 'default' is reserved")
 	}
-	if vpc := r.Form.Get("VpcId"); vpc != "" && vpc != c.vpcID() {
+	if vpc := r.Form.Get("VpcId"); vpc != "" && vpc != aws.vpcID() {
 		return nil, awsErrorf("InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", vpc)
 	}
 	tags, err := ec2TagSpecification(r, "security-group")
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, g := range c.secGroups {
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	for _, g := range aws.secGroups {
 		if g.Name == name {
-			return nil, awsErrorf("InvalidGroup.Duplicate", "The security group '%s' already exists for VPC '%s'", name, c.vpcID())
+			return nil, awsErrorf("InvalidGroup.Duplicate", "The security group '%s' already exists for VPC '%s'", name, aws.vpcID())
 		}
 	}
-	c.nextSG++
+	aws.nextSG++
 	g := &SecurityGroup{
-		ID:   "sg-" + shortHash(fmt.Sprintf("%s/sg/%d", c.region, c.nextSG)),
-		Name: name, Description: desc, VpcID: c.vpcID(), Tags: tags, Ingress: []SecurityGroupRule{},
+		ID:   "sg-" + shortHash(fmt.Sprintf("%s/sg/%d", aws.region, aws.nextSG)),
+		Name: name, Description: desc, VpcID: aws.vpcID(), Tags: tags, Ingress: []SecurityGroupRule{},
 	}
-	c.secGroups[g.ID] = g
-	return &createSecurityGroupResponse{Return: true, GroupID: g.ID, Arn: c.arn("security-group", g.ID), Tags: ec2TagSet(tags)}, nil
+	aws.secGroups[g.ID] = g
+	return &createSecurityGroupResponse{Return: true, GroupID: g.ID, Arn: aws.arn("security-group", g.ID), Tags: ec2TagSet(tags)}, nil
 }
 
 // ec2TagSpecification reads the tags TagSpecification.N gives resources of
@@ -346,36 +346,37 @@ type ec2ReturnResponse struct {
 
 // ec2DeleteSecurityGroup deletes a group nothing uses: not the default
 // one, not one a load balancer is in or another group's rule names.
-func (c *Cloud) ec2DeleteSecurityGroup(r *http.Request) (any, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, err := c.securityGroup(r)
+func (aws *AWS) ec2DeleteSecurityGroup(r *http.Request) (any, error) {
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	g, err := aws.securityGroup(r)
 	if err != nil {
 		return nil, err
 	}
-	if g.ID == c.defaultSecurityGroupID() {
+	if g.ID == aws.defaultSecurityGroupID() {
 		return nil, awsErrorf("CannotDelete", "the specified group: \"%s\" name: \"default\" cannot be deleted by a user", g.ID)
 	}
-	if user := c.securityGroupUser(g.ID); user != "" {
+	if user := aws.securityGroupUser(g.ID); user != "" {
 		return nil, awsErrorf("DependencyViolation", "resource %s has a dependent object (%s)", g.ID, user)
 	}
-	delete(c.secGroups, g.ID)
+	delete(aws.secGroups, g.ID)
 	return &ec2ReturnResponse{XMLName: xml.Name{Local: "DeleteSecurityGroupResponse"}, Return: true, GroupID: g.ID}, nil
 }
 
 // securityGroupUser names what keeps group id from being deleted: a load
 // balancer in it, or another group with a rule naming it; "" if nothing.
-func (c *Cloud) securityGroupUser(id string) string {
-	for _, name := range slices.Sorted(maps.Keys(c.elbs)) {
-		if slices.Contains(c.elbs[name].SecurityGroups, id) {
-			return "load balancer " + name
+// The caller holds aws.mu.
+func (aws *AWS) securityGroupUser(id string) string {
+	for _, lb := range aws.cloud.LoadBalancersWithData() {
+		if d, ok := lb.Data.(classic); ok && slices.Contains(d.SecurityGroups, id) {
+			return "load balancer " + lb.Name
 		}
 	}
-	for _, gid := range slices.Sorted(maps.Keys(c.secGroups)) {
+	for _, gid := range slices.Sorted(maps.Keys(aws.secGroups)) {
 		if gid == id {
 			continue
 		}
-		for _, rule := range c.secGroups[gid].Ingress {
+		for _, rule := range aws.secGroups[gid].Ingress {
 			if rule.SourceGroupID == id {
 				return "a rule of " + gid
 			}
@@ -385,8 +386,8 @@ func (c *Cloud) securityGroupUser(id string) string {
 }
 
 // ec2IngressRules reads IpPermissions.N as rules, one per source: its
-// IpRanges.M.CidrIp and Groups.M.GroupId. The caller holds c.mu.
-func (c *Cloud) ec2IngressRules(r *http.Request) ([]SecurityGroupRule, error) {
+// IpRanges.M.CidrIp and Groups.M.GroupId. The caller holds aws.mu.
+func (aws *AWS) ec2IngressRules(r *http.Request) ([]SecurityGroupRule, error) {
 	var out []SecurityGroupRule
 	for i := 1; ; i++ {
 		p := "IpPermissions." + strconv.Itoa(i)
@@ -403,7 +404,7 @@ func (c *Cloud) ec2IngressRules(r *http.Request) ([]SecurityGroupRule, error) {
 		if err != nil {
 			return nil, err
 		}
-		sources, err := c.ec2RuleSources(r, p)
+		sources, err := aws.ec2RuleSources(r, p)
 		if err != nil {
 			return nil, err
 		}
@@ -430,8 +431,8 @@ func ec2HasList(r *http.Request, prefix string) bool {
 }
 
 // ec2RuleSources reads permission p's sources: its CIDRs, canonical, and
-// its groups, which must exist. The caller holds c.mu.
-func (c *Cloud) ec2RuleSources(r *http.Request, p string) ([]SecurityGroupRule, error) {
+// its groups, which must exist. The caller holds aws.mu.
+func (aws *AWS) ec2RuleSources(r *http.Request, p string) ([]SecurityGroupRule, error) {
 	var out []SecurityGroupRule
 	for j := 1; ; j++ {
 		cidr, ok := r.Form[p+".IpRanges."+strconv.Itoa(j)+".CidrIp"]
@@ -449,7 +450,7 @@ func (c *Cloud) ec2RuleSources(r *http.Request, p string) ([]SecurityGroupRule, 
 		if !ok {
 			break
 		}
-		if _, err := c.securityGroupByID(gid[0]); err != nil {
+		if _, err := aws.securityGroupByID(gid[0]); err != nil {
 			return nil, err
 		}
 		out = append(out, SecurityGroupRule{SourceGroupID: gid[0]})
@@ -497,14 +498,14 @@ type authorizeIngressResponse struct {
 
 // ec2AuthorizeSecurityGroupIngress adds the rules IpPermissions.N gives, all
 // or none: one the group has already fails the call.
-func (c *Cloud) ec2AuthorizeSecurityGroupIngress(r *http.Request) (any, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, err := c.securityGroup(r)
+func (aws *AWS) ec2AuthorizeSecurityGroupIngress(r *http.Request) (any, error) {
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	g, err := aws.securityGroup(r)
 	if err != nil {
 		return nil, err
 	}
-	rules, err := c.ec2IngressRules(r)
+	rules, err := aws.ec2IngressRules(r)
 	if err != nil {
 		return nil, err
 	}
@@ -534,14 +535,14 @@ type revokeIngressResponse struct {
 // ec2RevokeSecurityGroupIngress removes the rules IpPermissions.N gives;
 // those the group does not have are answered as unknown, not as an error,
 // as EC2 does.
-func (c *Cloud) ec2RevokeSecurityGroupIngress(r *http.Request) (any, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, err := c.securityGroup(r)
+func (aws *AWS) ec2RevokeSecurityGroupIngress(r *http.Request) (any, error) {
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	g, err := aws.securityGroup(r)
 	if err != nil {
 		return nil, err
 	}
-	rules, err := c.ec2IngressRules(r)
+	rules, err := aws.ec2IngressRules(r)
 	if err != nil {
 		return nil, err
 	}

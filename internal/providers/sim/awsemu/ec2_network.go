@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"encoding/xml"
@@ -21,14 +21,14 @@ import (
 // come from (instances, VIPs).
 var vpcCIDR = netip.MustParsePrefix("198.18.0.0/15")
 
-func (c *Cloud) internetGatewayID() string { return "igw-" + shortHash(c.region+"/igw") }
+func (aws *AWS) internetGatewayID() string { return "igw-" + shortHash(aws.region+"/igw") }
 
-func (c *Cloud) routeTableID() string { return "rtb-" + shortHash(c.region+"/rtb") }
+func (aws *AWS) routeTableID() string { return "rtb-" + shortHash(aws.region+"/rtb") }
 
 // subnetCIDR is zone i's block: the VPC's block split in as many equal
 // parts as it takes for every zone to have one.
-func (c *Cloud) subnetCIDR(i int) netip.Prefix {
-	extra := bits.Len(uint(len(c.zones) - 1))
+func (aws *AWS) subnetCIDR(i int) netip.Prefix {
+	extra := bits.Len(uint(len(aws.zones) - 1))
 	size := vpcCIDR.Bits() + extra
 	base := vpcCIDR.Addr().As4()
 	u := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
@@ -37,8 +37,8 @@ func (c *Cloud) subnetCIDR(i int) netip.Prefix {
 }
 
 // arn is the ARN of one of the account's EC2 resources in the region.
-func (c *Cloud) arn(kind, id string) string {
-	return fmt.Sprintf("arn:aws:ec2:%s:%s:%s/%s", c.region, ec2OwnerID, kind, id)
+func (aws *AWS) arn(kind, id string) string {
+	return fmt.Sprintf("arn:aws:ec2:%s:%s:%s/%s", aws.region, ec2OwnerID, kind, id)
 }
 
 type describeSubnetsResponse struct {
@@ -87,17 +87,17 @@ func (s ec2Subnet) filter(name string) ([]string, bool) {
 }
 
 // subnets are the VPC's subnets, one per zone, in the zones' order.
-func (c *Cloud) subnets() []ec2Subnet {
-	out := make([]ec2Subnet, 0, len(c.zones))
-	for i, z := range c.zones {
-		block := c.subnetCIDR(i)
-		id := c.subnetID(i)
+func (aws *AWS) subnets() []ec2Subnet {
+	out := make([]ec2Subnet, 0, len(aws.zones))
+	for i, z := range aws.zones {
+		block := aws.subnetCIDR(i)
+		id := aws.subnetID(i)
 		out = append(out, ec2Subnet{
-			SubnetID: id, SubnetArn: c.arn("subnet", id), State: "available", VpcID: c.vpcID(),
+			SubnetID: id, SubnetArn: aws.arn("subnet", id), State: "available", VpcID: aws.vpcID(),
 			OwnerID: ec2OwnerID, CidrBlock: block.String(),
 			// EC2 keeps 5 addresses of every subnet.
 			AvailableIPAddressCount: 1<<(32-block.Bits()) - 5,
-			AvailabilityZone:        z, AvailabilityZoneID: c.zoneID(i),
+			AvailabilityZone:        z, AvailabilityZoneID: aws.zoneID(i),
 			Tags: []ec2Tag{},
 		})
 	}
@@ -106,9 +106,9 @@ func (c *Cloud) subnets() []ec2Subnet {
 
 // subnetZoneIndex is the index of the zone of subnet id, -1 if the VPC has
 // no such subnet.
-func (c *Cloud) subnetZoneIndex(id string) int {
-	for i := range c.zones {
-		if c.subnetID(i) == id {
+func (aws *AWS) subnetZoneIndex(id string) int {
+	for i := range aws.zones {
+		if aws.subnetID(i) == id {
 			return i
 		}
 	}
@@ -117,18 +117,18 @@ func (c *Cloud) subnetZoneIndex(id string) int {
 
 var subnetIDPattern = regexp.MustCompile(`^subnet-([0-9a-f]{8}|[0-9a-f]{17})$`)
 
-func (c *Cloud) ec2DescribeSubnets(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeSubnets(r *http.Request) (any, error) {
 	filters, err := ec2Filters(r)
 	if err != nil {
 		return nil, err
 	}
-	all := c.subnets()
+	all := aws.subnets()
 	ids := ec2List(r, "SubnetId")
 	for _, id := range ids {
 		if !subnetIDPattern.MatchString(id) {
 			return nil, awsErrorf("InvalidSubnetID.Malformed", "Invalid id: %q", id)
 		}
-		if c.subnetZoneIndex(id) < 0 {
+		if aws.subnetZoneIndex(id) < 0 {
 			return nil, awsErrorf("InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
 		}
 	}
@@ -213,14 +213,14 @@ func (t ec2RouteTable) filter(name string) ([]string, bool) {
 // routeTable is the VPC's main route table, which every subnet uses
 // (none is associated explicitly): the VPC's block is local, the rest goes
 // to the internet gateway.
-func (c *Cloud) routeTable() ec2RouteTable {
+func (aws *AWS) routeTable() ec2RouteTable {
 	t := ec2RouteTable{
-		RouteTableID: c.routeTableID(), VpcID: c.vpcID(), OwnerID: ec2OwnerID,
+		RouteTableID: aws.routeTableID(), VpcID: aws.vpcID(), OwnerID: ec2OwnerID,
 		Routes: []ec2Route{
 			{DestinationCidrBlock: vpcCIDR.String(), GatewayID: "local", State: "active", Origin: "CreateRouteTable"},
-			{DestinationCidrBlock: "0.0.0.0/0", GatewayID: c.internetGatewayID(), State: "active", Origin: "CreateRoute"},
+			{DestinationCidrBlock: "0.0.0.0/0", GatewayID: aws.internetGatewayID(), State: "active", Origin: "CreateRoute"},
 		},
-		Associations: []ec2RouteTableAssociation{{ID: "rtbassoc-" + shortHash(c.region+"/rtbassoc"), RouteTableID: c.routeTableID(), Main: true}},
+		Associations: []ec2RouteTableAssociation{{ID: "rtbassoc-" + shortHash(aws.region+"/rtbassoc"), RouteTableID: aws.routeTableID(), Main: true}},
 		Tags:         []ec2Tag{},
 	}
 	t.Associations[0].State.State = "associated"
@@ -229,12 +229,12 @@ func (c *Cloud) routeTable() ec2RouteTable {
 
 var routeTableIDPattern = regexp.MustCompile(`^rtb-([0-9a-f]{8}|[0-9a-f]{17})$`)
 
-func (c *Cloud) ec2DescribeRouteTables(r *http.Request) (any, error) {
+func (aws *AWS) ec2DescribeRouteTables(r *http.Request) (any, error) {
 	filters, err := ec2Filters(r)
 	if err != nil {
 		return nil, err
 	}
-	t := c.routeTable()
+	t := aws.routeTable()
 	ids := ec2List(r, "RouteTableId")
 	for _, id := range ids {
 		if !routeTableIDPattern.MatchString(id) {

@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"crypto/rand"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // The instance metadata service (IMDSv2) as EC2 serves it at
@@ -28,43 +30,43 @@ const (
 // id or name: the one its caller is taken to run on (a real metadata service
 // knows its caller by the link-local hop; on loopback every caller is the
 // same). Empty: no instance, and every metadata path answers 404.
-func (c *Cloud) SetMetadataInstance(idOrName string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if idOrName == "" {
-		c.metadataInstance = ""
-		return nil
+func (aws *AWS) SetMetadataInstance(idOrName string) error {
+	id := ""
+	if idOrName != "" {
+		in, ok := aws.cloud.Get(idOrName)
+		if !ok {
+			return fmt.Errorf("instance %q not found", idOrName)
+		}
+		id = in.ID
 	}
-	in := c.lookup(idOrName)
-	if in == nil {
-		return fmt.Errorf("instance %q not found", idOrName)
-	}
-	c.metadataInstance = in.ID
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	aws.metadataInstance = id
 	return nil
 }
 
-func (c *Cloud) imdsHandler(w http.ResponseWriter, r *http.Request) {
+func (aws *AWS) imdsHandler(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/latest/api/token" {
-		c.imdsToken(w, r)
+		aws.imdsToken(w, r)
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		imdsText(w, http.StatusMethodNotAllowed, "")
 		return
 	}
-	if !c.imdsTokenValid(r.Header.Get(imdsTokenHeader)) {
+	if !aws.imdsTokenValid(r.Header.Get(imdsTokenHeader)) {
 		imdsText(w, http.StatusUnauthorized, "")
 		return
 	}
-	c.mu.Lock()
-	in, ok := c.instances[c.metadataInstance]
+	aws.mu.Lock()
+	id := aws.metadataInstance
+	aws.mu.Unlock()
+	in, ok := aws.cloud.Get(id)
 	var view ec2View
-	if ok {
-		ok = in.State != StateTerminated
-		view = c.ec2Of(in)
+	if ok = ok && id != "" && in.State != simcloud.StateTerminated; ok {
+		view = aws.ec2Of(in)
 	}
-	region := c.region
-	c.mu.Unlock()
+	region := aws.region
 	if !ok {
 		imdsText(w, http.StatusNotFound, "")
 		return
@@ -187,7 +189,7 @@ func metadataTree(v ec2View, region string) map[string]string {
 
 // imdsToken issues a session token for PUT /latest/api/token with a TTL of 1
 // to 21600 seconds.
-func (c *Cloud) imdsToken(w http.ResponseWriter, r *http.Request) {
+func (aws *AWS) imdsToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPut {
 		imdsText(w, http.StatusMethodNotAllowed, "")
 		return
@@ -206,25 +208,25 @@ func (c *Cloud) imdsToken(w http.ResponseWriter, r *http.Request) {
 	_, _ = rand.Read(b[:])
 	tok := base64.RawURLEncoding.EncodeToString(b[:])
 	now := time.Now()
-	c.mu.Lock()
-	for t, exp := range c.imdsTokens {
+	aws.mu.Lock()
+	for t, exp := range aws.imdsTokens {
 		if now.After(exp) {
-			delete(c.imdsTokens, t)
+			delete(aws.imdsTokens, t)
 		}
 	}
-	c.imdsTokens[tok] = now.Add(time.Duration(ttl) * time.Second)
-	c.mu.Unlock()
+	aws.imdsTokens[tok] = now.Add(time.Duration(ttl) * time.Second)
+	aws.mu.Unlock()
 	w.Header().Set(imdsTokenTTLHeader, strconv.Itoa(ttl))
 	imdsText(w, http.StatusOK, tok)
 }
 
-func (c *Cloud) imdsTokenValid(tok string) bool {
+func (aws *AWS) imdsTokenValid(tok string) bool {
 	if tok == "" {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	exp, ok := c.imdsTokens[tok]
+	aws.mu.Lock()
+	defer aws.mu.Unlock()
+	exp, ok := aws.imdsTokens[tok]
 	return ok && time.Now().Before(exp)
 }
 

@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"net/http/httptest"

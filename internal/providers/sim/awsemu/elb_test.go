@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"encoding/xml"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
 // elbCall posts an Elastic Load Balancing Query API call.
@@ -69,7 +71,7 @@ func elbForm(action, name string, kv ...string) url.Values {
 
 // createELB is a CreateLoadBalancer of name with a TCP listener from port
 // 80 to 30080, in the subnets of the first two zones.
-func createELB(c *Cloud, name string, kv ...string) url.Values {
+func createELB(c *AWS, name string, kv ...string) url.Values {
 	return elbForm("CreateLoadBalancer", name, append([]string{
 		"Listeners.member.1.Protocol", "tcp", "Listeners.member.1.LoadBalancerPort", "80",
 		"Listeners.member.1.InstanceProtocol", "tcp", "Listeners.member.1.InstancePort", "30080",
@@ -157,7 +159,7 @@ func TestELBCreateAndDescribe(t *testing.T) {
 	if lb := describeELB(t, srv, "in1").LBs[0]; !slices.Equal(lb.Subnets, []string{c.subnetID(2)}) || lb.Listeners[0].InstanceProtocol != "HTTP" {
 		t.Errorf("load balancer made by zone: %+v", lb)
 	}
-	if n := c.Calls().ByOp["ELB:CreateLoadBalancer"]; n != 3 {
+	if n := c.cloud.Calls().ByOp["ELB:CreateLoadBalancer"]; n != 3 {
 		t.Errorf("counted %d CreateLoadBalancer calls, want 3", n)
 	}
 }
@@ -209,7 +211,7 @@ func TestELBInstances(t *testing.T) {
 	if !slices.Equal(got.IDs, []string{"i-00000001", "i-00000002", "i-00000003"}) {
 		t.Errorf("registered %v", got.IDs)
 	}
-	if _, err := c.SetState("i-00000003", StateTerminated); err != nil {
+	if _, err := c.cloud.SetState("i-00000003", simcloud.StateTerminated); err != nil {
 		t.Fatal(err)
 	}
 	if lb := describeELB(t, srv, "a1").LBs[0]; !slices.Equal(lb.Instances, []string{"i-00000001", "i-00000002"}) {
@@ -400,13 +402,13 @@ func TestELBErrors(t *testing.T) {
 		})
 	}
 	// The cloud's fault knobs, in ELB's words.
-	c.ResetCalls()
-	c.SetSettings(Settings{ErrorRate: 1})
+	c.cloud.ResetCalls()
+	c.cloud.SetSettings(simcloud.Settings{ErrorRate: 1})
 	expectELBError(t, srv, url.Values{"Action": {"DescribeLoadBalancers"}}, http.StatusInternalServerError, "InternalFailure")
-	c.SetSettings(Settings{RateLimit: 0.001, RateBurst: 1})
+	c.cloud.SetSettings(simcloud.Settings{RateLimit: 0.001, RateBurst: 1})
 	elbCall(t, srv, url.Values{"Action": {"DescribeLoadBalancers"}}, true)
 	expectELBError(t, srv, url.Values{"Action": {"DescribeLoadBalancers"}}, http.StatusBadRequest, "Throttling")
-	if n := c.Calls().ByOp["ELB:DescribeLoadBalancers"]; n != 3 {
+	if n := c.cloud.Calls().ByOp["ELB:DescribeLoadBalancers"]; n != 3 {
 		t.Errorf("counted %d DescribeLoadBalancers calls, want 3", n)
 	}
 }

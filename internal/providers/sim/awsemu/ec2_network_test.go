@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"encoding/xml"
@@ -34,8 +34,8 @@ func TestEC2DescribeSubnets(t *testing.T) {
 	if !slices.Equal(zones, []string{"us-east-1a", "us-east-1b", "us-east-1c"}) || !slices.Equal(cidrs, []string{"198.18.0.0/17", "198.18.128.0/17", "198.19.0.0/17"}) {
 		t.Errorf("subnets in %v with %v; want one in each zone, the VPC's block split", zones, cidrs)
 	}
-	b, _ := c.Get("b")
-	inB := c.ec2Of(&b).SubnetID
+	b, _ := c.cloud.Get("b")
+	inB := c.ec2Of(b).SubnetID
 	for _, tc := range []struct {
 		name string
 		form url.Values

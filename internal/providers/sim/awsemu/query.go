@@ -1,4 +1,4 @@
-package simcloud
+package awsemu
 
 import (
 	"crypto/rand"
@@ -51,7 +51,7 @@ type queryAPI struct {
 // serveQuery answers one call to api: parsed, signed (the signature is not
 // checked, only that there is one), counted, passed through the cloud's
 // fault knobs, then the action's answer.
-func (c *Cloud) serveQuery(w http.ResponseWriter, r *http.Request, api queryAPI) {
+func (aws *AWS) serveQuery(w http.ResponseWriter, r *http.Request, api queryAPI) {
 	requestID := newRequestID()
 	if err := r.ParseForm(); err != nil {
 		api.writeError(w, requestID, awsErrorf("MalformedQueryString", "cannot parse the request: %v", err))
@@ -73,7 +73,7 @@ func (c *Cloud) serveQuery(w http.ResponseWriter, r *http.Request, api queryAPI)
 	if !ok {
 		op = api.service + ":unknown"
 	}
-	if c.gate(w, r, op, func(status int, code, message string) {
+	if aws.cloud.Gate(w, r, op, func(status int, code, message string) {
 		api.writeError(w, requestID, api.fault(status, code, message))
 	}) {
 		return
