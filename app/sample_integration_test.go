@@ -20,6 +20,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/providermain"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/audit"
 )
 
 // TestMain applies the logging configuration once, with the commands'
@@ -148,7 +149,7 @@ func TestUpstreamSampleMain(t *testing.T) {
 	})
 
 	// Each controller wrote as the ServiceAccount the sample gave it.
-	writers := testenv.AuditWriters(t)
+	writers := audit.Writers(t)
 	for key, sa := range map[string]string{
 		"nodes/" + node:                    "mycloud-external-cloud-node-controller",
 		"services/" + svc.Name + "/status": "mycloud-external-service-controller",

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/npm"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // fresh unix socket with the given instances until the test ends.
 func startPlugin(t *testing.T, instances ...string) string {
 	t.Helper()
-	testenv.NPMInstall(t, ".")
+	npm.Install(t, ".")
 	dir, err := os.MkdirTemp("", "js")
 	if err != nil {
 		t.Fatal(err)

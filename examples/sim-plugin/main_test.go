@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/docblock"
 	"github.com/outrigger-ccm/outrigger/pkg/conformance"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 )
@@ -22,7 +22,7 @@ import (
 // example's, at most 20 lines, and that it builds into a plugin that passes
 // the conformance suite.
 func TestPluginsDocExample(t *testing.T) {
-	testenv.DocMain(t, "../../docs/plugins.md", "plugin-main", "main.go", 20)
+	docblock.Check(t, "../../docs/plugins.md", "plugin-main", "main.go", 20)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sim-plugin")

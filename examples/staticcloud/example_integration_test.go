@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/docblock"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // docs/provider-guide.md is the example's, is at most 20 lines, builds, and
 // initializes a node on a real API server.
 func TestProviderGuideExample(t *testing.T) {
-	testenv.DocMain(t, "../../docs/provider-guide.md", "provider-main", "cmd/staticcloud-ccm/main.go", 20)
+	docblock.Check(t, "../../docs/provider-guide.md", "provider-main", "cmd/staticcloud-ccm/main.go", 20)
 
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "staticcloud-ccm")

@@ -54,6 +54,10 @@ var (
 	seq atomic.Int64
 )
 
+// RunDir is a directory of the package's run, removed when Main returns:
+// for what its tests share, such as a binary built once.
+func RunDir() string { return dir }
+
 // Main starts the control plane, runs the package's tests and stops it.
 // Use it as the package's TestMain.
 func Main(m *testing.M) {

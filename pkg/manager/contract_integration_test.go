@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/apiproxy"
 	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -183,7 +184,7 @@ func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 	})
 	// The standby reaches the API server through a proxy, to count its
 	// own tries for the lease.
-	standby := testenv.StartAPIProxy(t, nil)
+	standby := apiproxy.Start(t, nil)
 	startWith(t, second, append([]string{"--kubeconfig=" + standby.Kubeconfig}, fast...)...)
 	testenv.Eventually(t, 20*time.Second, "the provider's informer to list the node", func() (bool, error) {
 		nodes, _ := first.nodesSeen()
@@ -198,7 +199,7 @@ func TestProviderInitializedOnceOnTheLeader(t *testing.T) {
 	// for the lease (each reads it), each of which would have made it
 	// initialize had it led.
 	tries := testenv.Count(func() int {
-		return standby.Requests(http.MethodGet, testenv.LeasePath(lease))
+		return standby.Requests(http.MethodGet, apiproxy.LeasePath(lease))
 	})
 	testenv.Consistently(t, 30*time.Second, "the standby not initializing, the leader initialized once", tries, 3, func() error {
 		if n := second.initialized.Load(); n != 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/apiproxy"
 )
 
 // holdLease takes the lease as another controller manager would, until the
@@ -85,7 +86,7 @@ controllerLeaders:
 
 	mainLease := testenv.Name("ccm-main")
 	// Through a proxy, to count this Outrigger's own reads of the lease.
-	proxy := testenv.StartAPIProxy(t, nil)
+	proxy := apiproxy.Start(t, nil)
 	testenv.StartOutrigger(t, cloud, "--kubeconfig="+proxy.Kubeconfig, "--leader-elect=true", "--leader-elect-resource-name="+mainLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=200ms",
 		"--enable-leader-migration", "--leader-migration-config="+config,
@@ -122,7 +123,7 @@ controllerLeaders:
 	// holder (checked below); a service controller that did not wait for
 	// the lease has been running since the node controller started, and
 	// would have put its finalizer on the Service by the third.
-	tries := testenv.Count(func() int { return proxy.Requests(http.MethodGet, testenv.LeasePath(migrationLease)) })
+	tries := testenv.Count(func() int { return proxy.Requests(http.MethodGet, apiproxy.LeasePath(migrationLease)) })
 	testenv.Consistently(t, 30*time.Second, "the service controller not running while another manager holds the migration lease", tries, 3, func() error {
 		got, err := testenv.Client.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/audit"
 )
 
 // seedArgs is the argument list of the cloud-controller-manager DaemonSet in
@@ -142,7 +143,7 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 		"services/" + svc.Name + "/status": {sa + "service-controller"},                       // the finalizer, the ingress
 	}
 	testenv.Eventually(t, 10*time.Second, "the audit log to show each controller's identity", func() (bool, error) {
-		writers := testenv.AuditWriters(t)
+		writers := audit.Writers(t)
 		for key, users := range want {
 			for _, user := range users {
 				if !writers[key][user] {
@@ -152,7 +153,7 @@ func TestSeedDaemonSetRuns(t *testing.T) {
 		}
 		return true, nil
 	})
-	writers := testenv.AuditWriters(t)
+	writers := audit.Writers(t)
 	for key, users := range writers {
 		if (strings.Contains(key, name) || strings.Contains(key, svc.Name)) && users[sa+"cloud-controller-manager"] {
 			t.Errorf("%s was written by Outrigger's own identity, not a controller's", key)

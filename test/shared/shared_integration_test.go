@@ -32,6 +32,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/upstreamccm"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -192,7 +193,7 @@ func TestBesideTheUpstreamCCM(t *testing.T) {
 		t.Fatal(err)
 	}
 	flags := []string{"--controllers=service-lb-controller"}
-	testenv.StartUpstreamCCM(t, testenv.BuildUpstreamCCM(t), cloud, flags...)
+	upstreamccm.Start(t, upstreamccm.Build(t), cloud, flags...)
 	outrigger := testenv.StartOutrigger(t, cloud, append(flags, "--load-balancer-class="+class)...)
 
 	theirs := []string{"up-1", "up-2", "up-3", "up-to-ours"}
@@ -481,7 +482,7 @@ func twoPlatforms(t *testing.T, simSide string) {
 	default:
 		testenv.StartOutrigger(t, cloud, nodeFlags, "--cloud-provider=local", "--cloud-config="+localConfig,
 			"--cloud-provider-platforms=local", "--provider-id-wait=1s")
-		testenv.StartUpstreamCCM(t, testenv.BuildUpstreamCCM(t), cloud, nodeFlags, "--node-monitor-period=1s")
+		upstreamccm.Start(t, upstreamccm.Build(t), cloud, nodeFlags, "--node-monitor-period=1s")
 	}
 	// Each CCM beside another says once that a node no platform knows is
 	// not its own; one Outrigger running both says it once.

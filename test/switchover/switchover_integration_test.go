@@ -24,6 +24,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/upstreamccm"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -156,7 +157,7 @@ func checkNothingChanged(t *testing.T, who string, before, after state, calls si
 }
 
 func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
-	bin := testenv.BuildUpstreamCCM(t)
+	bin := upstreamccm.Build(t)
 	cloud := testenv.StartCloud(t)
 	var nodes []string
 	for i := range 3 {
@@ -177,7 +178,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 	}
 
 	// 1. The upstream CCM runs the cluster.
-	up := testenv.StartUpstreamCCM(t, bin, cloud, common...)
+	up := upstreamccm.Start(t, bin, cloud, common...)
 	testenv.Eventually(t, 60*time.Second, "nodes initialized and routed by the upstream CCM", func() (bool, error) {
 		for _, name := range nodes {
 			n := testenv.GetNode(t, name)
@@ -251,7 +252,7 @@ func TestSwitchUpstreamToOutriggerAndBack(t *testing.T) {
 
 	// 3. And back to upstream: nothing changes either.
 	cloud.ResetCalls()
-	testenv.StartUpstreamCCM(t, bin, cloud, common...)
+	upstreamccm.Start(t, bin, cloud, common...)
 	settle(t, cloud, services, len(nodes))
 	checkNothingChanged(t, "the upstream CCM", before, capture(t, cloud, ns, nodes), cloud.Calls())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/apiproxy"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -144,8 +145,8 @@ func TestNoDuplicatesAcrossLeaderChange(t *testing.T) {
 	var patches atomic.Int32
 	held := make(chan struct{})
 	var holding sync.Once
-	proxy := testenv.StartAPIProxy(t, func(r *http.Request) bool {
-		if _, node := testenv.IsNodePath(r.URL.Path); !node || r.Method != http.MethodPatch || patches.Add(1) <= written {
+	proxy := apiproxy.Start(t, func(r *http.Request) bool {
+		if _, node := apiproxy.IsNodePath(r.URL.Path); !node || r.Method != http.MethodPatch || patches.Add(1) <= written {
 			return true
 		}
 		holding.Do(func() { close(held) })
@@ -253,8 +254,8 @@ func TestLostAnswerKeepsTheCIDR(t *testing.T) {
 	var losing atomic.Bool
 	var lostPatches atomic.Int32
 	losing.Store(true)
-	proxy := testenv.StartLossyAPIProxy(t, true, func(r *http.Request) bool {
-		name, node := testenv.IsNodePath(r.URL.Path)
+	proxy := apiproxy.StartLossy(t, true, func(r *http.Request) bool {
+		name, node := apiproxy.IsNodePath(r.URL.Path)
 		if node && name == last && r.Method == http.MethodPatch && losing.Load() {
 			lostPatches.Add(1)
 			return true

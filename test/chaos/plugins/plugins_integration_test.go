@@ -30,6 +30,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/providertest"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/npm"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -271,7 +272,7 @@ func TestGoPluginUnderFire(t *testing.T) {
 // instances named on its command line.
 func TestJavaScriptPluginUnderFire(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "examples", "plugin-js")
-	testenv.NPMInstall(t, dir)
+	npm.Install(t, dir)
 	nodes := nodeNames("js-fire")
 	p := newProcess(t, dir, "node", "plugin.js", "--instances", strings.Join(nodes, ","))
 	p.start()

@@ -1,4 +1,6 @@
-package testenv
+// Package npm installs a Node.js package's dependencies for the tests that
+// run a JavaScript plugin, once at a time across parallel test binaries.
+package npm
 
 import (
 	"crypto/sha256"
@@ -12,14 +14,14 @@ import (
 	"testing"
 )
 
-// NPMInstall installs the dependencies of the Node.js package in dir with
+// Install installs the dependencies of the Node.js package in dir with
 // `npm ci`, unless its node_modules already holds exactly what its
 // package-lock.json names. Several test packages use the same plugin
 // (examples/plugin-js) and go test runs packages in parallel: two `npm ci`
 // into one node_modules would delete each other's files. A lock file (in the
 // temporary directory, so the tree stays clean) makes one install at a time;
 // those waiting then find it done.
-func NPMInstall(t testing.TB, dir string) {
+func Install(t testing.TB, dir string) {
 	t.Helper()
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -1,4 +1,6 @@
-package testenv
+// Package docblock checks that code shown in the docs is the code built and
+// tested.
+package docblock
 
 import (
 	"os"
@@ -6,10 +8,10 @@ import (
 	"testing"
 )
 
-// DocMain checks that the Go block between <!-- name:begin --> and
+// Check checks that the Go block between <!-- name:begin --> and
 // <!-- name:end --> in the doc at docPath is exactly the file at srcPath and
 // at most maxLines long: the docs show code that is built and tested.
-func DocMain(t testing.TB, docPath, name, srcPath string, maxLines int) {
+func Check(t testing.TB, docPath, name, srcPath string, maxLines int) {
 	t.Helper()
 	doc, err := os.ReadFile(docPath)
 	if err != nil {

@@ -1,6 +1,10 @@
-package testenv
+// Package upstreamccm builds and runs the upstream cloud-controller-manager
+// (bench/upstream-ccm) against the test package's API server, for the tests
+// that put Outrigger beside or after it.
+package upstreamccm
 
 import (
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +15,10 @@ import (
 	"time"
 )
 
-// UpstreamCCM is the upstream cloud-controller-manager (bench/upstream-ccm:
+// CCM is the upstream cloud-controller-manager (bench/upstream-ccm:
 // k8s.io/cloud-provider's own command and controllers with the sim
 // provider), run as its own process against the package's API server.
-type UpstreamCCM struct {
+type CCM struct {
 	cmd  *exec.Cmd
 	log  *os.File
 	done chan error
@@ -27,15 +31,17 @@ var (
 	upstreamErr  error
 )
 
-// BuildUpstreamCCM builds the upstream CCM from its module, once per test
+// Build builds the upstream CCM from its module, once per test
 // binary, and returns its path.
-func BuildUpstreamCCM(t testing.TB) string {
+func Build(t testing.TB) string {
 	t.Helper()
 	upstreamOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
-		upstreamBin = filepath.Join(dir, "upstream-ccm")
+		// In the run's directory, not a test's: every test of the binary
+		// shares it.
+		upstreamBin = filepath.Join(testenv.RunDir(), "upstream-ccm")
 		cmd := exec.Command("go", "build", "-o", upstreamBin, ".")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "bench", "upstream-ccm")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "bench", "upstream-ccm")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			upstreamErr = err
 			t.Logf("building the upstream CCM:\n%s", out)
@@ -47,18 +53,18 @@ func BuildUpstreamCCM(t testing.TB) string {
 	return upstreamBin
 }
 
-// StartUpstreamCCM runs the upstream CCM with the sim provider on cloud
+// Start runs the upstream CCM with the sim provider on cloud
 // until the test ends (or Stop), without leader election or serving; flags
 // are added after those. Its log is printed when the test fails.
-func StartUpstreamCCM(t testing.TB, bin string, cloud *Cloud, flags ...string) *UpstreamCCM {
+func Start(t testing.TB, bin string, cloud *testenv.Cloud, flags ...string) *CCM {
 	t.Helper()
 	log, err := os.CreateTemp(t.TempDir(), "upstream-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--cloud-provider=sim", "--cloud-config=" + cloud.ConfigFile, "--kubeconfig=" + Kubeconfig,
+	args := append([]string{"--cloud-provider=sim", "--cloud-config=" + cloud.ConfigFile, "--kubeconfig=" + testenv.Kubeconfig,
 		"--leader-elect=false", "--secure-port=0"}, flags...)
-	u := &UpstreamCCM{cmd: exec.Command(bin, args...), log: log, done: make(chan error, 1)}
+	u := &CCM{cmd: exec.Command(bin, args...), log: log, done: make(chan error, 1)}
 	u.cmd.Stdout, u.cmd.Stderr = log, log
 	if err := u.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -80,7 +86,7 @@ func StartUpstreamCCM(t testing.TB, bin string, cloud *Cloud, flags ...string) *
 
 // Stop interrupts the upstream CCM and waits for it to exit (killed after
 // 30 s); later calls do nothing.
-func (u *UpstreamCCM) Stop(t testing.TB) {
+func (u *CCM) Stop(t testing.TB) {
 	u.once.Do(func() {
 		_ = u.cmd.Process.Signal(syscall.SIGINT)
 		select {

@@ -1,18 +1,20 @@
-package testenv
+// Package audit reads the test API server's audit log: who wrote what.
+package audit
 
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"os"
 	"testing"
 )
 
-// AuditWriters reads the API server's audit log (AuditLog) into
+// Writers reads the API server's audit log (AuditLog) into
 // "resource/name[/subresource]" -> the users who patched or updated it (the
 // impersonated user where there was one).
-func AuditWriters(t testing.TB) map[string]map[string]bool {
+func Writers(t testing.TB) map[string]map[string]bool {
 	t.Helper()
-	f, err := os.Open(AuditLog)
+	f, err := os.Open(testenv.AuditLog)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,12 @@
-package testenv
+// Package apiproxy stands a counting, holding or answer-losing proxy between
+// one client and the test package's API server (internal/testenv).
+package apiproxy
 
 import (
 	"bytes"
 	"context"
 	"encoding/pem"
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,12 +23,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// APIProxy stands between one client (an Outrigger started with
+// Proxy stands between one client (an Outrigger started with
 // --kubeconfig=proxy.Kubeconfig) and the package's API server. It counts
 // that client's requests, which the API server cannot tell apart from other
 // clients' of the same user, and lets a test hold one at a known point: a
 // write in flight, say, while the instance that made it is stopped.
-type APIProxy struct {
+type Proxy struct {
 	// Kubeconfig reaches the API server through the proxy, as cluster
 	// admin.
 	Kubeconfig string
@@ -35,26 +38,26 @@ type APIProxy struct {
 	lost  int
 }
 
-// StartAPIProxy serves a proxy on loopback until the test ends. hold, if
+// Start serves a proxy on loopback until the test ends. hold, if
 // not nil, sees every request before it is passed on and may block; it
 // returns false to drop the request (the client gets a 503). A hold that
 // blocks must return once the request's context is done: that is how a
 // request dies with the client that made it.
-func StartAPIProxy(t testing.TB, hold func(*http.Request) bool) *APIProxy {
+func Start(t testing.TB, hold func(*http.Request) bool) *Proxy {
 	t.Helper()
-	return startAPIProxy(t, hold, nil)
+	return start(t, hold, nil)
 }
 
-// StartLossyAPIProxy is StartAPIProxy whose requests for which lose says
+// StartLossy is Start whose requests for which lose says
 // true reach the API server, which carries them out, but whose answers are
 // lost: the client gets a 504, as from a load balancer that timed out
 // waiting. What a client must never read as "it failed". With late, the
 // client gets its 504 first and the API server the request only after the
 // next write through the proxy (or two seconds): a write that commits after
 // its client gave up.
-func StartLossyAPIProxy(t testing.TB, late bool, lose func(*http.Request) bool) *APIProxy {
+func StartLossy(t testing.TB, late bool, lose func(*http.Request) bool) *Proxy {
 	t.Helper()
-	return startAPIProxy(t, nil, &lossy{lose: lose, late: late})
+	return start(t, nil, &lossy{lose: lose, late: late})
 }
 
 // lossy says which answers a proxy loses, and when it carries their
@@ -88,20 +91,20 @@ func (l *lossy) nextWrite() <-chan struct{} {
 
 func isWrite(r *http.Request) bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
 
-func startAPIProxy(t testing.TB, hold func(*http.Request) bool, lose *lossy) *APIProxy {
+func start(t testing.TB, hold func(*http.Request) bool, lose *lossy) *Proxy {
 	t.Helper()
-	target, err := url.Parse(Config.Host)
+	target, err := url.Parse(testenv.Config.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if target.Scheme == "" {
-		target, _ = url.Parse("https://" + Config.Host)
+		target, _ = url.Parse("https://" + testenv.Config.Host)
 	}
-	upstream, err := rest.TransportFor(Config)
+	upstream, err := rest.TransportFor(testenv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &APIProxy{count: map[string]int{}}
+	p := &Proxy{count: map[string]int{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -182,15 +185,15 @@ func startAPIProxy(t testing.TB, hold func(*http.Request) bool, lose *lossy) *AP
 
 // Requests counts the requests made through the proxy with method to path
 // (no query), e.g. GET /apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x.
-func (p *APIProxy) Requests(method, path string) int {
+func (p *Proxy) Requests(method, path string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.count[method+" "+path]
 }
 
 // Lost counts the requests the API server carried out whose answers the
-// proxy lost (StartLossyAPIProxy).
-func (p *APIProxy) Lost() int {
+// proxy lost (StartLossy).
+func (p *Proxy) Lost() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.lost
