@@ -42,14 +42,14 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 		return newTenantMode(ctx, opts, reg)
 	}
 	opts.warnIgnored(klog.FromContext(ctx))
-	b := &build{opts: opts, log: klog.FromContext(ctx)}
+	b := &build{opts: opts, reg: reg, log: klog.FromContext(ctx)}
 	b.enabled, _ = opts.EnabledControllers()
 	// In this order: runnables start in the order they are added, and
 	// each step reads what the ones before it made.
 	for _, step := range []func(context.Context) error{
 		b.readMigration,
 		b.newManager,
-		func(context.Context) error { return b.buildProviders(reg) },
+		b.buildProviders,
 		b.serveHealth,
 		b.initProviders,
 		b.watchCloudCalls,
@@ -71,6 +71,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 // build is one manager being built by New's steps.
 type build struct {
 	opts    *Options
+	reg     *provider.Registry
 	log     klog.Logger
 	enabled []string
 	// migration is the leader migration configuration; nil without
@@ -131,9 +132,9 @@ func (b *build) newManager(context.Context) error {
 
 // buildProviders builds the providers and checks that each can tell this
 // cluster's cloud resources from others'.
-func (b *build) buildProviders(reg *provider.Registry) error {
+func (b *build) buildProviders(context.Context) error {
 	var err error
-	if b.units, err = buildUnits(b.opts, reg); err != nil {
+	if b.units, err = buildUnits(b.opts, b.reg); err != nil {
 		return err
 	}
 	if err := checkUnits(b.units); err != nil {
