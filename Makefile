@@ -105,7 +105,7 @@ test:
 # chaos run alone takes almost four minutes, and started last it ended the step at 8 min 34 s, first
 # at 5 min 22 s (warm caches). The order only schedules; ./... still names every package once.
 RACE_FIRST := ./test/chaos ./internal/controllers/service ./test/shared ./test/chaos/plugins ./pkg/plugin \
-	./internal/controllers/node ./pkg/manager
+	./internal/controllers/node ./internal/manager
 RACE_TEST := go test -p 3 -race -count=1 -timeout 20m -ldflags=-w -tags integration $(RACE_FIRST) ./...
 
 # later-modules-test: the tests of the repository's other modules, each a step of make test's table (its TEST_STEPS).

@@ -57,7 +57,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -93,11 +93,30 @@ var (
 // with --use-service-account-credentials). A provider may change a
 // ClientName, leave a controller out, or replace one with its own
 // constructor, which then runs instead of Outrigger's.
-var DefaultInitFuncConstructors = map[string]ControllerInitFuncConstructor{
-	names.CloudNodeController:          {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeControllerWrapper},
-	names.CloudNodeLifecycleController: {InitContext: ControllerInitContext{ClientName: "node-controller"}, Constructor: StartCloudNodeLifecycleControllerWrapper},
-	names.ServiceLBController:          {InitContext: ControllerInitContext{ClientName: "service-controller"}, Constructor: StartServiceControllerWrapper},
-	names.NodeRouteController:          {InitContext: ControllerInitContext{ClientName: "route-controller"}, Constructor: StartRouteControllerWrapper},
+var DefaultInitFuncConstructors = defaultConstructors()
+
+// defaultConstructors are the controllers internal/manager lists as
+// upstream's, each with its ServiceAccount as ClientName and upstream's
+// wrapper of that name.
+func defaultConstructors() map[string]ControllerInitFuncConstructor {
+	out := map[string]ControllerInitFuncConstructor{}
+	for _, d := range manager.Controllers() {
+		if d.Upstream {
+			out[d.Name] = ControllerInitFuncConstructor{InitContext: ControllerInitContext{ClientName: d.ServiceAccount}, Constructor: upstreamWrappers[d.Name]}
+		}
+	}
+	return out
+}
+
+// upstreamWrappers are upstream's exported wrappers of its four
+// controllers, by upstream's names (which are Outrigger's controllers'):
+// part of the API a provider's main names, not a list of Outrigger's
+// controllers, which a controller of Outrigger's own never joins.
+var upstreamWrappers = map[string]InitFuncConstructor{
+	names.CloudNodeController:          StartCloudNodeControllerWrapper,
+	names.CloudNodeLifecycleController: StartCloudNodeLifecycleControllerWrapper,
+	names.ServiceLBController:          StartServiceControllerWrapper,
+	names.NodeRouteController:          StartRouteControllerWrapper,
 }
 
 // isOutriggers reports whether c is one of upstream's four controllers,
@@ -107,8 +126,7 @@ func isOutriggers(c ControllerInitFuncConstructor) bool {
 		return false
 	}
 	p := reflect.ValueOf(c.Constructor).Pointer()
-	for _, w := range []InitFuncConstructor{StartCloudNodeControllerWrapper, StartCloudNodeLifecycleControllerWrapper,
-		StartServiceControllerWrapper, StartRouteControllerWrapper} {
+	for _, w := range upstreamWrappers {
 		if reflect.ValueOf(w).Pointer() == p {
 			return true
 		}

@@ -26,8 +26,8 @@ import (
 	controllerhealthz "k8s.io/controller-manager/pkg/healthz"
 
 	"github.com/outrigger-ccm/outrigger/app"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 )
 
 // extra is a provider controller whose InitFunc is f.

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

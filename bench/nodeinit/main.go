@@ -30,9 +30,9 @@ import (
 	"github.com/outrigger-ccm/outrigger/bench/internal/upstreamfake"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 )
 
 func toTyped[T any](t testing.TB, o *unstructured.Unstructured) *T {

@@ -25,10 +25,10 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/awsemu"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

@@ -24,8 +24,8 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
 )

@@ -31,11 +31,11 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/freeport"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/providers/local"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )

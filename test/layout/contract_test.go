@@ -22,6 +22,7 @@ var contract = []string{
 	module + "pkg/provider/gatewayconfig",
 	module + "pkg/plugin",
 	module + "pkg/conformance",
+	module + "pkg/manager",
 }
 
 // TestContractNamesNoInternalPackage: no exported identifier of a contract

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

@@ -47,10 +47,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	charttest "github.com/outrigger-ccm/outrigger/charts/test"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

@@ -15,8 +15,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 )
 
 // TestUpstreamManifestsApplyUnchanged applies manifests written for the

@@ -15,29 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
 	"github.com/outrigger-ccm/outrigger/internal/eventqueue"
 )
 
-// With --use-service-account-credentials each controller writes as its own
-// ServiceAccount in kube-system, upstream's names, so the audit log and RBAC
-// tell the controllers apart and a controller holds only its own rights.
-// Reads still come from the one shared cache, filled by the main identity.
-var serviceAccounts = map[string]string{
-	node.Name:          "node-controller",
-	nodelifecycle.Name: "node-controller",
-	service.Name:       "service-controller",
-	route.Name:         "route-controller",
-	nodeipam.Name:      "node-controller",
-	gateway.Name:       "gateway-controller",
-}
-
-// identities hands out the per-controller view of the manager.
+// identities hands out the per-controller view of the manager. With
+// --use-service-account-credentials each controller writes as its own
+// ServiceAccount in kube-system (its descriptor's, upstream's names), so the
+// audit log and RBAC tell the controllers apart and a controller holds only
+// its own rights. Reads still come from the one shared cache, filled by the
+// main identity.
 type identities struct {
 	mgr     manager.Manager
 	builder clientbuilder.ControllerClientBuilder

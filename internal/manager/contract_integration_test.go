@@ -20,9 +20,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/internal/testenv/apiproxy"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 

@@ -17,24 +17,8 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/node"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/nodeipam"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/nodelifecycle"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/route"
-	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
 	"github.com/outrigger-ccm/outrigger/internal/secureserving"
 )
-
-// shippedControllers are the controllers this build runs, in start order.
-var shippedControllers = []string{node.Name, nodelifecycle.Name, service.Name, nodeipam.Name, route.Name, gateway.Name}
-
-// flagAliases are the older names upstream still accepts in
-// --controllers (k8s.io/cloud-provider/names.CCMControllerAliases), so a
-// manifest written for the upstream CCM carries over.
-var flagAliases = map[string]string{
-	"cloud-node":           node.Name,
-	"cloud-node-lifecycle": nodelifecycle.Name,
-	"service":              service.Name,
-	"route":                route.Name,
-}
 
 // Outrigger's own sizing for the flags whose upstream defaults are sized for
 // small clusters. They apply while the flag is left at upstream's default

@@ -10,7 +10,7 @@ import (
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md's generated reference")
 
 const (
-	refBegin = "<!-- BEGIN GENERATED: go test ./pkg/manager -run TestFlagsDoc -update-docs -->\n"
+	refBegin = "<!-- BEGIN GENERATED: go test ./internal/manager -run TestFlagsDoc -update-docs -->\n"
 	refEnd   = "<!-- END GENERATED -->\n"
 )
 
@@ -37,5 +37,5 @@ func TestFlagsDocIsCurrent(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s is stale: run go test ./pkg/manager -run TestFlagsDoc -update-docs", path)
+	t.Errorf("%s is stale: run go test ./internal/manager -run TestFlagsDoc -update-docs", path)
 }

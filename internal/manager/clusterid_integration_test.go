@@ -33,10 +33,10 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
-	"github.com/outrigger-ccm/outrigger/pkg/manager"
 )
 
 // identityAccount makes a ServiceAccount with deploy/rbac.yaml's

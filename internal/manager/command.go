@@ -3,9 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -15,26 +12,7 @@ import (
 
 	// --logging-format=json, as upstream's binaries register it.
 	_ "k8s.io/component-base/logs/json/register"
-
-	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
-
-// NewCommand returns the outrigger command: run with flags, it is the cloud
-// controller manager; extra subcommands (dev, sim) are added by the caller.
-func NewCommand(reg *provider.Registry, subcommands ...*cobra.Command) *cobra.Command {
-	opts := NewOptions()
-	cmd := NewCustomCommand(opts, CommandText{
-		Use:   "outrigger",
-		Short: "Outrigger is a Kubernetes cloud-controller-manager",
-		Long: "Outrigger runs the cloud controllers of a Kubernetes cluster (node initialization, node lifecycle,\n" +
-			"load balancers, routes, node IPAM) for the provider named by --cloud-provider. It accepts every flag of\n" +
-			"the upstream cloud-controller-manager. Registered providers: " + fmt.Sprint(reg.Names()) + ".",
-	}, cliflag.NamedFlagSets{}, func(ctx context.Context) error {
-		return Run(ctx, opts, reg)
-	})
-	cmd.AddCommand(subcommands...)
-	return cmd
-}
 
 // CommandText is what a command says of itself.
 type CommandText struct {
@@ -106,20 +84,4 @@ func NewCustomCommand(opts *Options, text CommandText, extra cliflag.NamedFlagSe
 		cliflag.PrintSections(c.OutOrStdout(), extra, 0)
 	})
 	return cmd
-}
-
-// Main runs the command with the process's arguments until SIGINT or SIGTERM
-// and returns the exit code: 0, or 1 after printing one line that says what
-// went wrong.
-func Main(reg *provider.Registry, subcommands ...*cobra.Command) int {
-	ctrl.SetLogger(klog.NewKlogr())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	ctx = klog.NewContext(ctx, klog.NewKlogr())
-	defer klog.Flush()
-	if err := NewCommand(reg, subcommands...).ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "outrigger: %v\n", err)
-		return 1
-	}
-	return 0
 }

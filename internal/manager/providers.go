@@ -10,6 +10,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/descriptor"
 	"github.com/outrigger-ccm/outrigger/internal/platform"
 	"github.com/outrigger-ccm/outrigger/internal/providersfile"
 	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -103,16 +104,7 @@ func checkUnits(units []*unit) error {
 // allPlatforms is every scheme the units serve together; the zero Set (all
 // nodes) when one provider runs alone without platforms.
 func allPlatforms(units []*unit) platform.Set {
-	if len(units) == 1 {
-		return units[0].platforms
-	}
-	var all []string
-	for _, u := range units {
-		all = append(all, u.platforms.Schemes()...)
-	}
-	slices.Sort(all)
-	set, _ := platform.Parse(slices.Compact(all)) // each parsed before
-	return set
+	return descriptor.AllPlatforms(providers(units))
 }
 
 // checkPlatforms refuses platforms naming a scheme the provider says it
@@ -128,4 +120,23 @@ func checkPlatforms(p cloudprovider.Interface, name string, schemes []string, fl
 		}
 	}
 	return nil
+}
+
+// buildProvider builds the provider --cloud-provider names, from
+// --cloud-config or, in tenant mode, the tenant's own configuration.
+func buildProvider(opts *Options, reg *contract.Registry) (cloudprovider.Interface, error) {
+	var config io.Reader
+	if t := opts.tenant; t != nil && len(t.cloudConfig) > 0 {
+		// The tenant's own, from its Secret: its credentials never pass
+		// through a file another tenant could name.
+		config = bytes.NewReader(t.cloudConfig)
+	} else if opts.CloudConfig != "" {
+		f, err := os.Open(opts.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read --cloud-config: %w", err)
+		}
+		defer f.Close()
+		config = f
+	}
+	return reg.New(opts.CloudProvider, config)
 }

@@ -62,24 +62,6 @@ func defaultMigrationConfig() *migrationConfig {
 	}
 }
 
-// migrationAliases maps the names a migration config may use (the
-// kube-controller-manager's, and upstream CCM's short forms) to Outrigger's.
-var migrationAliases = map[string]string{
-	"route":                           "node-route-controller",
-	"route-controller":                "node-route-controller",
-	"node-route-controller":           "node-route-controller",
-	"service":                         "service-lb-controller",
-	"service-controller":              "service-lb-controller",
-	"service-lb-controller":           "service-lb-controller",
-	"cloud-node-lifecycle":            "cloud-node-lifecycle-controller",
-	"cloud-node-lifecycle-controller": "cloud-node-lifecycle-controller",
-	"cloud-node":                      "cloud-node-controller",
-	"cloud-node-controller":           "cloud-node-controller",
-	"nodeipam":                        "node-ipam-controller",
-	"node-ipam":                       "node-ipam-controller",
-	"node-ipam-controller":            "node-ipam-controller",
-}
-
 // fromUpstream is upstream's parsed configuration, validated as a file is.
 func fromUpstream(u *cmconfig.LeaderMigrationConfiguration, extra ...string) (*migrationConfig, error) {
 	cfg := &migrationConfig{Kind: u.Kind, APIVersion: u.APIVersion, LeaderName: u.LeaderName, ResourceLock: u.ResourceLock}
