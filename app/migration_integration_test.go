@@ -4,6 +4,7 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app/config"
 	"k8s.io/cloud-provider/names"
@@ -25,6 +27,30 @@ import (
 	"github.com/outrigger-ccm/outrigger/app"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
+
+// renewals counts the renewals of a lease seen at each call: each call
+// reads it, and counts one when its renew time moved since the last read
+// (reads further apart than renewals count fewer, never more).
+func renewals(t *testing.T, leases coordinationclient.LeaseInterface, name string) func() float64 {
+	var (
+		last time.Time
+		n    float64
+	)
+	return func() float64 {
+		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Logf("reading lease %s: %v", name, err)
+			return n
+		}
+		if r := l.Spec.RenewTime; r != nil && !r.Time.Equal(last) {
+			if !last.IsZero() {
+				n++
+			}
+			last = r.Time
+		}
+		return n
+	}
+}
 
 // TestLeaderMigrationProviderControllers: under --enable-leader-migration,
 // a provider's own controller the migration configuration names (GCP's
@@ -72,7 +98,9 @@ controllerLeaders:
 	cloudInit := func(*config.CompletedConfig) cloudprovider.Interface { return fakeCloud() }
 	stop := make(chan struct{})
 	cmd := app.NewCloudControllerManagerCommand(s, cloudInit, constructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, stop)
+	mainLease := testenv.Name("app")
 	ended := startCommand(t, cmd, stop, "--cloud-provider=gce", "--enable-leader-migration", "--leader-migration-config="+cfg,
+		"--leader-elect-resource-name="+mainLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=200ms")
 
 	// Under the main lease: the unnamed controller, and nodes initialized.
@@ -80,13 +108,17 @@ controllerLeaders:
 	testenv.Eventually(t, 30*time.Second, "provider-watcher started under the main lease", func() (bool, error) {
 		return watcherStarted.Load(), nil
 	})
-	if ipamStarted.Load() {
-		t.Fatal("provider-ipam started while another component holds the migration lease")
-	}
-	time.Sleep(3 * time.Second)
-	if ipamStarted.Load() {
-		t.Fatal("provider-ipam started while another component holds the migration lease")
-	}
+	// Still not, after the manager's electors have had their chances for
+	// longer than a lease duration (3 s): the main lease renewed 16 times,
+	// once a retry period (200 ms), the migration lease's elector trying
+	// as often.
+	testenv.Consistently(t, 60*time.Second, "provider-ipam not started while another component holds the migration lease",
+		renewals(t, leases, mainLease), 16, func() error {
+			if ipamStarted.Load() {
+				return errors.New("provider-ipam started")
+			}
+			return nil
+		})
 
 	// The other component lets go.
 	if err := leases.Delete(ctx, lease, metav1.DeleteOptions{}); err != nil {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // waiting counts the calls waiting on a.
@@ -35,9 +37,8 @@ func TestAccountServesTenantsInTurn(t *testing.T) {
 	for range 60 {
 		wg.Go(func() { _ = a.Wait(context.Background(), "busy") })
 	}
-	for a.waiting() < 30 { // most of them queued before the quiet tenant asks
-		time.Sleep(time.Millisecond)
-	}
+	// Most of them queued before the quiet tenant asks.
+	poll.Until(t, 30*time.Second, "30 of the busy tenant's calls queued", func() bool { return a.waiting() >= 30 })
 	mu.Lock()
 	from := len(order)
 	mu.Unlock()

@@ -23,6 +23,8 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
+	"github.com/outrigger-ccm/outrigger/internal/providertest"
+	"github.com/outrigger-ccm/outrigger/internal/testclock"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -87,7 +89,8 @@ func (d *lbDouble) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Serv
 // without reaching the provider, and cost the family no place in its
 // concurrency; other Services go on. An answer lifts the hold. (That such
 // timeouts do not cut the family's limit while other objects are answered
-// is TestTimeoutsOfHungObjectsLeaveTheLimit.)
+// is TestTimeoutsOfHungObjectsLeaveTheLimit.) The holds pass on the layer's
+// clock, which the test steps; the calls' deadlines are real.
 func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 	var stuck atomic.Bool
 	stuck.Store(true)
@@ -99,7 +102,8 @@ func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 		return nil
 	})
 	const timeout = 100 * time.Millisecond
-	l := New(d, Options{Timeout: timeout})
+	clk := testclock.New(time.Now())
+	l := New(d, Options{Timeout: timeout, Clock: clk})
 	lb, _ := l.LoadBalancer()
 	ctx := context.Background()
 
@@ -122,8 +126,18 @@ func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 	if got := d.callsFor("stuck"); got != 1 {
 		t.Errorf("%d calls reached the provider, want 1: the retry was held back", got)
 	}
+	// Still held a moment before the hold ends, without reaching the
+	// provider.
+	clk.Step(hint - time.Millisecond)
+	_, err = lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil)
+	if left, ok := provider.RetryAfter(err); !ok || left != time.Millisecond {
+		t.Fatalf("call a millisecond before the hold ends: err = %v (hint %v), want held back for that millisecond", err, left)
+	}
+	if got := d.callsFor("stuck"); got != 1 {
+		t.Errorf("%d calls reached the provider within the hold, want 1", got)
+	}
 	// Past the hold the next call goes, times out, and the hold doubles.
-	time.Sleep(hint)
+	clk.Step(time.Millisecond)
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); !timedOut(err) {
 		t.Fatalf("call after the hold: err = %v, want a timeout", err)
 	}
@@ -139,7 +153,7 @@ func TestObjectsThatTimeOutAreHeldBack(t *testing.T) {
 	}
 	// Answered again: no hold.
 	stuck.Store(false)
-	time.Sleep(hint)
+	clk.Step(hint)
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("stuck"), nil); err != nil {
 		t.Fatalf("once the cloud answers: %v", err)
 	}
@@ -225,16 +239,16 @@ func TestLiveCallsForOneObjectTakeTurns(t *testing.T) {
 	var mu sync.Mutex
 	inFlight := map[string]int{}
 	worst := 0
-	p := &scriptedByNode{answer: func(_ context.Context, n *corev1.Node) error {
+	p := &scriptedByNode{answer: func(ctx context.Context, n *corev1.Node) error {
 		mu.Lock()
 		inFlight[n.Name]++
 		worst = max(worst, inFlight[n.Name])
 		mu.Unlock()
-		time.Sleep(time.Millisecond) // a cloud round trip
+		err := providertest.Latency(time.Millisecond).Wait(ctx)
 		mu.Lock()
 		inFlight[n.Name]--
 		mu.Unlock()
-		return nil
+		return err
 	}}
 	l := New(p, Options{})
 	inst, _ := l.Instances()
@@ -627,18 +641,19 @@ func TestHungObjectsDoNotHoldTheFamily(t *testing.T) {
 // A provider still reading its Service after the layer gave up on the call
 // reads its own copy: the caller, released at the deadline, writes to its
 // object (as the service controller writes the status). The race detector
-// (make test runs -race) fails this test when the two share one object.
+// (make test runs -race) fails this test when the two share one object:
+// nothing orders the provider's read, once the call is given up, before or
+// after the caller's writes, and the detector reports such a pair whichever
+// ran first, so no overlap in time is needed.
 func TestProviderReadsItsOwnCopyAfterTheTimeout(t *testing.T) {
-	reading := make(chan struct{})
+	gaveUp := make(chan struct{})
+	written := make(chan struct{})
 	done := make(chan struct{})
 	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
-		close(reading)
 		defer close(done)
-		deadline := time.Now().Add(300 * time.Millisecond)
-		for time.Now().Before(deadline) {
-			_ = len(svc.Status.LoadBalancer.Ingress) + len(svc.Annotations)
-			time.Sleep(time.Millisecond)
-		}
+		<-gaveUp // ignores ctx: still at work after the deadline
+		_ = len(svc.Status.LoadBalancer.Ingress) + len(svc.Annotations)
+		<-written
 		return nil
 	})
 	l := New(d, Options{Timeout: 50 * time.Millisecond})
@@ -647,12 +662,10 @@ func TestProviderReadsItsOwnCopyAfterTheTimeout(t *testing.T) {
 	if _, err := lb.EnsureLoadBalancer(context.Background(), "c", svc, nil); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	<-reading
-	for i := range 100 {
-		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("198.18.0.%d", i)}}
-		svc.Annotations = map[string]string{"n": fmt.Sprint(i)}
-		time.Sleep(time.Millisecond)
-	}
+	close(gaveUp)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.0.1"}}
+	svc.Annotations = map[string]string{"n": "1"}
+	close(written)
 	<-done
 }
 
@@ -694,12 +707,7 @@ func TestStragglersGiveTheirPlaceBack(t *testing.T) {
 	}
 	// Every place of the family is taken by a hung call before the others
 	// are asked for.
-	for entered.Load() < int32(limit) {
-		if ctx.Err() != nil {
-			t.Fatalf("only %d hung calls reached the provider", entered.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, fmt.Sprintf("%d hung calls to reach the provider", limit), func() bool { return entered.Load() >= int32(limit) })
 	for i := range 10 {
 		if _, err := lb.EnsureLoadBalancer(ctx, "c", service(fmt.Sprintf("ok-%d", i)), nil); err != nil {
 			t.Fatalf("ok-%d behind %d hung calls, with a timeout of an hour: %v", i, hung, err)
@@ -728,10 +736,11 @@ func TestStragglersGiveTheirPlaceBack(t *testing.T) {
 func TestStragglerCallersLeave(t *testing.T) {
 	release := make(chan struct{})
 	var slowFirst, failLater atomic.Bool
+	slow := providertest.NewHang(t, func(name string) bool { return name == "slow-first" })
 	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
 		switch {
 		case svc.Name == "slow-first" && slowFirst.CompareAndSwap(false, true):
-			time.Sleep(1500 * time.Millisecond)
+			slow.Wait(svc.Name)
 		case strings.HasPrefix(svc.Name, "hang-"):
 			<-release
 		case svc.Name == "fails-later" && failLater.CompareAndSwap(false, true):
@@ -741,10 +750,30 @@ func TestStragglerCallersLeave(t *testing.T) {
 		return nil
 	})
 	ctx := context.Background()
-	// The family's first call is slow, past the least straggle time: with
-	// nothing to compare it to, its caller waits for its answer.
-	first, _ := New(d, Options{Timeout: time.Hour}).LoadBalancer()
-	if _, err := first.EnsureLoadBalancer(ctx, "c", service("slow-first"), nil); err != nil {
+	// The family's first call is slow, past the least straggle time and
+	// past the second a caller waits once its family has answers: with
+	// nothing to compare it to, its caller waits for its answer. The
+	// answer comes 1.5 s later on the layer's clock.
+	clk := testclock.New(time.Now())
+	firstLayer := New(d, Options{Timeout: time.Hour, Clock: clk})
+	first, _ := firstLayer.LoadBalancer()
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := first.EnsureLoadBalancer(ctx, "c", service("slow-first"), nil)
+		firstErr <- err
+	}()
+	poll.Until(t, 10*time.Second, "the slow first call to reach the provider", func() bool { return slow.Calls() == 1 })
+	clk.Step(1500 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the slow first call to straggle", func() bool {
+		return firstLayer.gate.Limits(admission.FamilyLoadBalancers).Stragglers() == 1
+	})
+	// The caller's wait (its leave timer) is still on the clock: it
+	// cannot have left.
+	if n := clk.Waiters(); n != 1 {
+		t.Fatalf("%d timers on the layer's clock 1.5 s into the first call, want 1: the caller's, not yet run out", n)
+	}
+	slow.Release()
+	if err := <-firstErr; err != nil {
 		t.Fatalf("the family's first call, slow: %v", err)
 	}
 	l := New(d, Options{Timeout: time.Hour})
@@ -780,32 +809,27 @@ func TestStragglerCallersLeave(t *testing.T) {
 	close(release)
 	// A call left running that fails later: the object's next call gets
 	// that failure, once, and the one after goes to the provider.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "the left call's failure handed to the object's next call", func() bool {
 		_, err := lb.EnsureLoadBalancer(ctx, "c", service("fails-later"), nil)
 		if err != nil && strings.Contains(err.Error(), "the cloud said no, late") {
-			break
+			return true
 		}
-		if !errors.Is(err, ErrCallInFlight) || time.Now().After(deadline) {
+		if !errors.Is(err, ErrCallInFlight) {
 			t.Fatalf("the next call after a left call failed: %v, want its failure", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("fails-later"), nil); err != nil {
 		t.Errorf("the call after the left call's failure was reported: %v", err)
 	}
 	// Once the provider returns, the object's calls go again.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, "the hung object's calls to go again once the provider returned", func() bool {
 		_, err := lb.EnsureLoadBalancer(ctx, "c", service("hang-7"), nil)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ErrCallInFlight) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, ErrCallInFlight) {
 			t.Fatalf("after the provider returned: %v", err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
 }
 
 // TestDetachedNodeAnswerIsKept: a node's instance call that its caller left
@@ -874,15 +898,21 @@ func TestDetachedNodeAnswerIsKept(t *testing.T) {
 // TestSlowAnswerIsStillRead: a call of a fast family that runs past the
 // straggle time but answers within a second gives its place in the family
 // back while it runs, yet its caller waits for the answer: leaving would
-// cost the object a retry after the answer came.
+// cost the object a retry after the answer came. The answer comes 600 ms
+// later on the layer's clock.
 func TestSlowAnswerIsStillRead(t *testing.T) {
+	clk := testclock.New(time.Now())
+	slow := providertest.NewHang(t, func(name string) bool { return name == "slow" })
 	d := newLBDouble(func(_ context.Context, svc *corev1.Service) error {
-		if svc.Name == "slow" {
-			time.Sleep(600 * time.Millisecond)
+		if strings.HasPrefix(svc.Name, "warm-") {
+			// A fast answer's round trip on the layer's clock: answers
+			// that took no time teach the family nothing.
+			clk.Step(time.Millisecond)
 		}
+		slow.Wait(svc.Name)
 		return nil
 	})
-	l := New(d, Options{Timeout: time.Hour})
+	l := New(d, Options{Timeout: time.Hour, Clock: clk})
 	lb, _ := l.LoadBalancer()
 	ctx := context.Background()
 	for i := range 5 {
@@ -890,11 +920,26 @@ func TestSlowAnswerIsStillRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := l.gate.Limits(admission.FamilyLoadBalancers).Stragglers()
-	if _, err := lb.EnsureLoadBalancer(ctx, "c", service("slow"), nil); err != nil {
+	fam := l.gate.Limits(admission.FamilyLoadBalancers)
+	before := fam.Stragglers()
+	done := make(chan error, 1)
+	go func() {
+		_, err := lb.EnsureLoadBalancer(ctx, "c", service("slow"), nil)
+		done <- err
+	}()
+	poll.Until(t, 10*time.Second, "the slow call to reach the provider", func() bool { return slow.Calls() == 1 })
+	clk.Step(600 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the slow call to give its place back", func() bool { return fam.Stragglers()-before == 1 })
+	// The caller's wait (its leave timer) is still on the clock: it
+	// cannot have left.
+	if n := clk.Waiters(); n != 1 {
+		t.Fatalf("%d timers on the layer's clock 600 ms into the call, want 1: the caller's, not yet run out", n)
+	}
+	slow.Release()
+	if err := <-done; err != nil {
 		t.Fatalf("a slow answer within a second: %v, want it read", err)
 	}
-	if got := l.gate.Limits(admission.FamilyLoadBalancers).Stragglers() - before; got != 1 {
+	if got := fam.Stragglers() - before; got != 1 {
 		t.Errorf("%d stragglers, want the slow call's place given back while it ran", got)
 	}
 }

@@ -95,7 +95,7 @@ func (i *Instances) InstanceShutdown(ctx context.Context, node *corev1.Node) (bo
 func (i *Instances) InstanceMetadata(ctx context.Context, node *corev1.Node) (*cloudprovider.InstanceMetadata, error) {
 	md, err := i.instanceMetadata(ctx, node)
 	if err == nil && md != nil && i.answered != nil && !admission.IsBackground(ctx) {
-		i.answered.Record(node.Name, i.layer.now(), md)
+		i.answered.Record(node.Name, i.layer.opts.Clock.Now(), md)
 	}
 	return md, err
 }
@@ -162,7 +162,7 @@ func (i *Instances) Lookup(ctx context.Context, nodes []*corev1.Node, need Need)
 	if need != NeedMetadata || i.answered == nil || !admission.IsBackground(ctx) {
 		return i.lookup(ctx, nodes, need)
 	}
-	period, now := i.layer.opts.RefreshPeriod, i.layer.now()
+	period, now := i.layer.opts.RefreshPeriod, i.layer.opts.Clock.Now()
 	i.layer.pruneAnswered(now)
 	out := make([]provider.InstanceStatus, len(nodes))
 	var ask []*corev1.Node

@@ -10,6 +10,7 @@ import (
 
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/sharing"
@@ -64,6 +65,13 @@ type Options struct {
 	// layer's turn in it.
 	Account *Account
 	Tenant  string
+	// Clock tells the time of the objects' holds, the families' windows
+	// and the shared and kept answers, and times when a running call
+	// straggles and when its caller leaves it. Default: the real clock;
+	// tests pass a fake one and step it, instead of waiting the windows
+	// out. A call's deadline (Timeout) is its context's, on the real
+	// clock: the provider reads it.
+	Clock clock.WithDelayedExecution
 }
 
 func (o *Options) defaults() {
@@ -84,6 +92,9 @@ func (o *Options) defaults() {
 	}
 	if o.BatchWindow <= 0 {
 		o.BatchWindow = 10 * time.Millisecond
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 }
 
@@ -106,7 +117,6 @@ type Layer struct {
 	opts     Options
 	// gate decides whether and when each call may go.
 	gate *admission.Gate
-	now  func() time.Time
 	// answers are shared between the controllers asking about one node.
 	answers *sharing.Answers
 	// answered keeps initializations' answers for the address refresh
@@ -153,7 +163,7 @@ func (l *Layer) keep(c call, v any, err error) {
 	if l.kept == nil {
 		l.kept = map[string]detachedAnswer{}
 	}
-	l.kept[c.key] = detachedAnswer{method: c.method, v: v, err: err, at: l.now()}
+	l.kept[c.key] = detachedAnswer{method: c.method, v: v, err: err, at: l.opts.Clock.Now()}
 }
 
 // takeKept returns, once, what keep recorded for c's object that is c's:
@@ -166,7 +176,7 @@ func (l *Layer) takeKept(c call) (v any, err error, ok bool) {
 	case !found:
 		return nil, nil, false
 	case a.err != nil:
-	case l.now().Sub(a.at) > keptFor:
+	case l.opts.Clock.Now().Sub(a.at) > keptFor:
 		delete(l.kept, c.key)
 		return nil, nil, false
 	case a.method != c.method:
@@ -185,12 +195,10 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 	l := &Layer{
 		provider: provider,
 		opts:     opts,
-		now:      time.Now,
 		m:        newLayerMetrics(opts.Name),
 		workers:  newWorkers(),
 	}
-	// Through l.now, which tests set.
-	now := func() time.Time { return l.now() }
+	now := opts.Clock.Now
 	l.gate = admission.New(admission.Options{
 		QPS:              opts.QPS,
 		Burst:            opts.Burst,
@@ -354,7 +362,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			return t, nil
 		}
 	}
-	start := l.now()
+	start := l.opts.Clock.Now()
 	pass, err := l.gate.Admit(ctx, admission.Call{Method: c.method, Family: c.family, Key: c.key, Kept: c.answerIsPerObject()})
 	if err != nil {
 		return zero, err
@@ -395,7 +403,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	// however many objects they hang on.
 	stopStraggle := func() bool { return false }
 	if after, ok := pass.StraggleAfter(); ok {
-		stopStraggle = time.AfterFunc(after, func() {
+		stopStraggle = l.opts.Clock.AfterFunc(after, func() {
 			mu.Lock()
 			defer mu.Unlock()
 			if !returned && !gaveUp && pass.Straggle() {
@@ -406,14 +414,17 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 	var leave <-chan time.Time
 	leaveAfter, mayLeave := pass.LeaveAfter()
 	if mayLeave {
-		t := time.NewTimer(leaveAfter)
+		t := l.opts.Clock.NewTimer(leaveAfter)
 		defer t.Stop()
-		leave = t.C
+		leave = t.C()
 	}
 	l.workers.run(func() {
 		defer cancel()
 		defer stopStraggle()
 		v, err := fn(callCtx)
+		if errors.Is(callCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			pass.DeadlinePassed()
+		}
 		mu.Lock()
 		returned = true
 		wasAbandoned, wasDetached := gaveUp, left
@@ -477,7 +488,7 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 			r.err = ctx.Err()
 		}
 	}
-	l.m.duration.WithLabelValues(c.method).Observe(l.now().Sub(start).Seconds())
+	l.m.duration.WithLabelValues(c.method).Observe(l.opts.Clock.Now().Sub(start).Seconds())
 	if r.err != nil {
 		l.m.errors.WithLabelValues(c.method).Inc()
 		return zero, r.err

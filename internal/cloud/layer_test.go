@@ -17,6 +17,7 @@ import (
 	"k8s.io/cloud-provider/fake"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/admission"
+	"github.com/outrigger-ccm/outrigger/internal/testclock"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
@@ -195,16 +196,14 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 		}
 		return nil
 	}}
-	l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1})
 	// Episodes a few seconds apart, past the cooldown after each decrease.
-	start := time.Now()
-	var clock atomic.Int64
-	l.now = func() time.Time { return start.Add(time.Duration(clock.Load())) }
+	clk := testclock.New(time.Now())
+	l := New(p, Options{QPS: 400, Burst: 400, ShareWindow: -1, Clock: clk})
 	inst, _ := l.Instances()
 	fam := l.gate.Limits(FamilyInstances)
 	var rates []float64
 	for ep := range 3 {
-		clock.Add(int64(3 * time.Second))
+		clk.Step(3 * time.Second)
 		throttleEpisode(inst, fmt.Sprint("ep", ep), 3)
 		rates = append(rates, float64(fam.Rate()))
 	}
@@ -218,7 +217,7 @@ func TestRateAdaptsToThrottling(t *testing.T) {
 	if _, err := inst.InstanceExists(context.Background(), node("a")); err != nil {
 		t.Fatal(err)
 	}
-	if steps := recoverFamily(t, fam, l.now().Add(time.Second), 400); steps == 0 {
+	if steps := recoverFamily(t, fam, clk.Now().Add(time.Second), 400); steps == 0 {
 		t.Error("rate did not climb after the cloud accepted calls again")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud/internal/sharing"
+	"github.com/outrigger-ccm/outrigger/internal/testclock"
 )
 
 // Answers about a node are shared between callers within the window: never
@@ -53,14 +54,13 @@ func TestAnswersAreSharedWithinTheWindow(t *testing.T) {
 				calls.Add(1)
 				return tc.answer(ctx, n)
 			}}
-			l := New(p, Options{})
 			start := time.Now()
-			var now atomic.Int64
-			l.now = func() time.Time { return start.Add(time.Duration(now.Load())) }
+			clk := testclock.New(start)
+			l := New(p, Options{Clock: clk})
 			inst, _ := l.Instances()
 			n := node("a")
 			for _, s := range tc.steps {
-				now.Store(int64(s.after))
+				clk.SetTime(start.Add(s.after))
 				switch s.ask {
 				case sharing.Exists:
 					_, _ = inst.InstanceExists(context.Background(), n)
@@ -115,10 +115,9 @@ func TestInitializationAnswersTheRefreshWithinItsPeriod(t *testing.T) {
 		asked[n.Name]++
 		return nil
 	}}
-	l := New(p, Options{ShareWindow: -1, RefreshPeriod: time.Minute})
 	start := time.Now()
-	var now atomic.Int64
-	l.now = func() time.Time { return start.Add(time.Duration(now.Load())) }
+	clk := testclock.New(start)
+	l := New(p, Options{ShareWindow: -1, RefreshPeriod: time.Minute, Clock: clk})
 	inst, _ := l.Instances()
 	ctx := context.Background()
 	if _, err := inst.InstanceMetadata(ctx, node("joined")); err != nil {
@@ -138,9 +137,9 @@ func TestInitializationAnswersTheRefreshWithinItsPeriod(t *testing.T) {
 			t.Fatalf("calls by node = %v, want joined %d, other %d", asked, wantJoined, wantOther)
 		}
 	}
-	now.Store(int64(30 * time.Second))
+	clk.SetTime(start.Add(30 * time.Second))
 	lookup(Background(ctx), 1, 1)
 	lookup(ctx, 2, 2)
-	now.Store(int64(time.Minute + 30*time.Second)) // a period after the initialization
+	clk.SetTime(start.Add(time.Minute + 30*time.Second)) // a period after the initialization
 	lookup(Background(ctx), 3, 3)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/controllers/cachednodes"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 //go:embed assets
@@ -82,6 +83,10 @@ type Options struct {
 	IdleAfter time.Duration
 	// Log receives the console's own errors.
 	Log logr.Logger
+	// Clock times the sampling and pushes (Interval), the idle watches
+	// (IdleAfter) and the snapshots' ages. Default: the real clock; tests
+	// pass a fake one and step it through the intervals.
+	Clock clock.WithTicker
 }
 
 // RangeSource is what a provider implements to show its address ranges
@@ -101,6 +106,9 @@ type Server struct {
 	// visited is closed at the first request: the metrics sampling waits
 	// for it, so that an unvisited console gathers nothing every second.
 	visited chan struct{}
+	// awaitsVisit is set once Start waits for the first request (tests
+	// wait on it).
+	awaitsVisit atomic.Bool
 	// life ends when Start's context does; the informers stop with it.
 	life    context.Context
 	endLife context.CancelFunc
@@ -173,6 +181,9 @@ func New(opts Options) *Server {
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = 5 * time.Minute
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	var g prometheus.Gatherer = prometheus.Gatherers{}
 	if opts.Gatherer != nil {
 		g = opts.Gatherer
@@ -189,19 +200,20 @@ func (s *Server) Start(ctx context.Context) error {
 	defer s.endLife()
 	// Gathering the whole registry every second is garbage every second:
 	// nobody has asked for the charts until someone opens the console.
+	s.awaitsVisit.Store(true)
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-s.visited:
 	}
-	t := time.NewTicker(s.opts.Interval)
+	t := s.opts.Clock.NewTicker(s.opts.Interval)
 	defer t.Stop()
-	s.sample(time.Now())
+	s.sample(s.opts.Clock.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case now := <-t.C:
+		case now := <-t.C():
 			if s.reap(now) {
 				s.sample(now)
 			}
@@ -244,7 +256,7 @@ func (s *Server) use() (*watches, func()) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		w.users--
-		w.lastUsed = time.Now()
+		w.lastUsed = s.opts.Clock.Now()
 	}
 }
 
@@ -288,7 +300,7 @@ func (s *Server) poke() {
 // They run until reap stops them or the console's life ends. s.mu held.
 func (s *Server) startWatches() *watches {
 	ctx, stop := context.WithCancel(s.life)
-	w := &watches{ready: make(chan struct{}), stop: stop, lastUsed: time.Now()}
+	w := &watches{ready: make(chan struct{}), stop: stop, lastUsed: s.opts.Clock.Now()}
 	c := s.opts.Client
 	strip := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
@@ -421,7 +433,7 @@ func (s *Server) Snapshot(view View) Snapshot {
 	calls := append([]Entry(nil), s.calls...)
 	s.callsMu.Unlock()
 	snap := build(inputs{
-		now:      time.Now(),
+		now:      s.opts.Clock.Now(),
 		services: w.listers.services(),
 		nodes:    w.listers.nodes(),
 		slices:   w.listers.slices(),
@@ -454,7 +466,7 @@ func (s *Server) Snapshot(view View) Snapshot {
 func (s *Server) snapshotJSON(view View) ([]byte, uint64) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
-	now := time.Now()
+	now := s.opts.Clock.Now()
 	v := s.version.Load()
 	last := s.snaps[view]
 	if last != nil && (v == last.version || now.Sub(last.at) < s.opts.Interval) {
@@ -484,7 +496,7 @@ func (s *Server) snapshotJSON(view View) ([]byte, uint64) {
 	}
 	// v was read before building: a change during the build is sent
 	// again next time, never lost.
-	s.snaps[view] = &viewSnapshot{data: data, version: v, at: time.Now(), used: now}
+	s.snaps[view] = &viewSnapshot{data: data, version: v, at: s.opts.Clock.Now(), used: now}
 	return data, v
 }
 
@@ -552,7 +564,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		flusher.Flush()
 		return nil
 	}
-	t := time.NewTicker(s.opts.Interval)
+	t := s.opts.Clock.NewTicker(s.opts.Interval)
 	defer t.Stop()
 	for {
 		if s.version.Load() != sent {
@@ -571,7 +583,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -23,6 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/outrigger-ccm/outrigger/internal/poll"
+	"github.com/outrigger-ccm/outrigger/internal/testclock"
 )
 
 type recordingActions struct{ done []string }
@@ -262,21 +265,33 @@ func (g *countingGatherer) Gather() ([]*dto.MetricFamily, error) {
 }
 
 // A console nobody opens costs nothing: no registry read every second
-// until the first request, and the charts move from then on.
+// until the first request, and the charts move from then on, a read per
+// interval. The intervals pass on the console's clock, stepped by the test.
 func TestUnvisitedConsoleDoesNotSample(t *testing.T) {
 	g := &countingGatherer{}
-	srv, _ := newTestServer(t, Options{Gatherer: g, Interval: 5 * time.Millisecond})
-	time.Sleep(100 * time.Millisecond) // twenty intervals
+	clk := testclock.New(time.Now())
+	s := New(Options{Client: fake.NewClientset(), Gatherer: g, Clock: clk})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = s.Start(ctx) }()
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+
+	poll.Until(t, 10*time.Second, "Start to wait for the first request", s.awaitsVisit.Load)
+	clk.Step(20 * s.opts.Interval)
 	if n := g.n.Load(); n != 0 {
 		t.Fatalf("an unvisited console read the metrics %d times", n)
 	}
+	if n := clk.Waiters(); n != 0 {
+		t.Fatalf("an unvisited console keeps %d timers", n)
+	}
 	get(t, srv.URL+"/api/snapshot")
-	deadline := time.Now().Add(10 * time.Second)
-	for g.n.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after a request the console read the metrics %d times in 10s", g.n.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
+	poll.Until(t, 10*time.Second, "the first read of the metrics, at the first request", func() bool { return g.n.Load() == 1 })
+	// The sampling's ticker, then one read per interval.
+	poll.Until(t, 10*time.Second, "the sampling's ticker on the clock", clk.HasWaiters)
+	for want := int64(2); want <= 4; want++ {
+		clk.Step(s.opts.Interval)
+		poll.Until(t, 10*time.Second, fmt.Sprintf("read %d of the metrics, an interval later", want), func() bool { return g.n.Load() == want })
 	}
 }
 

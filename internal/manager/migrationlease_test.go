@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // The migration lease is released only after the migrated controllers
@@ -21,7 +24,10 @@ func TestMigrationLeaseReleasedAfterControllersStop(t *testing.T) {
 	client := fake.NewClientset()
 	var (
 		running  atomic.Int32
+		renewed  atomic.Int64
 		started  = make(chan struct{}, 1)
+		stopping = make(chan struct{}, 1)
+		finish   = make(chan struct{})
 		released = make(chan int32, 1)
 	)
 	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -31,16 +37,19 @@ func TestMigrationLeaseReleasedAfterControllersStop(t *testing.T) {
 			case released <- running.Load():
 			default:
 			}
+		} else {
+			renewed.Add(1)
 		}
 		return false, nil, nil
 	})
-	// A controller that, like a reconcile in flight, takes a moment to
-	// stop after its context ends.
+	// A controller that, like a reconcile in flight, goes on after its
+	// context ends, until the test lets it finish.
 	slow := manager.RunnableFunc(func(ctx context.Context) error {
 		running.Add(1)
 		started <- struct{}{}
 		<-ctx.Done()
-		time.Sleep(200 * time.Millisecond) // the work in flight, not synchronisation
+		stopping <- struct{}{}
+		<-finish
 		running.Add(-1)
 		return nil
 	})
@@ -57,6 +66,19 @@ func TestMigrationLeaseReleasedAfterControllersStop(t *testing.T) {
 		t.Fatal("the migrated controller never started")
 	}
 	cancel()
+	<-stopping
+	// The lease is kept while the controller still runs: the elector
+	// renews it twice more meanwhile (once a retry period), never
+	// releasing it.
+	poll.Consistently(t, 30*time.Second, "the migration lease kept while a migrated controller still runs", poll.Count(renewed.Load), 2, func() error {
+		select {
+		case n := <-released:
+			return fmt.Errorf("released while %d migrated controller(s) still ran", n)
+		default:
+			return nil
+		}
+	})
+	close(finish)
 	if err := <-done; err != nil {
 		t.Fatalf("Start: %v", err)
 	}

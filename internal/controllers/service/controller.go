@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -164,6 +165,10 @@ type Options struct {
 	// controller's name and the source of its Events end in "/Provider".
 	// Empty (one provider): upstream's names.
 	Provider string
+	// Clock times the node sync window and the wait for joining nodes
+	// (JoinWait). Default: the real clock; tests pass a fake one and step
+	// it through the windows.
+	Clock clock.Clock
 }
 
 // reconciler provisions the load balancer of one Service at a time. What it
@@ -193,6 +198,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.NodeSyncWindow <= 0 {
 		opts.NodeSyncWindow = time.Second
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	name, component := Name, EventComponent
 	if opts.Provider != "" {
 		name, component = name+"/"+opts.Provider, component+"/"+opts.Provider
@@ -206,7 +214,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		rounds:   newSyncRounds(),
 		returned: retryhint.NewReturned(),
 	}
-	nodes := newNodeFanOut(mgr.GetCache(), opts.NodeSyncWindow, opts.Platforms, r.backends, r.memory.keys, r.rounds)
+	nodes := newNodeFanOut(mgr.GetCache(), opts.Clock, opts.NodeSyncWindow, opts.Platforms, r.backends, r.memory.keys, r.rounds)
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
 		// As upstream, only a change a load balancer is built from, or one

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -40,6 +41,7 @@ import (
 // runs under the controller's context, so it ends with the controller.
 type nodeFanOut struct {
 	nodes     source.SyncingSource
+	clock     clock.Clock
 	window    time.Duration
 	platforms platform.Set
 	backends  *backendList
@@ -62,10 +64,10 @@ type nodeFanOut struct {
 
 var _ source.SyncingSource = (*nodeFanOut)(nil)
 
-func newNodeFanOut(c cache.Cache, window time.Duration, platforms platform.Set, backends *backendList,
+func newNodeFanOut(c cache.Cache, clk clock.Clock, window time.Duration, platforms platform.Set, backends *backendList,
 	services func() []types.NamespacedName, rounds *syncRounds,
 ) *nodeFanOut {
-	f := &nodeFanOut{window: window, platforms: platforms, backends: backends, services: services, rounds: rounds,
+	f := &nodeFanOut{clock: clk, window: window, platforms: platforms, backends: backends, services: services, rounds: rounds,
 		changed: make(chan struct{}, 1), joining: map[string]time.Time{}, joined: make(chan struct{}, 1)}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	f.nodes = source.Kind(c, &corev1.Node{}, handler.TypedFuncs[*corev1.Node, reconcile.Request]{
@@ -173,16 +175,16 @@ func (f *nodeFanOut) run(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		case <-f.changed:
 		}
-		window := time.NewTimer(f.window)
+		window := f.clock.NewTimer(f.window)
 		select {
 		case <-ctx.Done():
 			window.Stop()
 			return
-		case <-window.C:
+		case <-window.C():
 		}
 		// Nothing to update, nothing to wait for: the backend list is
 		// listed when a Service needs it.
-		if len(f.services()) > 0 && !f.awaitJoining(ctx, time.Now()) {
+		if len(f.services()) > 0 && !f.awaitJoining(ctx, f.clock.Now()) {
 			return
 		}
 		// Changes made during the window are part of this round.
@@ -229,11 +231,11 @@ func (f *nodeFanOut) awaitJoining(ctx context.Context, began time.Time) bool {
 		if last := f.lastJoinCreated(); !last.IsZero() {
 			until = minTime(last.Add(JoinWait), began.Add(JoinWait))
 		}
-		wait := time.Until(until)
+		wait := until.Sub(f.clock.Now())
 		if wait <= 0 {
 			return true
 		}
-		t := time.NewTimer(wait)
+		t := f.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -241,7 +243,7 @@ func (f *nodeFanOut) awaitJoining(ctx context.Context, began time.Time) bool {
 		case <-f.joined:
 			// A joining node got its providerID or left: look again.
 			t.Stop()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -44,7 +45,7 @@ func TestRoundWaitsForJoiningNodesWithoutListing(t *testing.T) {
 		lists++
 		return nil, nil
 	}, platform.Set{})
-	f := &nodeFanOut{backends: backends, joining: map[string]time.Time{}, joined: make(chan struct{}, 1)}
+	f := &nodeFanOut{clock: clock.RealClock{}, backends: backends, joining: map[string]time.Time{}, joined: make(chan struct{}, 1)}
 	tainted := func(name, providerID string) *corev1.Node {
 		return &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},

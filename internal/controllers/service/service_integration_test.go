@@ -5,6 +5,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,12 +17,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
+	"github.com/outrigger-ccm/outrigger/internal/testclock"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"github.com/outrigger-ccm/outrigger/internal/testobj"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
@@ -871,10 +876,35 @@ func TestOrphanSweep(t *testing.T) {
 	deleteAndWait(t, ns, "again") // while this Outrigger runs
 }
 
+// startOnClock runs the controller alone in this process with the sim
+// provider on c, watching only Services of namespace ns, its node sync
+// windows timed by clk, until the test ends. Call it before
+// createNamespace, so that the namespace's Services are deleted while it
+// still runs.
+func startOnClock(t *testing.T, c *testenv.Cloud, ns string, clk *testclock.Fake) {
+	t.Helper()
+	cfg, err := os.Open(c.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfg.Close()
+	p, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := p.LoadBalancer()
+	testenv.RunController(t, func(mgr manager.Manager) error {
+		return service.Setup(mgr, service.Options{LoadBalancer: lb, ClusterName: "test", Clock: clk})
+	}, func(o *manager.Options) {
+		o.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.Service{}: {Namespaces: map[string]cache.Config{ns: {}}}}}
+	})
+}
+
 // Nodes joining (tainted uninitialized, no providerID yet) while others
 // leave: each load balancer is updated once, when the joining nodes are
 // initialized, rather than once for the burst and again for every node
-// that gets its providerID.
+// that gets its providerID. The node sync windows pass on the controller's
+// clock, which the test steps.
 func TestJoiningNodesMakeOneUpdate(t *testing.T) {
 	c := testenv.StartCloud(t)
 	var leaving []string
@@ -882,8 +912,10 @@ func TestJoiningNodesMakeOneUpdate(t *testing.T) {
 		leaving = append(leaving, node(t, fmt.Sprintf("198.18.4.%d", i+1), nil))
 	}
 	staying := node(t, "198.18.4.10", nil)
-	startOutrigger(t, c)
-	ns := namespace(t)
+	clk := testclock.New(time.Now())
+	ns := testenv.Name("lb")
+	startOnClock(t, c, ns, clk)
+	createNamespace(t, ns)
 	const services, joins = 3, 4
 	var svcs []*corev1.Service
 	for i := range services {
@@ -910,9 +942,14 @@ func TestJoiningNodesMakeOneUpdate(t *testing.T) {
 		joined = append(joined, name)
 	}
 	// Their CCM initializes them one by one, more than a node sync window
-	// apart: the pace of a cloud slower than the joins.
+	// apart: the pace of a cloud slower than the joins. Each time the
+	// controller waits on its clock (a window, or the wait for joining
+	// nodes) before the clock moves on.
 	for _, name := range joined {
-		time.Sleep(1500 * time.Millisecond)
+		testenv.Eventually(t, 30*time.Second, "the node fan-out waiting on its clock", func() (bool, error) {
+			return clk.HasWaiters(), nil
+		})
+		clk.Step(1500 * time.Millisecond)
 		n := testenv.GetNode(t, name)
 		n.Spec.ProviderID = "sim://" + name
 		n.Spec.Taints = nil

@@ -130,6 +130,8 @@ type Pass struct {
 	// relisted: its caller reads the call's outcome again from a later
 	// list (Relisted), so leaving it costs no second call.
 	relisted bool
+	// deadlinePassed: the call ran into the gate's Timeout (DeadlinePassed).
+	deadlinePassed bool
 }
 
 // Admit waits until c may go: its object is not held and its slot is
@@ -288,6 +290,13 @@ func (p *Pass) Straggle() bool {
 	return false
 }
 
+// DeadlinePassed records, before Returned, that the call's context ended
+// at the Timeout (its own deadline, not its caller's): a
+// context.DeadlineExceeded answer is then a timeout. The deadline is real
+// time, so it is read from the context, never compared with Options.Now,
+// which a test may step.
+func (p *Pass) DeadlinePassed() { p.deadlinePassed = true }
+
 // Returned records the provider's answer, after Abandon when abandoned:
 // the family learns from every answer, even one its caller no longer
 // waits for (a slow answer is the news), and the object's slot is freed
@@ -301,7 +310,7 @@ func (p *Pass) Returned(log klog.Logger, err error, abandoned bool) {
 	case p.straggled.Load():
 		place = placeStraggled
 	}
-	p.g.learn(log, p.lim, p.c, p.sent, err, place)
+	p.g.learn(log, p.lim, p.c, p.sent, err, place, p.deadlinePassed)
 	p.release()
 	if abandoned {
 		p.lim.abandoned.Add(-1)
@@ -349,7 +358,7 @@ const (
 	placeGone                   // abandoned at its deadline, which adapted the family
 )
 
-func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err error, pl place) {
+func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err error, pl place, deadlinePassed bool) {
 	holdsConc := pl == placeHeld
 	now := g.opts.Now()
 	latency := now.Sub(sent)
@@ -373,7 +382,7 @@ func (g *Gate) learn(log klog.Logger, lim *Limits, c Call, sent time.Time, err e
 	retryAfter, throttled := provider.RetryAfter(err)
 	if !throttled {
 		outcome := outcomeOther
-		if g.opts.Timeout > 0 && errors.Is(err, context.DeadlineExceeded) && latency >= g.opts.Timeout {
+		if deadlinePassed && errors.Is(err, context.DeadlineExceeded) {
 			outcome = outcomeTimedOut
 			// An abandoned call was held back already, at its deadline.
 			if c.Key != "" && holdsConc {
