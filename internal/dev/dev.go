@@ -27,7 +27,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/manager"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/pkg/plugin"
-	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // Options configure the environment.
@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	o.CloudConfig = filepath.Join(opts.StateDir, "cloud.yaml")
 	o.Serving.BindAddress = net.IPv4(127, 0, 0, 1)
 	o.DisableMetricsAuthentication = true
-	reg := contract.NewRegistry()
+	reg := provider.NewRegistry()
 	reg.Register(ProviderName, NewProvider)
 	if opts.PluginEndpoint != "" {
 		grpcConfig := filepath.Join(opts.StateDir, "grpc.yaml")

@@ -13,7 +13,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/console"
 	"github.com/outrigger-ccm/outrigger/internal/providers/local"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
-	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
 // ProviderName is the provider `outrigger dev` runs Outrigger with: the sim
@@ -28,8 +28,8 @@ type config struct {
 	Local json.RawMessage `json:"local,omitempty"`
 }
 
-// provider is the sim provider with the local provider's load balancers.
-type provider struct {
+// devProvider is the sim provider with the local provider's load balancers.
+type devProvider struct {
 	*sim.Provider
 	local cloudprovider.Interface
 	pool  netip.Prefix
@@ -38,7 +38,7 @@ type provider struct {
 // NewProvider is the dev provider's factory.
 func NewProvider(r io.Reader) (cloudprovider.Interface, error) {
 	var cfg config
-	present, err := contract.DecodeConfig(r, &cfg)
+	present, err := provider.DecodeConfig(r, &cfg)
 	switch {
 	case err != nil:
 		return nil, err
@@ -57,22 +57,24 @@ func NewProvider(r io.Reader) (cloudprovider.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	return &provider{Provider: s.(*sim.Provider), local: l, pool: pool}, nil
+	return &devProvider{Provider: s.(*sim.Provider), local: l, pool: pool}, nil
 }
 
 // ConsoleRanges shows the local load balancers' VIP pool on the console.
-func (p *provider) ConsoleRanges() []console.Range {
+func (p *devProvider) ConsoleRanges() []console.Range {
 	return []console.Range{{Name: "local-lb-pool", Prefix: p.pool}}
 }
 
 // Initialize implements cloudprovider.Interface.
-func (p *provider) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+func (p *devProvider) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	p.Provider.Initialize(b, stop)
 	p.local.Initialize(b, stop)
 }
 
 // LoadBalancer implements cloudprovider.Interface with the local provider.
-func (p *provider) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return p.local.LoadBalancer() }
+func (p *devProvider) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	return p.local.LoadBalancer()
+}
 
 // ProviderName implements cloudprovider.Interface.
-func (p *provider) ProviderName() string { return ProviderName }
+func (p *devProvider) ProviderName() string { return ProviderName }

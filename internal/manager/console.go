@@ -23,7 +23,7 @@ const consolePath = "/console/"
 // addConsole serves the read-only console on the secure port. Its
 // informers start at the first request, so an unvisited console costs
 // nothing.
-func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Config, opts *Options, units []*unit, degraded func() []string) error {
+func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Config, opts *Options, configured []*configuredProvider, degraded func() []string) error {
 	if port == nil {
 		return nil
 	}
@@ -40,7 +40,7 @@ func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Confi
 	// The nodes come from the manager's cache, shared with the
 	// controllers: one copy of each node in the process.
 	co := console.Options{Client: client, Gateway: gw, Gatherer: metrics.Registry, Nodes: mgr.GetCache(), Degraded: degraded, Log: klog.Background().WithName("console")}
-	for _, u := range units {
+	for _, u := range configured {
 		for _, class := range u.classes {
 			co.Owners = append(co.Owners, console.Owner{Provider: u.name, Class: class, Platforms: u.platforms.Schemes()})
 		}
@@ -50,7 +50,7 @@ func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Confi
 		// leaves the pools out.
 		co.Ranges, _ = console.ClusterRanges(opts.ClusterCIDR, opts.NodeCIDRMaskSizeIPv4, opts.NodeCIDRMaskSizeIPv6)
 	}
-	if rs, ok := units[0].provider.(console.RangeSource); ok {
+	if rs, ok := configured[0].provider.(console.RangeSource); ok {
 		co.RangeSource = rs
 	}
 	srv := console.New(co)

@@ -118,10 +118,10 @@ func (o *Options) controllerConfig(enabled []string) *descriptor.Config {
 	}
 }
 
-// providers are the units as the controllers see them.
-func providers(units []*unit) []descriptor.Provider {
-	out := make([]descriptor.Provider, len(units))
-	for i, u := range units {
+// providers are the configured providers as the controllers see them.
+func providers(configured []*configuredProvider) []descriptor.Provider {
+	out := make([]descriptor.Provider, len(configured))
+	for i, u := range configured {
 		out[i] = descriptor.Provider{Name: u.name, Tag: u.tag, Layer: u.layer, Platforms: u.platforms, Classes: u.classes}
 		if u.init != nil {
 			out[i].ClusterID = u.init.cluster.get
@@ -135,7 +135,7 @@ func providers(units []*unit) []descriptor.Provider {
 // identity, once per provider (or once for the cluster).
 func (b *build) addControllers(ctx context.Context) error {
 	cfg := b.opts.controllerConfig(b.enabled)
-	all := providers(b.units)
+	all := providers(b.configured)
 	for _, name := range b.enabled {
 		d := descriptorOf(name)
 		if d == nil { // a provider's own (addProviderControllers)
@@ -174,7 +174,7 @@ func (b *build) addControllers(ctx context.Context) error {
 					continue
 				}
 			}
-			if err := setup(ctx, afterInit{Manager: target, done: b.units[i].init.done}, p, cfg); err != nil {
+			if err := setup(ctx, afterInit{Manager: target, done: b.configured[i].init.done}, p, cfg); err != nil {
 				return err
 			}
 			// As upstream, /healthz/<name> for every controller that runs.

@@ -13,12 +13,12 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/controllers/descriptor"
 	"github.com/outrigger-ccm/outrigger/internal/platform"
 	"github.com/outrigger-ccm/outrigger/internal/providersfile"
-	contract "github.com/outrigger-ccm/outrigger/pkg/provider"
+	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
 
-// unit is one provider with what it serves and its own call layer: its own
-// limits, metrics labelled with its name.
-type unit struct {
+// configuredProvider is one provider with what it serves and its own call
+// layer: its own limits, metrics labelled with its name.
+type configuredProvider struct {
 	name      string
 	provider  cloudprovider.Interface
 	platforms platform.Set
@@ -32,9 +32,10 @@ type unit struct {
 	init  *providerInit
 }
 
-// buildUnits builds the providers to run: the one --cloud-provider names,
-// or those of --cloud-providers-file. Errors say what to fix in one line.
-func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
+// configureProviders builds the providers to run: the one --cloud-provider
+// names, or those of --cloud-providers-file. Errors say what to fix in one
+// line.
+func configureProviders(opts *Options, reg *provider.Registry) ([]*configuredProvider, error) {
 	if opts.CloudProvidersFile == "" {
 		p, err := buildProvider(opts, reg)
 		if err != nil {
@@ -44,13 +45,13 @@ func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
 			return nil, err
 		}
 		platforms, _ := platform.Parse(opts.CloudProviderPlatforms) // validated
-		return []*unit{{name: opts.CloudProvider, provider: p, platforms: platforms, classes: []string{opts.LoadBalancerClass}}}, nil
+		return []*configuredProvider{{name: opts.CloudProvider, provider: p, platforms: platforms, classes: []string{opts.LoadBalancerClass}}}, nil
 	}
 	file, err := providersfile.Read(opts.CloudProvidersFile)
 	if err != nil {
 		return nil, err
 	}
-	units := make([]*unit, 0, len(file.Providers))
+	configured := make([]*configuredProvider, 0, len(file.Providers))
 	for i, e := range file.Providers {
 		where := fmt.Sprintf("--cloud-providers-file %s: provider %q", opts.CloudProvidersFile, e.Name)
 		var config io.Reader
@@ -67,7 +68,7 @@ func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
 		}
 		schemes := e.Platforms
 		if len(schemes) == 0 {
-			if stated, ok := p.(contract.Platforms); ok {
+			if stated, ok := p.(provider.Platforms); ok {
 				schemes = stated.Platforms()
 			}
 		}
@@ -81,16 +82,16 @@ func buildUnits(opts *Options, reg *contract.Registry) ([]*unit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: platforms: %w", where, err)
 		}
-		units = append(units, &unit{name: e.Name, provider: p, platforms: platforms, classes: e.Classes(), tag: e.Name})
+		configured = append(configured, &configuredProvider{name: e.Name, provider: p, platforms: platforms, classes: e.Classes(), tag: e.Name})
 	}
-	return units, nil
+	return configured, nil
 }
 
-// checkUnits refuses schemes claimed twice once the providers have said
+// checkSchemes refuses schemes claimed twice once the providers have said
 // which they serve (a scheme a provider states, and another lists).
-func checkUnits(units []*unit) error {
+func checkSchemes(configured []*configuredProvider) error {
 	owner := map[string]string{}
-	for _, u := range units {
+	for _, u := range configured {
 		for _, s := range u.platforms.Schemes() {
 			if other, ok := owner[s]; ok {
 				return fmt.Errorf("--cloud-providers-file: providers %q and %q both serve the providerID scheme %q: list each one's platforms", other, u.name, s)
@@ -101,16 +102,16 @@ func checkUnits(units []*unit) error {
 	return nil
 }
 
-// allPlatforms is every scheme the units serve together; the zero Set (all
+// allPlatforms is every scheme the configured serve together; the zero Set (all
 // nodes) when one provider runs alone without platforms.
-func allPlatforms(units []*unit) platform.Set {
-	return descriptor.AllPlatforms(providers(units))
+func allPlatforms(configured []*configuredProvider) platform.Set {
+	return descriptor.AllPlatforms(providers(configured))
 }
 
 // checkPlatforms refuses platforms naming a scheme the provider says it
 // does not serve (provider.Platforms). flag names where they were given.
 func checkPlatforms(p cloudprovider.Interface, name string, schemes []string, flag string) error {
-	served, ok := p.(contract.Platforms)
+	served, ok := p.(provider.Platforms)
 	if !ok || len(served.Platforms()) == 0 { // none stated (a plugin that does not say)
 		return nil
 	}
@@ -124,7 +125,7 @@ func checkPlatforms(p cloudprovider.Interface, name string, schemes []string, fl
 
 // buildProvider builds the provider --cloud-provider names, from
 // --cloud-config or, in tenant mode, the tenant's own configuration.
-func buildProvider(opts *Options, reg *contract.Registry) (cloudprovider.Interface, error) {
+func buildProvider(opts *Options, reg *provider.Registry) (cloudprovider.Interface, error) {
 	var config io.Reader
 	if t := opts.tenant; t != nil && len(t.cloudConfig) > 0 {
 		// The tenant's own, from its Secret: its credentials never pass

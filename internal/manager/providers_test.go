@@ -66,9 +66,9 @@ func TestProvidersFileRefusals(t *testing.T) {
 			}
 			opts := NewOptions()
 			opts.CloudProvidersFile = path
-			units, err := buildUnits(opts, fakeRegistry())
+			configured, err := configureProviders(opts, fakeRegistry())
 			if err == nil {
-				err = checkUnits(units)
+				err = checkSchemes(configured)
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("err = %v; want one line containing %q", err, tc.wantErr)
@@ -86,22 +86,22 @@ func TestProvidersFileBuildsOneUnitEach(t *testing.T) {
 	}
 	opts := NewOptions()
 	opts.CloudProvidersFile = path
-	units, err := buildUnits(opts, fakeRegistry())
+	configured, err := configureProviders(opts, fakeRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkUnits(units); err != nil {
+	if err := checkSchemes(configured); err != nil {
 		t.Fatal(err)
 	}
 	got := []string{}
-	for _, u := range units {
+	for _, u := range configured {
 		got = append(got, u.name+" "+strings.Join(u.platforms.Schemes(), ",")+" "+strings.Join(u.classes, ",")+" "+u.tag)
 	}
 	want := []string{"aws aws  aws", "silent kwok example.com/kwok,example.com/kwok-internal silent"}
 	if strings.Join(got, ";") != strings.Join(want, ";") {
-		t.Errorf("units %q, want %q", got, want)
+		t.Errorf("configured %q, want %q", got, want)
 	}
-	if all := allPlatforms(units).Schemes(); strings.Join(all, ",") != "aws,kwok" {
+	if all := allPlatforms(configured).Schemes(); strings.Join(all, ",") != "aws,kwok" {
 		t.Errorf("all platforms %v, want aws,kwok", all)
 	}
 }

@@ -80,7 +80,7 @@ type build struct {
 	restConfig *rest.Config
 	mgr        manager.Manager
 	informers  *sharedInformers
-	units      []*unit
+	configured []*configuredProvider
 	readyz     map[string]healthz.Checker
 	health     *healthChecks
 	port       *secureserving.Server
@@ -134,17 +134,17 @@ func (b *build) newManager(context.Context) error {
 // cluster's cloud resources from others'.
 func (b *build) buildProviders(context.Context) error {
 	var err error
-	if b.units, err = buildUnits(b.opts, b.reg); err != nil {
+	if b.configured, err = configureProviders(b.opts, b.reg); err != nil {
 		return err
 	}
-	if err := checkUnits(b.units); err != nil {
+	if err := checkSchemes(b.configured); err != nil {
 		return err
 	}
 	// Upstream's app.Run leaves the cluster ID to the cloud initializer
 	// (its sample's refuses an untagged cloud, DigitalOcean's does not):
 	// a provider's own main (an Extension) gets the same, Outrigger's own
 	// binary refuses as upstream's sample does.
-	for _, u := range b.units {
+	for _, u := range b.configured {
 		if b.opts.Extension == nil && !u.provider.HasClusterID() {
 			if !b.opts.AllowUntaggedCloud {
 				return fmt.Errorf("provider %q reports no cluster ID, which it needs to tell this cluster's cloud resources from others'; tag the cluster, or pass --allow-untagged-cloud", u.name)
@@ -179,7 +179,7 @@ func (b *build) serveHealth(ctx context.Context) error {
 	}
 	// A provider that can tell whether it is ready (a plugin) makes this
 	// replica unready when it is not.
-	for _, u := range b.units {
+	for _, u := range b.configured {
 		if p, ok := u.provider.(interface{ Ready(context.Context) error }); ok {
 			check := "provider"
 			if u.tag != "" {
@@ -188,14 +188,14 @@ func (b *build) serveHealth(ctx context.Context) error {
 			b.readyz[check] = cachedCheck(time.Second, p.Ready)
 		}
 	}
-	return addConsole(b.mgr, b.port, b.restConfig, b.opts, b.units, degradedList(b.degraded))
+	return addConsole(b.mgr, b.port, b.restConfig, b.opts, b.configured, degradedList(b.degraded))
 }
 
 // degraded are the degraded method families, by "provider/family" (the
 // layers are built by initProviders, before anything asks).
 func (b *build) degraded() map[string]int64 {
 	out := map[string]int64{}
-	for _, u := range b.units {
+	for _, u := range b.configured {
 		if u.layer == nil {
 			continue
 		}
@@ -213,7 +213,7 @@ func (b *build) initProviders(context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, u := range b.units {
+	for _, u := range b.configured {
 		u.init = newProviderInit(u.provider, u.name, b.restConfig, b.opts, cluster, b.informers)
 		if err := b.mgr.Add(u.init); err != nil {
 			return err
@@ -304,7 +304,7 @@ func (b *build) addProviderControllers(context.Context) error {
 		pc := &providerControllers{controllers: group.controllers, started: b.opts.Extension.Started, health: b.health,
 			recorder: b.mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
 			lease:    b.lease(lease)}
-		if err := (afterInit{Manager: group.target, done: b.units[0].init.done}).Add(pc); err != nil {
+		if err := (afterInit{Manager: group.target, done: b.configured[0].init.done}).Add(pc); err != nil {
 			return err
 		}
 	}
