@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -125,6 +126,25 @@ func parentCondition(parents []gwv1.RouteParentStatus, gw, typ string) *metav1.C
 		}
 	}
 	return nil
+}
+
+// attachedListener waits for gw's one listener to count one attached route
+// (route statuses and the Gateway's listener status are separate writes, so
+// the routes' may come first) and checks that it lists kind.
+func attachedListener(t *testing.T, c client.Client, gw *gwv1.Gateway, kind gwv1.Kind) {
+	t.Helper()
+	var ls []gwv1.ListenerStatus
+	testenv.Eventually(t, time.Minute, "the Gateway's listener status", func() (bool, error) {
+		var got gwv1.Gateway
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gw), &got); err != nil {
+			return false, err
+		}
+		ls = got.Status.Listeners
+		return len(ls) == 1 && ls[0].AttachedRoutes == 1, nil
+	})
+	if !slices.ContainsFunc(ls[0].SupportedKinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == kind }) {
+		t.Errorf("listener status %+v, want %s supported", ls, kind)
+	}
 }
 
 // servedByDataPlane runs a data plane in the test, programmed from the

@@ -5,7 +5,6 @@ package gateway_test
 import (
 	"context"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
@@ -89,20 +88,7 @@ func TestGRPCRoute(t *testing.T) {
 		rc := parentCondition(hr.Status.Parents, "gw", string(gwv1.RouteConditionAccepted))
 		return rc != nil && rc.Status == metav1.ConditionFalse && rc.Reason == string(gwv1.RouteReasonNotAllowedByListeners), nil
 	})
-	// Route statuses and the Gateway's listener status are separate writes:
-	// wait for the Gateway's own, then check what it says.
-	var ls []gwv1.ListenerStatus
-	testenv.Eventually(t, time.Minute, "the Gateway's listener status", func() (bool, error) {
-		var got gwv1.Gateway
-		if err := c.Get(ctx, client.ObjectKeyFromObject(gw), &got); err != nil {
-			return false, err
-		}
-		ls = got.Status.Listeners
-		return len(ls) == 1 && ls[0].AttachedRoutes == 1, nil
-	})
-	if !slices.ContainsFunc(ls[0].SupportedKinds, func(k gwv1.RouteGroupKind) bool { return k.Kind == "GRPCRoute" }) {
-		t.Errorf("listener status %+v, want GRPCRoute supported", ls)
-	}
+	attachedListener(t, c, gw, "GRPCRoute")
 
 	// The data plane serves the call.
 	addr := servedByDataPlane(t, ns, "gw", clusterIP, ln.Addr().String())
