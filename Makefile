@@ -14,6 +14,7 @@ ASSETS ?= $(or $(OUTRIGGER_ASSETS),$(ASSETS_ROOT)/controlplane-$(K8S_VERSION))
 K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION) \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(K8S_MINOR)
 NODES ?= 3
+CLUSTERS ?= 1
 export OUTRIGGER_ASSETS := $(ASSETS)
 # No DWARF from the compiler, for every go command make runs (and the ones the tests run, which inherit
 # GOFLAGS): every binary here is either linked without it (-w) or only run, and without it a package
@@ -31,7 +32,8 @@ PROGRESS = tools/progress.sh -p '$(PROGRESS_PREFIX)'
 
 .PHONY: dev test build controlplane verify verify-files verify-proto proto bench clean lint fuzz
 
-## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes). It waits
+## dev: run Outrigger on its embedded default (control plane + sim cloud + NODES nodes; CLUSTERS=3: three clusters
+## served by one Outrigger in tenant mode). It waits
 ## only for what it runs (etcd, kube-apiserver, outrigger); kubectl, for you, is built meanwhile at
 ## the lowest CPU priority when missing (.outrigger/kubectl.log).
 # Its builds run one after the other: go builds side by side (make -j) each compile the packages they
@@ -41,8 +43,8 @@ PROGRESS = tools/progress.sh -p '$(PROGRESS_PREFIX)'
 dev: $(ASSETS)/kube-apiserver $(ASSETS)/etcd build
 	@[ -x $(ASSETS)/kubectl ] || { mkdir -p .outrigger; echo "make dev: building kubectl in the background (.outrigger/kubectl.log)"; \
 		setsid nice -n 19 $(MAKE) --no-print-directory PROGRESS_PREFIX="make dev" $(ASSETS)/kubectl >.outrigger/kubectl.log 2>&1 & }
-	@echo "make dev: starting ./bin/outrigger dev --nodes $(NODES)"
-	@./bin/outrigger dev --nodes $(NODES)
+	@echo "make dev: starting ./bin/outrigger dev --nodes $(NODES)$(if $(filter-out 1,$(CLUSTERS)), --clusters $(CLUSTERS))"
+	@./bin/outrigger dev --nodes $(NODES)$(if $(filter-out 1,$(CLUSTERS)), --clusters $(CLUSTERS))
 
 ## test: every test: unit, integration (real kube-apiserver + etcd, the files tagged
 ## `integration`; a plain `go test ./...` runs only the unit tests), upstream flag

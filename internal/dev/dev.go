@@ -32,8 +32,12 @@ import (
 
 // Options configure the environment.
 type Options struct {
-	// Nodes is how many instances (and so nodes) to start with.
+	// Nodes is how many instances (and so nodes) to start with, per
+	// cluster.
 	Nodes int
+	// Clusters is how many clusters to run; more than one runs Outrigger
+	// in tenant mode, one process serving them all (runClusters).
+	Clusters int
 	// StateDir receives the kubeconfig and the cloud-config.
 	StateDir string
 	// CloudAddress is where the sim cloud listens.
@@ -69,10 +73,14 @@ func NewCommand() *cobra.Command {
 		Short: "Run Outrigger on its embedded default: a local control plane, a sim cloud and simulated nodes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Clusters < 1 {
+				return fmt.Errorf("--clusters %d: at least 1", opts.Clusters)
+			}
 			return Run(cmd.Context(), opts, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().IntVar(&opts.Nodes, "nodes", 3, "Instances, and so nodes, to start with.")
+	cmd.Flags().IntVar(&opts.Nodes, "nodes", 3, "Instances, and so nodes, to start with (per cluster).")
+	cmd.Flags().IntVar(&opts.Clusters, "clusters", 1, "Clusters to run, each its own etcd and kube-apiserver with its own nodes, on one sim cloud; more than one runs Outrigger in tenant mode, one process serving them all (docs/tenants.md).")
 	cmd.Flags().StringVar(&opts.StateDir, "state-dir", ".outrigger", "Directory for the admin kubeconfig and the cloud-config.")
 	cmd.Flags().StringVar(&opts.CloudAddress, "cloud-address", "127.0.0.1:8480", "Address the sim cloud listens on.")
 	cmd.Flags().StringVar(&opts.NodeIPRange, "node-ip-range", "127.1.0.0/16", "IPv4 range of the simulated nodes' InternalIPs, on loopback: each node's Service node ports are served there.")
@@ -131,6 +139,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	cloudURL, err := cloud.Serve(cloudCtx, opts.CloudAddress)
 	if err != nil {
 		return fmt.Errorf("%w (another `outrigger dev` running? pick another --cloud-address)", err)
+	}
+	if opts.Clusters > 1 {
+		return runClusters(ctx, opts, out, cloud, cloudURL)
 	}
 	for i := range opts.Nodes {
 		if _, err := cloud.Create(simcloud.CreateRequest{Name: fmt.Sprintf("node-%d", i+1)}); err != nil {

@@ -51,12 +51,21 @@ type nodeProgress struct {
 	// Poll is how often the nodes are listed; Every how often a line
 	// reports a changed count.
 	Poll, Every time.Duration
+	// Cluster, when set, starts each line (`outrigger dev --clusters`).
+	Cluster string
+}
+
+func (p nodeProgress) printf(format string, args ...any) {
+	if p.Cluster != "" {
+		format = p.Cluster + ": " + format
+	}
+	fmt.Fprintf(p.Out, format, args...)
 }
 
 // Run reports until want nodes are initialized or ctx ends.
 func (p nodeProgress) Run(ctx context.Context) {
 	start := time.Now()
-	fmt.Fprintf(p.Out, "Waiting for %d nodes to register and Outrigger to initialize them...\n", p.Want)
+	p.printf("Waiting for %d nodes to register and Outrigger to initialize them...\n", p.Want)
 	var reported nodeCount
 	lastLine := start
 	tick := time.NewTicker(p.Poll)
@@ -74,11 +83,11 @@ func (p nodeProgress) Run(ctx context.Context) {
 		c := countNodes(list.Items)
 		elapsed := time.Since(start).Round(100 * time.Millisecond)
 		if c.Initialized >= p.Want {
-			fmt.Fprintf(p.Out, "%d of %d nodes registered and initialized by Outrigger in %s: ready to use.\n", c.Initialized, p.Want, seconds(elapsed))
+			p.printf("%d of %d nodes registered and initialized by Outrigger in %s: ready to use.\n", c.Initialized, p.Want, seconds(elapsed))
 			return
 		}
 		if since := time.Since(lastLine); since >= p.Every && (c != reported || since >= 6*p.Every) {
-			fmt.Fprintf(p.Out, "Nodes: %d of %d registered, %d initialized (%s)\n", c.Registered, p.Want, c.Initialized, seconds(elapsed))
+			p.printf("Nodes: %d of %d registered, %d initialized (%s)\n", c.Registered, p.Want, c.Initialized, seconds(elapsed))
 			reported, lastLine = c, time.Now()
 		}
 	}
