@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/google/uuid"
 	"k8s.io/apimachinery/pkg/labels"
@@ -114,6 +115,17 @@ func newTenantMode(ctx context.Context, opts *Options, reg *provider.Registry) (
 			account = tenants.DefaultAccount(opts.CloudProvider, cc)
 		}
 		o.tenant = &tenantRun{name: t.Name, restConfig: cfg, cloudConfig: cc, account: accounts.Get(account)}
+		if o.LeaderElect {
+			c, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			// Not being able to free it only costs time: the elector waits
+			// the Lease out.
+			if _, err := freeExpiredLease(ctx, c, o.LeaderElectResourceNamespace, o.LeaderElectResourceName, time.Now()); err != nil {
+				klog.FromContext(ctx).Error(err, "Leaving the leader Lease to the elector")
+			}
+		}
 		klog.FromContext(ctx).V(2).Info("Building tenant's controllers", "account", account)
 		m, err := New(ctx, &o, reg)
 		if err != nil {

@@ -5,7 +5,6 @@ package benchenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,21 +72,27 @@ func StartProcess(ctx context.Context, bin string, args []string, logName string
 }
 
 // PeakRSS is the process's peak resident set so far (VmHWM), in MiB.
-func (p *Process) PeakRSS() (float64, error) {
+func (p *Process) PeakRSS() (float64, error) { return p.memory("VmHWM") }
+
+// RSS is the process's resident set now (VmRSS), in MiB.
+func (p *Process) RSS() (float64, error) { return p.memory("VmRSS") }
+
+// memory reads one of /proc/<pid>/status's memory fields, in MiB.
+func (p *Process) memory(field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the CCM's memory use: %w", err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			var kb float64
 			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
-				return 0, fmt.Errorf("parsing VmHWM %q: %w", v, err)
+				return 0, fmt.Errorf("parsing %s %q: %w", field, v, err)
 			}
 			return kb / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc status")
+	return 0, fmt.Errorf("no %s in /proc status", field)
 }
 
 // CPUSeconds is the CPU time the process used so far, user and system.
