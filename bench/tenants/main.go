@@ -40,8 +40,11 @@ import (
 type config struct {
 	upstreamBin, outriggerBin        string
 	nodes, churnNodes, churnServices int
-	qps                              float64
-	latency, idle, bound             time.Duration
+	// isolation is the tenant count at which one tenant is broken each
+	// way (brokenWays) under one Outrigger; 0: none.
+	isolation            int
+	qps                  float64
+	latency, idle, bound time.Duration
 }
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 	flag.DurationVar(&cfg.bound, "bound", 5*time.Minute, "the longest any step is waited for")
 	flag.StringVar(&cfg.upstreamBin, "upstream", "bin/upstream-ccm", "the upstream CCM binary (make bin/upstream-ccm)")
 	flag.StringVar(&cfg.outriggerBin, "outrigger-bin", "bin/outrigger-ccm", "Outrigger with the benchmark providers (make bin/outrigger-ccm)")
+	flag.IntVar(&cfg.isolation, "isolation", 10, "at this tenant count (one of -tenants), also break the first tenant each way under one Outrigger and time the others; 0: do not")
 	out := flag.String("out", "docs/performance/tenants.md", "where the tables are written")
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())
@@ -79,11 +83,11 @@ func main() {
 		}
 		order = append(order, c)
 	}
-	rows, err := measure(ctx, cfg, counts, order)
+	rows, isolation, err := measure(ctx, cfg, counts, order)
 	if err != nil {
 		fatal(err)
 	}
-	table := render(cfg, rows)
+	table := render(cfg, rows) + renderIsolation(cfg, isolation)
 	fmt.Print(table)
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		fatal(err)
@@ -95,26 +99,38 @@ func main() {
 
 // measure runs every CCM of order at every tenant count, on one world per
 // count.
-func measure(ctx context.Context, cfg config, counts []int, order []ccm) ([]row, error) {
+func measure(ctx context.Context, cfg config, counts []int, order []ccm) ([]row, []isolationRow, error) {
 	var rows []row
+	var isolation []isolationRow
 	for _, n := range counts {
 		progress("%d tenants: starting %d control planes", n, n+2)
 		w, err := startWorld(ctx, n+1)
 		if err != nil {
-			return rows, err
+			return rows, isolation, err
 		}
 		for _, c := range order {
 			progress("%d tenants: %s", n, c.name)
 			r, err := runOne(ctx, cfg, w, n, c)
 			if err != nil {
 				w.close()
-				return rows, fmt.Errorf("%d tenants, %s: %w", n, c.name, err)
+				return rows, isolation, fmt.Errorf("%d tenants, %s: %w", n, c.name, err)
 			}
 			rows = append(rows, r)
 		}
+		if n == cfg.isolation {
+			for _, way := range brokenWays {
+				progress("one of %d tenants: %s", n, way)
+				r, err := runBroken(ctx, cfg, w, n, way)
+				if err != nil {
+					w.close()
+					return rows, isolation, err
+				}
+				isolation = append(isolation, r)
+			}
+		}
 		w.close()
 	}
-	return rows, nil
+	return rows, isolation, nil
 }
 
 func progress(format string, args ...any) {

@@ -59,3 +59,18 @@ func tenantCounts(rows []row) []int {
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+// renderIsolation is the table of the healthy tenants' times with one
+// tenant broken each way, beside none broken.
+func renderIsolation(cfg config, rows []isolationRow) string {
+	if len(rows) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nOne Outrigger, %d tenants, the first broken from the start; the times are the %d others':\n\n", cfg.isolation, cfg.isolation-1)
+	b.WriteString("| the first tenant | others' nodes initialized (s) | others' churn served (s) |\n| --- | ---: | ---: |\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.way, secs(r.converge), secs(r.churn))
+	}
+	return b.String()
+}

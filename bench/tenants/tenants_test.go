@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// The smoke run serves one tenant (and one joining) each way the benchmark
+// The smoke run serves two tenants (and one joining) each way the benchmark
 // measures, through every step: the tenants converge, the churn is served,
-// the new tenant is served, a killed replica's tenant is served again, and
-// the table has a line for each. It asserts nothing about speed.
+// the new tenant is served, a killed replica's tenants are served again,
+// and the table has a line for each; then one tenant broken each way while
+// the other is served. It asserts nothing about speed.
 func TestSmokeServesEveryStepEachWay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds both CCMs and starts four control planes")
@@ -32,7 +33,8 @@ func TestSmokeServesEveryStepEachWay(t *testing.T) {
 	build("../outrigger-ccm", cfg.outriggerBin)
 	build("../upstream-ccm", cfg.upstreamBin)
 	order := []ccm{ccms["outrigger"], ccms["outrigger-3"], ccms["upstream"]}
-	rows, err := measure(t.Context(), cfg, []int{1}, order)
+	cfg.isolation = 2
+	rows, isolation, err := measure(t.Context(), cfg, []int{2}, order)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +52,15 @@ func TestSmokeServesEveryStepEachWay(t *testing.T) {
 	table := render(cfg, rows)
 	t.Log("\n" + table)
 	for _, c := range order {
-		if !strings.Contains(table, "| 1 | "+c.name+" |") {
+		if !strings.Contains(table, "| 2 | "+c.name+" |") {
 			t.Errorf("no line for %s", c.name)
 		}
 	}
-	if !strings.Contains(table, "- 1 tenants: one Outrigger's resident memory is") {
+	if len(isolation) != len(brokenWays) {
+		t.Errorf("%d isolation rows, want one per way (%d)", len(isolation), len(brokenWays))
+	}
+	t.Log("\n" + renderIsolation(cfg, isolation))
+	if !strings.Contains(table, "- 2 tenants: one Outrigger's resident memory is") {
 		t.Error("no comparison line")
 	}
 }

@@ -212,6 +212,11 @@ func (w *world) putSecret(ctx context.Context, c *cluster, cloudConfig []byte) e
 	if err != nil {
 		return err
 	}
+	return w.putSecretData(ctx, c, kc, cloudConfig)
+}
+
+// putSecretData names tenant c with the kubeconfig kc.
+func (w *world) putSecretData(ctx context.Context, c *cluster, kc, cloudConfig []byte) error {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenantsNamespace, Name: c.name, Labels: map[string]string{benchLabel: "true"}},
 		Data: map[string][]byte{
@@ -220,7 +225,7 @@ func (w *world) putSecret(ctx context.Context, c *cluster, cloudConfig []byte) e
 			tenants.KeyAccount:     []byte("bench"),
 		},
 	}
-	_, err = w.mgmt.client.CoreV1().Secrets(tenantsNamespace).Create(ctx, s, metav1.CreateOptions{})
+	_, err := w.mgmt.client.CoreV1().Secrets(tenantsNamespace).Create(ctx, s, metav1.CreateOptions{})
 	return err
 }
 
