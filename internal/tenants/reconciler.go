@@ -140,6 +140,10 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	}
 	log.Info("Serving tenants", "namespace", r.opts.Namespace, "selector", r.opts.Selector, "dir", r.opts.Dir,
 		"leaseDuration", r.opts.LeaseDuration)
+	kick := make(chan struct{}, 1)
+	if r.opts.Selector != nil {
+		go r.watchSecrets(ctx, kick)
+	}
 	t := time.NewTicker(r.opts.Period)
 	defer t.Stop()
 	for {
@@ -149,6 +153,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 			r.shutdown(context.WithoutCancel(ctx))
 			return nil
 		case <-t.C:
+		case <-kick:
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -150,4 +151,44 @@ func TestSlowStopDelaysNoRenewal(t *testing.T) {
 	if _, err := client.CoordinationV1().Leases("ns").Get(ctx, LeaseName("slow"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("slow's Lease after it stopped: %v, want deleted", err)
 	}
+}
+
+// A Secret added between rounds is acted on at once: with rounds an hour
+// apart, the new tenant's Lease is claimed only because the watch said so.
+func TestNewSecretStartsARound(t *testing.T) {
+	client := fake.NewClientset()
+	r, err := New(Options{Client: client, Namespace: "ns", Identity: "self", Selector: labels.SelectorFromSet(labels.Set{"tenant": "true"}),
+		Period: time.Hour, LeaseDuration: 15 * time.Second, Recorder: record.NewFakeRecorder(100),
+		Start: func(ctx context.Context, _ Tenant, _ *rest.Config, _ string) error { <-ctx.Done(); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.identify = func(context.Context, *rest.Config) (string, error) { return "uid-1", nil }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- r.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitForLease := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := client.CoordinationV1().Leases("ns").Get(ctx, name, metav1.GetOptions{}); err == nil {
+				return
+			} else if !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no Lease %s: no round after the Secret was added", name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// The first round has run once this replica's member Lease exists.
+	waitForLease(memberLeaseName("self"))
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t1", Labels: map[string]string{"tenant": "true"}},
+		Data: map[string][]byte{KeyKubeconfig: []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\ncontexts: [{name: c, context: {cluster: c}}]\ncurrent-context: c\n")}}
+	if _, err := client.CoreV1().Secrets("ns").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForLease(LeaseName("t1"))
 }
