@@ -235,6 +235,7 @@ bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/hung -hung 0,12,100,1000 -bound 1m
 	go run ./bench/hung -kind nodes -hung 0,12,100,1000 -bound 1m
 	go run ./bench/hung -kind routes -hung 0,12,100,1000 -bound 1m
+	go run ./bench/tenants -tenants 1,10,25
 	go run ./bench/gateway -gateways 100 -routes 1000
 	@[ -x /usr/sbin/nginx ] && [ -f /usr/lib/nginx/modules/ngx_stream_module.so ] && [ -x /usr/sbin/haproxy ] && [ -x /usr/bin/caddy ] && \
 		[ -x /usr/bin/wrk ] && [ -x /usr/bin/h2load ] || \
