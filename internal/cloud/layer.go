@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -61,10 +62,12 @@ type Options struct {
 	// period. 0 (the default): background lookups always ask.
 	RefreshPeriod time.Duration
 	// Account, if set, is the cloud account's budget this layer shares
-	// with the layers of other tenants on that account; Tenant names this
-	// layer's turn in it.
+	// with the layers of other tenants on that account.
 	Account *Account
-	Tenant  string
+	// Tenant names this layer's tenant in tenant mode: its turn in
+	// Account, and the tenant label of its metrics ("" for a single
+	// cluster), so that one process's tenants are told apart.
+	Tenant string
 	// Clock tells the time of the objects' holds, the families' windows
 	// and the shared and kept answers, and times when a running call
 	// straggles and when its caller leaves it. Default: the real clock;
@@ -195,7 +198,7 @@ func New(provider cloudprovider.Interface, opts Options) *Layer {
 	l := &Layer{
 		provider: provider,
 		opts:     opts,
-		m:        newLayerMetrics(opts.Name),
+		m:        newLayerMetrics(opts.Name, opts.Tenant),
 		workers:  newWorkers(),
 	}
 	now := opts.Clock.Now
@@ -385,11 +388,16 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		mu                     sync.Mutex
 		returned, gaveUp, left bool
 	)
+	// abandoned is the gauge the call went up on: it comes down on the
+	// same one, so a call returning after its tenant's series were
+	// deleted (ForgetTenant) does not make a new series of -1. mu guards.
+	var abandoned prometheus.Gauge
 	// abandon gives the call up at its deadline (or its caller's
 	// cancellation), while it runs. mu held.
 	abandon := func() {
 		gaveUp = true
-		l.m.abandoned.WithLabelValues(c.method).Inc()
+		abandoned = l.m.abandoned.WithLabelValues(c.method)
+		abandoned.Inc()
 		pass.Abandon(ctx.Err() == nil)
 		if ctx.Err() == nil {
 			l.m.timeouts.WithLabelValues(c.method).Inc()
@@ -427,14 +435,14 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 		mu.Lock()
 		returned = true
-		wasAbandoned, wasDetached := gaveUp, left
+		wasAbandoned, wasDetached, gauge := gaveUp, left, abandoned
 		if left {
 			l.keep(c, v, err)
 		}
 		mu.Unlock()
 		pass.Returned(log, err, wasAbandoned)
 		if wasAbandoned {
-			l.m.abandoned.WithLabelValues(c.method).Dec()
+			gauge.Dec()
 		}
 		done <- result{v, err}
 		if f, _ := ctx.Value(detachedReturnsKey{}).(func()); wasDetached && f != nil {

@@ -12,6 +12,8 @@
 // they are served; the outrigger_cloud_* metrics from a Prometheus gatherer), so it
 // works for every provider; a provider can add its own address ranges
 // through RangeSource. It is read-only unless given Actions
-// (the sim cloud's, in `outrigger dev --console-actions`). The page and its
-// script are embedded: nothing is fetched from elsewhere at run time.
+// (the sim cloud's, in `outrigger dev --console-actions`). In tenant mode
+// it shows the tenants (Options.Tenants), and without a Client only them
+// and the calls. The page and its script are embedded: nothing is fetched
+// from elsewhere at run time.
 package console

@@ -41,6 +41,15 @@ type Snapshot struct {
 	// Degraded names the provider method families with many calls
 	// abandoned at their deadline: the provider is hung on those objects.
 	Degraded []string `json:"degraded,omitempty"`
+	// TenantMode says the console belongs to tenant mode: Tenants are
+	// every tenant known, by name, TenantCount counts them (Ready: served
+	// by some replica).
+	TenantMode  bool     `json:"tenantMode,omitempty"`
+	Tenants     []Tenant `json:"tenants,omitempty"`
+	TenantCount Count    `json:"tenantCount"`
+	// NoCluster says the console reads no cluster of its own (tenant
+	// mode's secure port): only the tenants and the cloud calls are shown.
+	NoCluster bool `json:"noCluster,omitempty"`
 }
 
 // Count sums up a table: every row, the Ready ones, and those the view's

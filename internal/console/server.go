@@ -28,7 +28,9 @@ const syncWait = 30 * time.Second
 // Options configure a console.
 type Options struct {
 	// Client reads Services, Nodes, EndpointSlices and Events, and
-	// discovers whether the Gateway API is served.
+	// discovers whether the Gateway API is served. Nil: no cluster is
+	// read (tenant mode's own console, whose clusters are the tenants'):
+	// the page shows the Tenants and the cloud calls only.
 	Client kubernetes.Interface
 	// Gateway, when set, reads GatewayClasses, Gateways and their routes
 	// (HTTPRoute, GRPCRoute, TCPRoute, UDPRoute, TLSRoute) where the Gateway API is
@@ -58,6 +60,10 @@ type Options struct {
 	Degraded func() []string
 	// Actions, when set, makes the page offer them. Nil: read-only.
 	Actions Actions
+	// Tenants, when set, are tenant mode's tenants as this replica sees
+	// them (the tenant Leases and its own runs): the page shows a
+	// Tenants view. Asked at every sample and snapshot.
+	Tenants func() []Tenant
 	// Interval is how often the metrics are sampled and changes pushed.
 	// Default 1s.
 	Interval time.Duration
@@ -109,8 +115,10 @@ type Server struct {
 	version atomic.Uint64 // bumped by every informer event
 	changed chan struct{} // poked, without blocking, by the same
 
-	// lastDegraded is what Degraded said at the last sample.
+	// lastDegraded is what Degraded said at the last sample;
+	// lastTenants what Tenants did, encoded.
 	lastDegraded string
+	lastTenants  string
 
 	callsMu sync.Mutex
 	calls   []Entry // call-layer timeline entries, newest last
@@ -193,6 +201,15 @@ func (s *Server) sample(now time.Time) {
 			s.poke()
 		}
 	}
+	if s.opts.Tenants != nil {
+		// Nor does a tenant's: its run starts, fails, moves to another
+		// replica.
+		t, _ := json.Marshal(s.opts.Tenants())
+		if string(t) != s.lastTenants {
+			s.lastTenants = string(t)
+			s.poke()
+		}
+	}
 	entries := s.sampler.take(now)
 	if len(entries) == 0 {
 		return
@@ -255,6 +272,11 @@ func (s *Server) Snapshot(view View) Snapshot {
 	if s.opts.Actions != nil {
 		snap.Actions = s.opts.Actions.List()
 	}
+	if s.opts.Tenants != nil {
+		snap.TenantMode = true
+		snap.Tenants, snap.TenantCount = tenantView(s.opts.Tenants())
+	}
+	snap.NoCluster = s.opts.Client == nil
 	return snap
 }
 

@@ -47,6 +47,16 @@ type listers struct {
 	hasSynced []cache.InformerSynced
 }
 
+// noListers list nothing: what is not watched (not allowed, not served,
+// or no cluster at all) shows as empty.
+var noListers = listers{
+	services: func() []*corev1.Service { return nil },
+	nodes:    func() []*corev1.Node { return nil },
+	slices:   func() []*discoveryv1.EndpointSlice { return nil },
+	events:   func() []*corev1.Event { return nil },
+	gateways: func() gatewayInputs { return gatewayInputs{} },
+}
+
 // New returns a console; Start samples the metrics and must run for the
 // charts to move.
 
@@ -97,8 +107,13 @@ func (s *Server) use() (*watches, func()) {
 // They run until reap stops them or the console's life ends. s.mu held.
 func (s *Server) startWatches() *watches {
 	ctx, stop := context.WithCancel(s.life)
-	w := &watches{ready: make(chan struct{}), stop: stop, lastUsed: s.opts.Clock.Now()}
+	w := &watches{ready: make(chan struct{}), stop: stop, lastUsed: s.opts.Clock.Now(), listers: noListers}
 	c := s.opts.Client
+	if c == nil {
+		// No cluster of its own (tenant mode): nothing to watch.
+		close(w.ready)
+		return w
+	}
 	strip := func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			m.SetManagedFields(nil)
@@ -123,13 +138,6 @@ func (s *Server) startWatches() *watches {
 			}
 		},
 		DeleteFunc: func(any) { s.poke() },
-	}
-	w.listers = listers{
-		services: func() []*corev1.Service { return nil },
-		nodes:    func() []*corev1.Node { return nil },
-		slices:   func() []*discoveryv1.EndpointSlice { return nil },
-		events:   func() []*corev1.Event { return nil },
-		gateways: func() gatewayInputs { return gatewayInputs{} },
 	}
 	probe := func(what string, list func(context.Context, metav1.ListOptions) error) bool {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
@@ -178,6 +179,16 @@ func runClusters(ctx context.Context, opts Options, out io.Writer, cloud *simclo
 	if err != nil {
 		return err
 	}
+	// The console shows the first cluster (also the management cluster)
+	// and every cluster as a tenant.
+	gw, err := gwclient.NewForConfig(mgmt.cp.Config)
+	if err != nil {
+		return fmt.Errorf("building the Gateway API client: %w", err)
+	}
+	consoleURL, err := startConsole(ctx, opts, mgmt.client, gw, cloud, pools[0].String(), manager.ConsoleTenants(mgr))
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "\nOutrigger is running, one process serving %d clusters (tenant mode) on one sim cloud, %d simulated nodes each.\n\n", len(clusters), opts.Nodes)
 	for _, c := range clusters {
 		fmt.Fprintf(out, "  %s: export KUBECONFIG=%s   (VIPs from %s)\n", c.name, absPath(c.kubeconfig), c.pool)
@@ -190,9 +201,11 @@ their Leases are in its namespace %s.
   ./bin/outrigger sim list                # every cluster's instances, by name
 
 Cloud routes are off: the clusters share the sim cloud's route table.
-Ctrl-C stops everything.
-
 `, mgmt.name, tenantsNamespace, absPath(mgmt.kubeconfig), tenantsNamespace)
+	if consoleURL != "" {
+		fmt.Fprintf(out, "\nThe web console (the tenants; %s's load balancers, pools and nodes; cloud calls): %s\n", mgmt.name, consoleURL)
+	}
+	fmt.Fprint(out, "\nCtrl-C stops everything.\n\n")
 	for _, c := range clusters {
 		go nodeProgress{Client: c.client, Out: out, Want: opts.Nodes, Poll: 250 * time.Millisecond, Every: 5 * time.Second, Cluster: c.name}.Run(simCtx)
 	}

@@ -211,7 +211,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("building the Gateway API client: %w", err)
 	}
-	consoleURL, err := startConsole(ctx, opts, client, gw, cloud)
+	consoleURL, err := startConsole(ctx, opts, client, gw, cloud, opts.LBPool, nil)
 	if err != nil {
 		return err
 	}
@@ -260,12 +260,14 @@ answers its Service node ports itself:
 // startConsole serves the web console on opts.ConsoleAddress until ctx
 // ends, and returns its URL ("" when it is off). It samples the call
 // layer's metrics from this process's registry, where the manager
-// records them.
-func startConsole(ctx context.Context, opts Options, client kubernetes.Interface, gw gwclient.Interface, cloud *simcloud.Cloud) (string, error) {
+// records them. pool is the cluster's part of the VIP pool; tenants, with
+// --clusters, are tenant mode's tenants for the Tenants view.
+func startConsole(ctx context.Context, opts Options, client kubernetes.Interface, gw gwclient.Interface, cloud *simcloud.Cloud,
+	pool string, tenants func() []console.Tenant) (string, error) {
 	if opts.ConsoleAddress == "" {
 		return "", nil
 	}
-	ranges := []console.Range{{Name: "local-lb-pool", Prefix: netip.MustParsePrefix(opts.LBPool).Masked()}}
+	ranges := []console.Range{{Name: "local-lb-pool", Prefix: netip.MustParsePrefix(pool).Masked()}}
 	if opts.Outrigger.AllocateNodeCIDRs {
 		pods, err := console.ClusterRanges(opts.Outrigger.ClusterCIDR, opts.Outrigger.NodeCIDRMaskSizeIPv4, opts.Outrigger.NodeCIDRMaskSizeIPv6)
 		if err != nil {
@@ -274,7 +276,7 @@ func startConsole(ctx context.Context, opts Options, client kubernetes.Interface
 		ranges = append(ranges, pods...)
 	}
 	co := console.Options{Client: client, Gateway: gw, Gatherer: ctrlmetrics.Registry, Ranges: ranges,
-		Class: opts.Outrigger.LoadBalancerClass, Log: klog.FromContext(ctx).WithName("console")}
+		Class: opts.Outrigger.LoadBalancerClass, Tenants: tenants, Log: klog.FromContext(ctx).WithName("console")}
 	if opts.ConsoleActions {
 		co.Actions = SimActions{Cloud: cloud}
 	}

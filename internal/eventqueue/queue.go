@@ -30,11 +30,19 @@ import (
 const Capacity = 1000
 
 // dropped counts the Events dropped because Capacity were waiting, by
-// reason, in controller-runtime's registry, which the manager serves.
+// tenant (each tenant cluster of tenant mode has its queue; "" for a single
+// cluster) and reason, in controller-runtime's registry, which the manager
+// serves.
 var dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "outrigger_events_dropped_total",
-	Help: "Events not recorded because " + fmt.Sprint(Capacity) + " were already waiting to be written (an Event storm faster than --event-qps), by reason.",
-}, []string{"reason"})
+	Help: "Events not recorded because " + fmt.Sprint(Capacity) + " were already waiting to be written (an Event storm faster than --event-qps), by tenant and reason.",
+}, []string{"tenant", "reason"})
+
+// ForgetTenant deletes tenant's series once its queue is no longer used
+// (the tenant stopped on this replica).
+func ForgetTenant(tenant string) {
+	dropped.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
+}
 
 func init() { metrics.Registry.MustRegister(dropped) }
 
@@ -54,6 +62,8 @@ type event struct {
 type Queue struct {
 	broadcaster record.EventBroadcaster
 	scheme      *runtime.Scheme
+	// tenant labels the dropped Events' count.
+	tenant string
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -67,8 +77,8 @@ type Queue struct {
 
 // New returns a queue in front of a broadcaster made with Options. Its
 // sink must be started with StartRecordingToSink on that broadcaster.
-func New(scheme *runtime.Scheme) (*Queue, record.EventBroadcaster) {
-	q := &Queue{scheme: scheme}
+func New(scheme *runtime.Scheme, tenant string) (*Queue, record.EventBroadcaster) {
+	q := &Queue{scheme: scheme, tenant: tenant}
 	q.cond = sync.NewCond(&q.mu)
 	// The correlator calls its key function once for every Event the sink
 	// takes, whether it is then written, folded into another or skipped as
@@ -126,7 +136,7 @@ func (q *Queue) add(e event) {
 	}
 	q.mu.Unlock()
 	if full {
-		dropped.WithLabelValues(e.reason).Inc()
+		dropped.WithLabelValues(q.tenant, e.reason).Inc()
 		return
 	}
 	q.cond.Broadcast()

@@ -38,9 +38,9 @@ func (s *sink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) { return 
 func TestEveryEventWrittenOrCounted(t *testing.T) {
 	const storm = 3 * Capacity
 	const reason = "StormTest"
-	before := testutil.ToFloat64(dropped.WithLabelValues(reason))
+	before := testutil.ToFloat64(dropped.WithLabelValues("", reason))
 
-	q, b := New(scheme.Scheme)
+	q, b := New(scheme.Scheme, "")
 	s := &sink{release: make(chan struct{})}
 	w := b.StartRecordingToSink(s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,7 +65,7 @@ func TestEveryEventWrittenOrCounted(t *testing.T) {
 
 	var written, lost float64
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		written, lost = float64(s.written.Load()), testutil.ToFloat64(dropped.WithLabelValues(reason))-before
+		written, lost = float64(s.written.Load()), testutil.ToFloat64(dropped.WithLabelValues("", reason))-before
 		if written+lost == storm {
 			break
 		}

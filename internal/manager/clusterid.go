@@ -64,16 +64,18 @@ func ClusterIdentityFor(uid, copyName string) string {
 
 var (
 	// clusterIdentityUnavailable is 1 while this Outrigger runs without
-	// the cluster's identity after a lasting refusal.
-	clusterIdentityUnavailable = prometheus.NewGauge(prometheus.GaugeOpts{
+	// the cluster's identity after a lasting refusal; by tenant, as the
+	// reads are (tenant mode: one per tenant cluster; "" for a single
+	// cluster).
+	clusterIdentityUnavailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_cluster_identity_unavailable",
-		Help: "1 while Outrigger runs without the cluster's identity (reading the kube-system namespace refused for longer than the leader-election lease duration): load balancers and routes made meanwhile carry none, and the orphan sweep deletes nothing.",
-	})
+		Help: "1 while Outrigger runs without the cluster's identity (reading the kube-system namespace refused for longer than the leader-election lease duration): load balancers and routes made meanwhile carry none, and the orphan sweep deletes nothing. By tenant.",
+	}, []string{"tenant"})
 	// clusterIdentityReadsTotal counts reads of the identity by result.
 	clusterIdentityReadsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_cluster_identity_reads_total",
 		Help: "Reads of the cluster's identity (the kube-system namespace) by result: read; refused (Forbidden or Unauthorized); failed (any other error).",
-	}, []string{"result"})
+	}, []string{"tenant", "result"})
 )
 
 func init() {
@@ -98,6 +100,8 @@ func init() {
 // make from then on, and the orphan sweep, which reads get, starts
 // deleting.
 type clusterIdentity struct {
+	// tenant labels its metrics (tenant mode; "" for a single cluster).
+	tenant       string
 	client       kubernetes.Interface
 	refusalLimit time.Duration
 	recorder     record.EventRecorder
@@ -126,6 +130,7 @@ func addClusterIdentity(mgr manager.Manager, cfg *rest.Config, opts *Options) (*
 		mgr.GetEventRecorderFor("cloud-controller-manager"), //nolint:staticcheck // core/v1 Events, as upstream writes them
 		&corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
 			Namespace: opts.LeaderElectResourceNamespace, Name: opts.LeaderElectResourceName})
+	c.tenant = opts.tenantName()
 	return c, mgr.Add(c)
 }
 
@@ -145,13 +150,13 @@ func (c *clusterIdentity) Start(ctx context.Context) error {
 		id, err := c.read(ctx)
 		switch {
 		case err == nil:
-			clusterIdentityReadsTotal.WithLabelValues("read").Inc()
+			clusterIdentityReadsTotal.WithLabelValues(c.tenant, "read").Inc()
 			c.found(ctx, id)
 			return nil
 		case ctx.Err() != nil:
 			return nil
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			clusterIdentityReadsTotal.WithLabelValues("refused").Inc()
+			clusterIdentityReadsTotal.WithLabelValues(c.tenant, "refused").Inc()
 			if refusedSince.IsZero() {
 				refusedSince = time.Now()
 			}
@@ -163,7 +168,7 @@ func (c *clusterIdentity) Start(ctx context.Context) error {
 		default:
 			// Only a refusal that lasts is an answer: any other error
 			// starts the count again.
-			clusterIdentityReadsTotal.WithLabelValues("failed").Inc()
+			clusterIdentityReadsTotal.WithLabelValues(c.tenant, "failed").Inc()
 			refusedSince = time.Time{}
 			log.Error(err, "Reading the cluster's identity; retrying")
 		}
@@ -201,7 +206,7 @@ func (c *clusterIdentity) found(ctx context.Context, id string) {
 	}
 	log.Info("Cluster identity", "clusterID", id)
 	if c.isSettled() {
-		clusterIdentityUnavailable.Set(0)
+		clusterIdentityUnavailable.WithLabelValues(c.tenant).Set(0)
 		c.recorder.Eventf(c.lease, corev1.EventTypeNormal, ReasonClusterIdentityRead,
 			"Read the cluster's identity %s: load balancers and routes made from now on carry it, and the orphan sweep deletes again", id)
 	}
@@ -212,7 +217,7 @@ func (c *clusterIdentity) found(ctx context.Context, id string) {
 func (c *clusterIdentity) unavailable(ctx context.Context, err error, refused time.Duration) {
 	klog.FromContext(ctx).Error(err, "Cannot read the cluster's identity: running without it, as the upstream CCM, and reading it again with backoff; until then load balancers and routes made carry no identity and load balancers whose Service is gone are not deleted. Grant get on namespaces/kube-system",
 		"refusedFor", refused.Round(time.Millisecond))
-	clusterIdentityUnavailable.Set(1)
+	clusterIdentityUnavailable.WithLabelValues(c.tenant).Set(1)
 	c.recorder.Eventf(c.lease, corev1.EventTypeWarning, ReasonClusterIdentityUnavailable,
 		"Reading namespace %s refused for %s (longer than the lease duration %s): running without the cluster's identity until it can be read; load balancers and routes made meanwhile carry none, and the orphan sweep deletes nothing. Grant get on namespaces/%s: %v",
 		clusterIDNamespace, refused.Round(time.Second), c.refusalLimit, clusterIDNamespace, err)

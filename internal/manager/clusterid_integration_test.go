@@ -30,10 +30,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/internal/manager"
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
@@ -106,26 +106,10 @@ func identityAccount(t *testing.T) (kubeconfig string, grant func()) {
 	}
 }
 
-// identityReads is outrigger_cluster_identity_reads_total{result} now.
+// identityReads is outrigger_cluster_identity_reads_total{tenant="",result} now.
 func identityReads(t *testing.T, result string) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "outrigger_cluster_identity_reads_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricstest.Value(t, "outrigger_cluster_identity_reads_total", map[string]string{"tenant": "", "result": result})
 }
 
 // loadBalancerIdentity creates a Service of type LoadBalancer and returns

@@ -155,7 +155,7 @@ func TestClusterIdentityLastingRefusalThenPickedUp(t *testing.T) {
 	if e := <-rec.Events; !strings.Contains(e, ReasonClusterIdentityUnavailable) || !strings.Contains(e, "Warning") {
 		t.Errorf("Event %q, want a warning %s", e, ReasonClusterIdentityUnavailable)
 	}
-	if got := testutil.ToFloat64(clusterIdentityUnavailable); got != 1 {
+	if got := testutil.ToFloat64(clusterIdentityUnavailable.WithLabelValues("")); got != 1 {
 		t.Errorf("outrigger_cluster_identity_unavailable %v, want 1", got)
 	}
 	if id := c.get(); id != "" {
@@ -193,7 +193,7 @@ func TestClusterIdentityLastingRefusalThenPickedUp(t *testing.T) {
 	if e := <-rec.Events; !strings.Contains(e, ReasonClusterIdentityRead) {
 		t.Errorf("Event %q, want %s", e, ReasonClusterIdentityRead)
 	}
-	if got := testutil.ToFloat64(clusterIdentityUnavailable); got != 0 {
+	if got := testutil.ToFloat64(clusterIdentityUnavailable.WithLabelValues("")); got != 0 {
 		t.Errorf("outrigger_cluster_identity_unavailable %v, want 0", got)
 	}
 	// A provider initialized later is given it at once.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/console"
 	"github.com/outrigger-ccm/outrigger/internal/secureserving"
+	"github.com/outrigger-ccm/outrigger/internal/tenants"
 )
 
 // consolePath is where the secure port serves the web console, behind the
@@ -57,6 +58,26 @@ func addConsole(mgr manager.Manager, port *secureserving.Server, cfg *rest.Confi
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}
+	return serveConsole(port, srv)
+}
+
+// addTenantsConsole serves tenant mode's console on the secure port: the
+// tenants as this replica sees them and the cloud calls of all of them. It
+// reads no cluster of its own: the management cluster's objects are not
+// Outrigger's, and each tenant's are in its own cluster.
+func addTenantsConsole(mgr manager.Manager, port *secureserving.Server, rec *tenants.Reconciler) error {
+	if port == nil {
+		return nil
+	}
+	srv := console.New(console.Options{Gatherer: metrics.Registry, Tenants: consoleTenants(rec), Log: klog.Background().WithName("console")})
+	if err := mgr.Add(srv); err != nil {
+		return err
+	}
+	return serveConsole(port, srv)
+}
+
+// serveConsole mounts srv at consolePath.
+func serveConsole(port *secureserving.Server, srv *console.Server) error {
 	if err := port.AddHandler(consolePath, http.StripPrefix(consolePath[:len(consolePath)-1], srv.Handler())); err != nil {
 		return fmt.Errorf("serving the console: %w", err)
 	}

@@ -98,6 +98,7 @@ func (o *Options) controllerConfig(enabled []string) *descriptor.Config {
 	cidrs, _ := nodeipam.ParseClusterCIDRs(o.ClusterCIDR) // validated; nil when not given
 	return &descriptor.Config{
 		Enabled:                   slices.Clone(enabled),
+		Tenant:                    o.tenantName(),
 		ClusterName:               o.ClusterName,
 		ClusterCIDRs:              cidrs,
 		NodeWorkers:               o.NodeWorkers(),

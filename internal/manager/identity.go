@@ -139,7 +139,7 @@ func newEventSink(cfg *rest.Config, opts *Options) (*eventSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client for Events: %w", err)
 	}
-	q, b := eventqueue.New(scheme.Scheme)
+	q, b := eventqueue.New(scheme.Scheme, opts.tenantName())
 	return &eventSink{queue: q, broadcaster: b, client: cs}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -20,6 +21,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/outrigger-ccm/outrigger/internal/cloud"
+	"github.com/outrigger-ccm/outrigger/internal/console"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/service"
+	"github.com/outrigger-ccm/outrigger/internal/eventqueue"
 	"github.com/outrigger-ccm/outrigger/internal/tenants"
 	"github.com/outrigger-ccm/outrigger/pkg/provider"
 )
@@ -39,6 +43,28 @@ type tenantRun struct {
 // gets a manager built from a copy of the options.
 func (o *Options) tenantMode() bool {
 	return o.tenant == nil && (o.TenantsNamespace != "" || o.TenantsSelector != "" || o.TenantsDir != "")
+}
+
+// tenantName is the tenant these options serve, "" outside tenant mode:
+// the tenant label of Outrigger's own per-cluster metrics.
+func (o *Options) tenantName() string {
+	if o.tenant == nil {
+		return ""
+	}
+	return o.tenant.name
+}
+
+// forgetTenantMetrics deletes the series of a tenant whose manager has
+// stopped on this replica (removed, restarted, or taken by another
+// replica), so that /metrics shows only the tenants served here and no
+// gauge of a stopped one stays at its last value. The node controller's
+// gauges go with their controller (they are read at each scrape).
+func forgetTenantMetrics(tenant string) {
+	cloud.ForgetTenant(tenant)
+	service.ForgetTenant(tenant)
+	eventqueue.ForgetTenant(tenant)
+	clusterIdentityUnavailable.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
+	clusterIdentityReadsTotal.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
 }
 
 func (o *Options) validateTenants() []error {
@@ -127,6 +153,9 @@ func newTenantMode(ctx context.Context, opts *Options, reg *provider.Registry) (
 			}
 		}
 		klog.FromContext(ctx).V(2).Info("Building tenant's controllers", "account", account)
+		// Also when building fails: its call layers have set their
+		// limits' gauges by then.
+		defer forgetTenantMetrics(t.Name)
 		m, err := New(ctx, &o, reg)
 		if err != nil {
 			return err
@@ -154,8 +183,46 @@ func newTenantMode(ctx context.Context, opts *Options, reg *provider.Registry) (
 	if err != nil {
 		return nil, err
 	}
-	if port != nil {
-		return servingManager{Manager: mgr, port: port}, nil
+	if err := addTenantsConsole(mgr, port, rec); err != nil {
+		return nil, err
 	}
-	return mgr, nil
+	if port != nil {
+		return tenantModeManager{Manager: servingManager{Manager: mgr, port: port}, tenants: rec}, nil
+	}
+	return tenantModeManager{Manager: mgr, tenants: rec}, nil
+}
+
+// tenantModeManager is tenant mode's manager, which can tell its tenants.
+type tenantModeManager struct {
+	manager.Manager
+	tenants *tenants.Reconciler
+}
+
+// ConsoleTenants returns the tenants of a manager New built in tenant
+// mode, as the console shows them (console.Options.Tenants), or nil for
+// one serving a single cluster: `outrigger dev --clusters` serves its own
+// console with them.
+func ConsoleTenants(m manager.Manager) func() []console.Tenant {
+	tm, ok := m.(tenantModeManager)
+	if !ok {
+		return nil
+	}
+	return consoleTenants(tm.tenants)
+}
+
+// consoleTenants converts the reconciler's view of the tenants for the
+// console.
+func consoleTenants(rec *tenants.Reconciler) func() []console.Tenant {
+	return func() []console.Tenant {
+		st := rec.Status()
+		out := make([]console.Tenant, len(st))
+		for i, s := range st {
+			out[i] = console.Tenant{Name: s.Name, Source: s.Source, Cluster: s.Cluster, Holder: s.Holder, HeldHere: s.HeldHere,
+				State: s.State, Reason: s.Reason, Message: s.Message}
+			if !s.FailedAt.IsZero() {
+				out[i].FailedAt = &st[i].FailedAt
+			}
+		}
+		return out
+	}
 }

@@ -18,5 +18,7 @@
 // Files: tenant.go (what a tenant is, read from a Secret or a file),
 // decide.go (which tenants this replica claims, keeps and releases),
 // leases.go (the Leases as the API stores them), runner.go (one tenant's
-// run, retried with backoff), reconciler.go (the loop acting on decide), metrics.go (by tenant).
+// run, retried with backoff), reconciler.go (the loop acting on decide),
+// status.go (every tenant's state as this replica sees it, for the
+// console), metrics.go (by tenant).
 package tenants

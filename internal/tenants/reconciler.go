@@ -100,8 +100,10 @@ type Reconciler struct {
 	// a second tenant of the same cluster is refused under the same lock
 	// that records the first, so two never both start here.
 	serving map[string]string
-	// last are the tenants as last read, kept when reading them fails.
-	last []Tenant
+	// last are the tenants as last read, kept when reading them fails;
+	// known is the same under mu, for Status.
+	last  []Tenant
+	known []Tenant
 	// stopping are runs being stopped in the background, by tenant: a
 	// tenant's controllers may take a while to stop (its API server
 	// down), and the round goes on renewing the other tenants' Leases,
@@ -181,6 +183,7 @@ func (r *Reconciler) round(ctx context.Context) {
 	}
 	r.mu.Lock()
 	r.claims = claims
+	r.known = tenants
 	r.mu.Unlock()
 	byName := map[string]Tenant{}
 	names := make([]string, 0, len(tenants))

@@ -75,6 +75,15 @@ type runner struct {
 	cluster string
 	// running: its controllers run (not connecting or waiting).
 	running bool
+	// failure is the last failure, while the run waits to retry (Status).
+	failure lastFailure
+}
+
+// status is the run's state for Status.
+func (r *runner) status() runState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return runState{cluster: r.cluster, running: r.running, failure: r.failure}
 }
 
 // serving is the cluster the tenant's controllers serve now, "" while they
@@ -138,6 +147,9 @@ func (r *runner) loop(ctx context.Context, deps runnerDeps) {
 			wait = deps.backoff
 		}
 		log.Error(err, "Tenant not served; retrying", "source", r.tenant.Source(), "reason", reason, "retryIn", wait)
+		r.mu.Lock()
+		r.failure = lastFailure{reason: reason, message: err.Error(), at: time.Now()}
+		r.mu.Unlock()
 		deps.report(r.tenant, reason, err)
 		t := time.NewTimer(wait)
 		select {
@@ -173,6 +185,7 @@ func (r *runner) once(ctx context.Context, deps runnerDeps) error {
 	defer deps.release(cluster, r.tenant.Name)
 	r.mu.Lock()
 	r.running = true
+	r.failure = lastFailure{}
 	r.mu.Unlock()
 	klog.FromContext(ctx).Info("Serving tenant", "source", r.tenant.Source(), "cluster", cluster, "host", cfg.Host)
 	deps.report(r.tenant, ReasonStarted, nil)

@@ -20,6 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/kubeletsim"
 	"github.com/outrigger-ccm/outrigger/internal/metricstest"
@@ -256,6 +257,13 @@ func TestTenantsFromSecrets(t *testing.T) {
 		waiting := metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": unreachable})
 		return serving == 2 && failed >= 1 && waiting == 0, fmt.Errorf("serving %v, failures %v, unreachable serving %v", serving, failed, waiting)
 	})
+	// Each tenant's cloud calls and node gauges under its own tenant label.
+	testenv.Eventually(t, 10*time.Second, "cloud calls and node gauges labelled by tenant", func() (bool, error) {
+		callsA, callsB := tenantSeries(t, "outrigger_cloud_calls_total", a.name), tenantSeries(t, "outrigger_cloud_calls_total", b.name)
+		nodesA, nodesB := tenantSeries(t, "outrigger_nodes_uninitialized", a.name), tenantSeries(t, "outrigger_nodes_uninitialized", b.name)
+		return callsA > 0 && callsB > 0 && nodesA == 1 && nodesB == 1, fmt.Errorf("outrigger_cloud_calls_total series: %d of %s, %d of %s; outrigger_nodes_uninitialized: %d, %d",
+			callsA, a.name, callsB, b.name, nodesA, nodesB)
+	})
 
 	// A changed Secret restarts its tenant with the new cloud-config: its
 	// service controller syncs the Service again, under the new caller.
@@ -274,6 +282,19 @@ func TestTenantsFromSecrets(t *testing.T) {
 	})
 	if len(metricstest.Family(t, "outrigger_tenant_serving").GetMetric()) > 0 && metricstest.Value(t, "outrigger_tenant_serving", map[string]string{"tenant": a.name}) != 0 {
 		t.Error("the removed tenant A is still reported serving")
+	}
+	// No stale series of the removed tenant; B's stay.
+	testenv.Eventually(t, 10*time.Second, "tenant A's series gone", func() (bool, error) {
+		var left []string
+		for _, name := range []string{"outrigger_cloud_calls_total", "outrigger_cloud_family_rate_limit", "outrigger_nodes_uninitialized"} {
+			if n := tenantSeries(t, name, a.name); n > 0 {
+				left = append(left, fmt.Sprintf("%s (%d)", name, n))
+			}
+		}
+		return len(left) == 0, fmt.Errorf("series of removed tenant %s left: %v", a.name, left)
+	})
+	if tenantSeries(t, "outrigger_cloud_calls_total", b.name) == 0 {
+		t.Errorf("tenant %s's cloud calls went with tenant %s's", b.name, a.name)
 	}
 	lateA, lateB := a.addNode(t, cloud, "198.18.10.3"), b.addNode(t, cloud, "198.18.10.4")
 	testenv.Eventually(t, 60*time.Second, "tenant B's new node initialized", func() (bool, error) {
@@ -495,4 +516,27 @@ func TestTenantsFromADirectoryOneGoingDown(t *testing.T) {
 	if b.initialized(t, after) {
 		t.Error("a node of the removed file tenant was initialized")
 	}
+}
+
+// tenantSeries counts the series of the metric name labelled tenant.
+func tenantSeries(t *testing.T, name, tenant string) int {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "tenant" && l.GetValue() == tenant {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

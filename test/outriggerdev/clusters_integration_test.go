@@ -4,10 +4,13 @@ package outriggerdev
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/outrigger-ccm/outrigger/internal/console"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
@@ -28,8 +32,9 @@ import (
 // control planes on one sim cloud, one Outrigger in tenant mode. Each
 // cluster's own nodes are initialized, each cluster's LoadBalancer Service
 // gets a VIP from its own part of --lb-pool and answers from its own nodes,
-// both tenants' Leases are held in the first cluster, and SIGTERM stops
-// both control planes.
+// both tenants' Leases are held in the first cluster, the console's Tenants
+// view shows both served by this replica, and SIGTERM stops both control
+// planes.
 func TestDevClusters(t *testing.T) {
 	if _, err := apiserver.EnsureAssets(context.Background()); err != nil {
 		t.Fatal(err)
@@ -40,7 +45,7 @@ func TestDevClusters(t *testing.T) {
 		t.Fatalf("building outrigger: %v\n%s", err, out)
 	}
 	state := filepath.Join(dir, "state")
-	dev := exec.Command(bin, "dev", "--clusters=2", "--nodes=1", "--state-dir="+state, "--cloud-address=127.0.0.1:0", "--console-address=",
+	dev := exec.Command(bin, "dev", "--clusters=2", "--nodes=1", "--state-dir="+state, "--cloud-address=127.0.0.1:0", "--console-address=127.0.0.1:0",
 		"--secure-port="+strconv.Itoa(testenv.FreePort(t)),
 		"--node-ip-range=127.5.0.0/16", "--lb-pool=127.0.205.0/24", "--log-file="+filepath.Join(dir, "dev.log"))
 	var out syncBuffer
@@ -118,6 +123,30 @@ func TestDevClusters(t *testing.T) {
 	if !held["outrigger-tenant-cluster-1"] || !held["outrigger-tenant-cluster-2"] {
 		t.Errorf("tenant Leases held: %v, want both clusters'", held)
 	}
+	// The console's Tenants view: both clusters served by this replica,
+	// each with its cluster identity.
+	m := regexp.MustCompile(`The web console [^\n]*: (http://\S+)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatal("outrigger dev --clusters printed no console URL")
+	}
+	var snap console.Snapshot
+	poll.Until(t, 30*time.Second, "both tenants Serving in the console", func() bool {
+		resp, err := http.Get(m[1] + "api/snapshot")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		snap = console.Snapshot{}
+		if json.NewDecoder(resp.Body).Decode(&snap) != nil || !snap.TenantMode || len(snap.Tenants) != 2 {
+			return false
+		}
+		for _, tn := range snap.Tenants {
+			if tn.State != "Serving" || !tn.HeldHere || tn.Cluster == "" {
+				return false
+			}
+		}
+		return snap.Tenants[0].Name == "cluster-1" && snap.Tenants[1].Name == "cluster-2"
+	})
 
 	if err := dev.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/outrigger-ccm/outrigger/internal/metricstest"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
@@ -331,25 +331,9 @@ func TestWithoutTheIdentityRBAC(t *testing.T) {
 	}
 }
 
-// sweepsWithoutIdentity reads outrigger_orphan_sweeps_total{result="no_identity"}
+// sweepsWithoutIdentity reads outrigger_orphan_sweeps_total{tenant="",result="no_identity"}
 // of the Outriggers this process runs.
 func sweepsWithoutIdentity(t *testing.T) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != "outrigger_orphan_sweeps_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == "no_identity" {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricstest.Value(t, "outrigger_orphan_sweeps_total", map[string]string{"tenant": "", "result": "no_identity"})
 }

@@ -267,6 +267,31 @@
     }
   }
 
+  // renderTenants shows tenant mode's tenants, and only in tenant mode;
+  // a console reading no cluster of its own hides the cluster's sections.
+  function renderTenants() {
+    document.querySelectorAll("[data-tenants]").forEach((e) => { e.hidden = !snap.tenantMode; });
+    document.querySelectorAll("[data-cluster]").forEach((e) => { e.hidden = !!snap.noCluster; });
+    if (!snap.tenantMode) return;
+    const rows = snap.tenants || [];
+    const c = snap.tenantCount || { total: 0, ready: 0 };
+    $("#tenants-count").textContent = `(${c.total}, ${c.ready} served)`;
+    const trs = rows.map((t) => {
+      const why = el("td", { class: "why reason" });
+      if (t.reason) why.append(el("b", { text: t.reason }), t.message ? ": " + t.message : "", t.failedAt ? ` (${fmtTime(t.failedAt)})` : "");
+      const holder = t.holder ? (t.heldHere ? `${t.holder} (this replica)` : t.holder) : "none";
+      return el("tr", { "data-tenant": t.name, "data-state": t.state, class: t.state === "Failing" ? "failing" : null },
+        el("th", { scope: "row", text: t.name }),
+        el("td", { class: `state state-${t.state}`, text: t.state }),
+        el("td", { class: "cluster", text: t.cluster || "—" }),
+        el("td", { class: "holder", text: holder }),
+        el("td", { text: t.source || "— (its Secret or file is gone)" }),
+        why);
+    });
+    $("#tenant-table tbody").replaceChildren(...trs);
+    $("#tenants-more").textContent = c.total ? "" : "No tenants: no Secret matches the selector and no file is in the directory.";
+  }
+
   function renderTimeline() {
     const q = $("#tl-filter").value.trim().toLowerCase();
     const onlyWarn = $("#tl-warn").checked;
@@ -341,7 +366,7 @@
     // One section failing on data it did not expect must not freeze the
     // others.
     keepFocus(() => {
-      for (const render of [renderWarnings, renderLBs, renderGateways, renderPools, renderNodes, renderActions, renderTimeline]) {
+      for (const render of [renderWarnings, renderTenants, renderLBs, renderGateways, renderPools, renderNodes, renderActions, renderTimeline]) {
         try { render(); } catch (e) { console.error(`${render.name}:`, e); }
       }
     });
@@ -384,7 +409,9 @@
       // The status line is a live region: it changes only when its
       // meaning does, not at every update, so screen readers are not
       // interrupted every second; the time goes beside it.
-      const line = `Live: ${(snap.loadBalancerCount || {}).total || 0} load balancers, ${(snap.nodeCount || {}).total || 0} nodes`;
+      const tenants = snap.tenantMode ? `${(snap.tenantCount || {}).total || 0} tenants` : "";
+      const line = snap.noCluster ? `Live: ${tenants}` :
+        `Live: ${tenants ? tenants + ", " : ""}${(snap.loadBalancerCount || {}).total || 0} load balancers, ${(snap.nodeCount || {}).total || 0} nodes`;
       if (status.textContent !== line && !status.dataset.action) status.textContent = line;
       status.className = "live";
       $("#updated").textContent = `updated ${fmtTime(snap.generated)}`;

@@ -96,6 +96,10 @@ type Config struct {
 	// Enabled are the controllers --controllers enables, canonical names.
 	Enabled []string
 
+	// Tenant is the cluster's tenant in tenant mode ("" for a single
+	// cluster): the tenant label of Outrigger's own per-cluster metrics.
+	Tenant string
+
 	ClusterName string
 	// ClusterCIDRs is --cluster-cidr parsed; nil when not given.
 	ClusterCIDRs []netip.Prefix

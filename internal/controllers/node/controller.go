@@ -106,6 +106,10 @@ type Options struct {
 	// Siblings are the node controllers of the other providers of this
 	// Outrigger (nil: it runs one provider).
 	Siblings *Siblings
+	// Tenant labels the controller's own metrics
+	// (outrigger_nodes_uninitialized) with its cluster's tenant in tenant
+	// mode; "" for a single cluster. Upstream's metrics are not labelled.
+	Tenant string
 }
 
 // providerIDOptional is implemented by instances that may leave a node

@@ -43,6 +43,7 @@ var Descriptor = descriptor.Descriptor{
 				ProviderIDWait: cfg.ProviderIDWait,
 				Provider:       p.Tag,
 				Siblings:       siblings,
+				Tenant:         cfg.Tenant,
 			})
 		}
 	},

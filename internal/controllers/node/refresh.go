@@ -36,7 +36,7 @@ type refresher struct {
 
 // Start implements manager.Runnable; it runs only on the leader.
 func (r *refresher) Start(ctx context.Context) error {
-	uninitializedNodes.add(ctx, r, uninitializedSource{controller: r.controller, nodes: r.nodes, platforms: r.opts.Platforms})
+	uninitializedNodes.add(ctx, r, uninitializedSource{tenant: r.opts.Tenant, controller: r.controller, nodes: r.nodes, platforms: r.opts.Platforms})
 	// Non-sliding: a pass spread over most of the period starts again one
 	// period after it started, not one period after it ended.
 	wait.NonSlidingUntilWithContext(ctx, r.refresh, r.opts.RefreshPeriod)

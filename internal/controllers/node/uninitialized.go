@@ -14,14 +14,17 @@ import (
 
 // The nodes still waiting for initialization, counted from the node cache
 // when /metrics is scraped: what an alert on nodes stuck uninitialized
-// needs, which no counter of attempts can say.
+// needs, which no counter of attempts can say. Labelled by tenant (tenant
+// mode: one process, many clusters; "" for a single cluster) and
+// controller; a tenant's series go when its controller stops, with its
+// source.
 var (
 	uninitializedDesc = prometheus.NewDesc("outrigger_nodes_uninitialized",
 		"Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.",
-		[]string{"controller"}, nil)
+		[]string{"tenant", "controller"}, nil)
 	oldestDesc = prometheus.NewDesc("outrigger_node_uninitialized_oldest_seconds",
 		"Age of the oldest node of the controller's platforms that still carries the uninitialized taint (0: none), reported by the leader.",
-		[]string{"controller"}, nil)
+		[]string{"tenant", "controller"}, nil)
 )
 
 // uninitialized is the collector: one source per running node controller
@@ -33,6 +36,7 @@ type uninitialized struct {
 }
 
 type uninitializedSource struct {
+	tenant     string
 	controller string
 	nodes      cachednodes.Lister
 	platforms  platform.Set
@@ -68,15 +72,17 @@ func (u *uninitialized) Collect(ch chan<- prometheus.Metric) {
 	}
 	u.mu.Unlock()
 	now := u.now()
-	// Summed by controller name: several clusters' node controllers in one
-	// process (tenant mode, tests) share a name, and one series each would
-	// be refused by the registry as collected twice.
+	// Summed by tenant and controller name: several node controllers of
+	// one cluster's name in one process (tests; a tenant restarting while
+	// its last run stops) would be refused by the registry as collected
+	// twice, one series each.
+	type key struct{ tenant, controller string }
 	type figure struct {
 		count  int
 		oldest time.Duration
 	}
-	byController := map[string]*figure{}
-	var order []string
+	byController := map[key]*figure{}
+	var order []key
 	for _, s := range sources {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		nodes, err := s.nodes(ctx)
@@ -84,11 +90,12 @@ func (u *uninitialized) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue // the cache is gone or not synced: no figure is better than a wrong one
 		}
-		f := byController[s.controller]
+		k := key{s.tenant, s.controller}
+		f := byController[k]
 		if f == nil {
 			f = &figure{}
-			byController[s.controller] = f
-			order = append(order, s.controller)
+			byController[k] = f
+			order = append(order, k)
 		}
 		for _, n := range nodes {
 			if !isUninitialized(n) || s.platforms.Of(n) == platform.NotOwned {
@@ -98,9 +105,9 @@ func (u *uninitialized) Collect(ch chan<- prometheus.Metric) {
 			f.oldest = max(f.oldest, now.Sub(n.CreationTimestamp.Time))
 		}
 	}
-	for _, c := range order {
-		f := byController[c]
-		ch <- prometheus.MustNewConstMetric(uninitializedDesc, prometheus.GaugeValue, float64(f.count), c)
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, f.oldest.Seconds(), c)
+	for _, k := range order {
+		f := byController[k]
+		ch <- prometheus.MustNewConstMetric(uninitializedDesc, prometheus.GaugeValue, float64(f.count), k.tenant, k.controller)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, f.oldest.Seconds(), k.tenant, k.controller)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/outrigger-ccm/outrigger/internal/platform"
+	"github.com/outrigger-ccm/outrigger/internal/poll"
 )
 
 // The gauges count the tainted nodes of the controller's platforms, and the
@@ -41,20 +42,22 @@ func TestUninitializedNodesGauges(t *testing.T) {
 	want := `
 # HELP outrigger_node_uninitialized_oldest_seconds Age of the oldest node of the controller's platforms that still carries the uninitialized taint (0: none), reported by the leader.
 # TYPE outrigger_node_uninitialized_oldest_seconds gauge
-outrigger_node_uninitialized_oldest_seconds{controller="cloud-node-controller"} 1200
+outrigger_node_uninitialized_oldest_seconds{controller="cloud-node-controller",tenant=""} 1200
 # HELP outrigger_nodes_uninitialized Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.
 # TYPE outrigger_nodes_uninitialized gauge
-outrigger_nodes_uninitialized{controller="cloud-node-controller"} 2
+outrigger_nodes_uninitialized{controller="cloud-node-controller",tenant=""} 2
 `
 	if err := testutil.CollectAndCompare(u, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }
 
-// Two clusters' node controllers of one name in one process (tenant mode)
-// are summed into one series, which the registry accepts, instead of two
-// series of the same labels, which it refuses.
-func TestUninitializedNodesOfSeveralClustersSummed(t *testing.T) {
+// Node controllers of one name in one process are summed by tenant: those
+// of one tenant (tests, a tenant restarting) into one series, which the
+// registry accepts where it refuses two series of the same labels; those of
+// two tenants (tenant mode) each into its own. A tenant's series goes when
+// its controller stops.
+func TestUninitializedNodesSummedByTenant(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	tainted := func(age time.Duration) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-age))},
@@ -64,15 +67,29 @@ func TestUninitializedNodesOfSeveralClustersSummed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for _, nodes := range [][]*corev1.Node{{tainted(time.Minute)}, {tainted(time.Second), tainted(time.Hour)}} {
-		u.add(ctx, &refresher{}, uninitializedSource{controller: "cloud-node-controller",
+		u.add(ctx, &refresher{}, uninitializedSource{tenant: "shop", controller: "cloud-node-controller",
 			nodes: func(context.Context) ([]*corev1.Node, error) { return nodes, nil }})
 	}
+	blogCtx, stopBlog := context.WithCancel(ctx)
+	u.add(blogCtx, &refresher{}, uninitializedSource{tenant: "blog", controller: "cloud-node-controller",
+		nodes: func(context.Context) ([]*corev1.Node, error) { return []*corev1.Node{tainted(time.Minute)}, nil }})
 	want := `
 # HELP outrigger_nodes_uninitialized Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.
 # TYPE outrigger_nodes_uninitialized gauge
-outrigger_nodes_uninitialized{controller="cloud-node-controller"} 3
+outrigger_nodes_uninitialized{controller="cloud-node-controller",tenant="blog"} 1
+outrigger_nodes_uninitialized{controller="cloud-node-controller",tenant="shop"} 3
 `
 	if err := testutil.CollectAndCompare(u, strings.NewReader(want), "outrigger_nodes_uninitialized"); err != nil {
 		t.Error(err)
 	}
+
+	stopBlog()
+	want = `
+# HELP outrigger_nodes_uninitialized Nodes of the controller's platforms that still carry the node.cloudprovider.kubernetes.io/uninitialized taint, reported by the leader.
+# TYPE outrigger_nodes_uninitialized gauge
+outrigger_nodes_uninitialized{controller="cloud-node-controller",tenant="shop"} 3
+`
+	poll.Until(t, 10*time.Second, "the stopped tenant's series gone", func() bool {
+		return testutil.CollectAndCompare(u, strings.NewReader(want), "outrigger_nodes_uninitialized") == nil
+	})
 }

@@ -165,6 +165,10 @@ type Options struct {
 	// controller's name and the source of its Events end in "/Provider".
 	// Empty (one provider): upstream's names.
 	Provider string
+	// Tenant labels the orphan sweep's metrics with its cluster's tenant
+	// in tenant mode; "" for a single cluster. Upstream's
+	// service_controller_* metrics are not labelled.
+	Tenant string
 	// Clock times the node sync window and the wait for joining nodes
 	// (JoinWait). Default: the real clock; tests pass a fake one and step
 	// it through the windows.
@@ -236,7 +240,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		return fmt.Errorf("setting up %s: %w", Name, err)
 	}
 	if owners, ok := opts.LoadBalancer.(provider.LoadBalancerOwnership); ok && opts.OrphanSweepPeriod > 0 {
-		sweep := &orphanSweep{client: mgr.GetClient(), owners: owners, lb: opts.LoadBalancer, recorder: r.recorder,
+		sweep := &orphanSweep{client: mgr.GetClient(), owners: owners, lb: opts.LoadBalancer, recorder: r.recorder, tenant: opts.Tenant,
 			cluster: opts.ClusterName, clusterID: opts.ClusterID, class: opts.Class, period: opts.OrphanSweepPeriod, seen: map[string]time.Time{}, now: time.Now}
 		if err := mgr.Add(sweep); err != nil {
 			return fmt.Errorf("setting up %s orphan sweep: %w", Name, err)

@@ -37,6 +37,7 @@ var Descriptor = descriptor.Descriptor{
 				OrphanSweepPeriod: cfg.OrphanSweepPeriod,
 				ClusterID:         p.ClusterID,
 				Provider:          p.ClassTag(class),
+				Tenant:            cfg.Tenant,
 			}); err != nil {
 				return err
 			}

@@ -35,20 +35,29 @@ var (
 		Buckets:   prometheus.ExponentialBuckets(1, 2, 15),
 	})
 	// orphansDeletedTotal is Outrigger's own: load balancers deleted by the
-	// orphan sweep.
-	orphansDeletedTotal = prometheus.NewCounter(prometheus.CounterOpts{
+	// orphan sweep, by tenant (tenant mode; "" for a single cluster), as
+	// are the sweeps.
+	orphansDeletedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_orphan_load_balancers_deleted_total",
-		Help: "Load balancers of this cluster and class whose Service no longer exists, deleted by the orphan sweep.",
-	})
+		Help: "Load balancers of this cluster and class whose Service no longer exists, deleted by the orphan sweep, by tenant.",
+	}, []string{"tenant"})
 	// orphanSweepsTotal counts the sweep's passes by result: swept,
 	// no_identity (the cluster's identity is not known, so nothing is
 	// deleted), failed (listing failed).
 	orphanSweepsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "outrigger_orphan_sweeps_total",
-		Help: "Passes of the orphan sweep by result: swept; no_identity (the cluster's identity could not be read, so nothing is deleted); failed.",
-	}, []string{"result"})
+		Help: "Passes of the orphan sweep by tenant and result: swept; no_identity (the cluster's identity could not be read, so nothing is deleted); failed.",
+	}, []string{"tenant", "result"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(loadBalancerSyncTotal, nodeSyncErrorTotal, nodeSyncLatency, updateLoadBalancerHostLatency, orphansDeletedTotal, orphanSweepsTotal)
+}
+
+// ForgetTenant deletes the series of tenant's orphan sweeps, once its
+// controllers have stopped on this replica: a tenant removed, or taken by
+// another replica, leaves no series here that would never move again.
+func ForgetTenant(tenant string) {
+	orphansDeletedTotal.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
+	orphanSweepsTotal.DeletePartialMatch(prometheus.Labels{"tenant": tenant})
 }

@@ -33,10 +33,12 @@ const EventOrphanDeleted = "DeletedOrphanLoadBalancer"
 // same --cluster-name (most are "kubernetes") and records made before the
 // identity (the upstream CCM's, say) are never deleted here.
 type orphanSweep struct {
-	client    client.Reader
-	owners    provider.LoadBalancerOwnership
-	lb        cloudprovider.LoadBalancer
-	recorder  record.EventRecorder
+	client   client.Reader
+	owners   provider.LoadBalancerOwnership
+	lb       cloudprovider.LoadBalancer
+	recorder record.EventRecorder
+	// tenant labels the sweep's metrics.
+	tenant    string
 	cluster   string
 	clusterID func() string
 	class     string
@@ -63,23 +65,23 @@ func (s *orphanSweep) sweep(ctx context.Context) {
 		id = s.clusterID()
 	}
 	if id == "" {
-		orphanSweepsTotal.WithLabelValues("no_identity").Inc()
+		orphanSweepsTotal.WithLabelValues(s.tenant, "no_identity").Inc()
 		log.V(2).Info("The cluster's identity is not known: deleting nothing this period")
 		return
 	}
 	owned, err := s.owners.ListLoadBalancerOwners(ctx, s.cluster)
 	if err != nil {
-		orphanSweepsTotal.WithLabelValues("failed").Inc()
+		orphanSweepsTotal.WithLabelValues(s.tenant, "failed").Inc()
 		log.Error(err, "Listing this cluster's load balancers; trying again next period")
 		return
 	}
 	var services corev1.ServiceList
 	if err := s.client.List(ctx, &services, client.UnsafeDisableDeepCopy); err != nil {
-		orphanSweepsTotal.WithLabelValues("failed").Inc()
+		orphanSweepsTotal.WithLabelValues(s.tenant, "failed").Inc()
 		log.Error(err, "Listing Services; trying again next period")
 		return
 	}
-	orphanSweepsTotal.WithLabelValues("swept").Inc()
+	orphanSweepsTotal.WithLabelValues(s.tenant, "swept").Inc()
 	exists := make(map[types.UID]bool, len(services.Items))
 	for i := range services.Items {
 		exists[services.Items[i].UID] = true
@@ -107,7 +109,7 @@ func (s *orphanSweep) sweep(ctx context.Context) {
 			continue
 		}
 		delete(s.seen, o.Name)
-		orphansDeletedTotal.Inc()
+		orphansDeletedTotal.WithLabelValues(s.tenant).Inc()
 		log.Info("Deleted a load balancer whose Service no longer exists", "loadBalancer", o.Name,
 			"service", o.ServiceNamespace+"/"+o.ServiceName, "uid", o.ServiceUID)
 		if o.ServiceNamespace != "" {
