@@ -39,7 +39,7 @@ type row struct {
 	// initialized.
 	converge time.Duration
 	// rssIdle is the processes' resident memory summed, after the idle
-	// window; rssPeak their peak resident memory summed.
+	// window; rssPeak their peak resident memory summed, after the churn.
 	rssIdle, rssPeak float64
 	// cpuIdle is the processes' CPU over the idle window, in cores.
 	cpuIdle float64
@@ -221,6 +221,12 @@ func runOne(ctx context.Context, cfg config, w *world, n int, c ccm) (row, error
 	r.refusedChurn = calls1.Throttled - calls0.Throttled
 	progress("%s, %d tenants: churn served in %s, %d calls, %d refused", c.name, n, r.churn.Round(10*time.Millisecond), r.callsChurn, r.refusedChurn)
 
+	// The peak so far: the same processes as the idle figure (the new
+	// tenant's own CCM is not one of them yet).
+	if r.rssPeak, err = memory(procs, (*benchenv.Process).PeakRSS); err != nil {
+		return r, err
+	}
+
 	// A new tenant: its nodes are registered, then it is named to
 	// Outrigger (its Secret) or its own CCM starts.
 	late := w.tenants[n]
@@ -242,9 +248,6 @@ func runOne(ctx context.Context, cfg config, w *world, n int, c ccm) (row, error
 		return r, fmt.Errorf("%s: the new tenant's nodes not initialized within %s", c.name, cfg.bound)
 	}
 	r.newTenant = time.Since(t2)
-	if r.rssPeak, err = memory(procs, (*benchenv.Process).PeakRSS); err != nil {
-		return r, err
-	}
 
 	if c.replicas > 1 {
 		if err := failover(ctx, cfg, w, n, c, cloud, procs, &r); err != nil {
