@@ -10,6 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/features"
+
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 )
 
 // serving is one way of serving a Gateway, chosen once in Setup:
@@ -66,7 +68,16 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 		return front{}, err
 	}
 	if len(data) > maxConfigSize {
-		return s.tooLarge(ctx, gw, len(data))
+		return s.keepLast(ctx, gw, fmt.Sprintf("the data plane's configuration would be %d bytes, more than the %d a Secret holds: not written, "+
+			"the data plane keeps its last one (fewer hostnames, rules or matches per Gateway fit)", len(data), maxConfigSize))
+	}
+	// The data plane's own code on what is about to be written: compile
+	// refuses every route the data plane would (FuzzCompile holds it to
+	// that), so this only fires on a bug, and then costs this Gateway a
+	// stale programming rather than every pod refusing it.
+	if err := dataplane.Check(&res.config); err != nil {
+		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Not programming the data plane: it would refuse the configuration: %v", err)
+		return s.keepLast(ctx, gw, fmt.Sprintf("the data plane would refuse this configuration (%v): not written, the data plane keeps its last one", err))
 	}
 	if err := r.writeConfig(ctx, gw, data); err != nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
@@ -105,13 +116,14 @@ func (s *dataPlaneServing) remove(ctx context.Context, gw *gwv1.Gateway) (bool, 
 // Secret holds.
 const maxConfigSize = corev1.MaxSecretSize
 
-// tooLarge refuses a configuration of size bytes, which no Secret holds,
-// before anything is written: the API server would refuse the write
-// itself, and with it every status. The data plane keeps the programming
-// it has, and what serves it stays as it is; the Gateway says why it is
-// not programmed. Nothing retrying could fix: a change to the Gateway or
-// its routes brings it back.
-func (s *dataPlaneServing) tooLarge(ctx context.Context, gw *gwv1.Gateway, size int) (front, error) {
+// keepLast refuses a configuration before anything is written, saying
+// why (invalid): one no Secret holds (the API server would refuse the
+// write itself, and with it every status), or one the data plane would
+// refuse. The data plane keeps the programming it has, and what serves it
+// stays as it is; the Gateway says why it is not programmed. Nothing
+// retrying could fix: a change to the Gateway or its routes brings it
+// back.
+func (s *dataPlaneServing) keepLast(ctx context.Context, gw *gwv1.Gateway, invalid string) (front, error) {
 	var svc corev1.Service
 	f := front{}
 	switch err := s.r.client.Get(ctx, s.r.key(gw), &svc); {
@@ -120,7 +132,6 @@ func (s *dataPlaneServing) tooLarge(ctx context.Context, gw *gwv1.Gateway, size 
 	case err != nil && !apierrors.IsNotFound(err):
 		return front{}, fmt.Errorf("reading Service %s: %w", s.r.key(gw), err)
 	}
-	f.invalid = fmt.Sprintf("the data plane's configuration would be %d bytes, more than the %d a Secret holds: not written, "+
-		"the data plane keeps its last one (fewer hostnames, rules or matches per Gateway fit)", size, maxConfigSize)
+	f.invalid = invalid
 	return f, nil
 }

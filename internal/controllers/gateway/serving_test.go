@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 )
 
 // TestConfigTooLargeForASecretIsRefused: a configuration larger than a
@@ -120,5 +122,41 @@ func TestConfigTooLargeForASecretIsRefused(t *testing.T) {
 	// serves the Service here), no longer Invalid.
 	if programmed := reconcileGateway(); programmed == nil || programmed.Reason != string(gwv1.GatewayReasonAddressNotAssigned) {
 		t.Errorf("without the large route, Programmed = %+v, want AddressNotAssigned", programmed)
+	}
+}
+
+// A compiled configuration the data plane's own code refuses (a regular
+// expression compile let through: a bug FuzzCompile hunts) is not written:
+// the Secret is never made, the Gateway would say why, and a Warning
+// Event names the data plane's error.
+func TestConfigTheDataPlaneRefusesIsNotWritten(t *testing.T) {
+	ctx := context.Background()
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "edge", Name: "gw", UID: "gw-uid", Generation: 1}}
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(gw).Build()
+	recorder := record.NewFakeRecorder(10)
+	r := &reconciler{client: c, reader: c, own: c, recorder: recorder, opts: Options{ControllerName: goldenController, Namespace: DefaultNamespace}}
+	s := &dataPlaneServing{r: r}
+	bad := gwv1.PathMatchRegularExpression
+	res := &result{config: dataplane.Config{Ports: []dataplane.Port{{Port: 80, Protocol: dataplane.HTTP, Hosts: []dataplane.VirtualHost{{
+		Rules: []dataplane.Rule{{Route: "edge/bad", Match: gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: &bad, Value: ptr.To("/(")}}}},
+	}}}}}}
+	f, err := s.serve(ctx, gw, &world{}, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(f.invalid, "the data plane would refuse this configuration") {
+		t.Errorf("invalid = %q, want it to say the data plane would refuse the configuration", f.invalid)
+	}
+	var secret corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: DefaultNamespace, Name: DataPlaneName("edge", "gw")}, &secret); err == nil {
+		t.Errorf("the refused configuration was written: %s", secret.Data[ConfigKey])
+	}
+	select {
+	case e := <-recorder.Events:
+		if !strings.Contains(e, "DataPlaneSyncFailed") || !strings.Contains(e, "regular expression") {
+			t.Errorf("event %q, want DataPlaneSyncFailed naming the data plane's error", e)
+		}
+	default:
+		t.Error("no Warning Event")
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,50 +164,9 @@ func targetOf(ctx context.Context) target {
 // open, the others switch to the new programming without dropping
 // connections. On an error nothing changes.
 func (p *Proxy) Apply(cfg *Config) error {
-	type compiled struct {
-		port     Port
-		router   *router
-		certs    []certificate
-		backends []Backend
-		sni      *sniRouter
-	}
-	want := map[portKey]compiled{}
-	for _, port := range cfg.Ports {
-		k := portKey{port: port.Port, udp: port.Protocol == UDP}
-		if _, dup := want[k]; dup {
-			return fmt.Errorf("port %d/%s listed twice", port.Port, port.Protocol)
-		}
-		c := compiled{port: port, backends: port.Backends}
-		switch port.Protocol {
-		case HTTP, HTTPS:
-			r, err := compileHTTP(port, p.reverse)
-			if err != nil {
-				return fmt.Errorf("port %d: %w", port.Port, err)
-			}
-			c.router = r
-			if c.certs, err = loadCertificates(port); err != nil {
-				return err
-			}
-			if port.Protocol == HTTPS && len(c.certs) == 0 {
-				return fmt.Errorf("port %d: HTTPS without a certificate", port.Port)
-			}
-		case TLS:
-			r, err := compileSNI(port.TLSHosts)
-			if err != nil {
-				return fmt.Errorf("port %d: %w", port.Port, err)
-			}
-			c.sni = r
-			if c.certs, err = loadCertificates(port); err != nil {
-				return err
-			}
-			if len(c.certs) == 0 && slices.ContainsFunc(port.TLSHosts, func(h TLSHost) bool { return h.Terminate }) {
-				return fmt.Errorf("port %d: TLS terminated without a certificate", port.Port)
-			}
-		case TCP, UDP:
-		default:
-			return fmt.Errorf("port %d: protocol %q not served", port.Port, port.Protocol)
-		}
-		want[k] = c
+	want, err := compileConfig(cfg, p.reverse)
+	if err != nil {
+		return err
 	}
 
 	p.mu.Lock()
