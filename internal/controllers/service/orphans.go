@@ -53,6 +53,9 @@ func (s *orphanSweep) NeedLeaderElection() bool { return true }
 
 // Start sweeps every period until ctx ends.
 func (s *orphanSweep) Start(ctx context.Context) error {
+	// The tenant's series exist from the start, at 0, as a plain counter's
+	// do: a dashboard or alert reading them is not left without data.
+	orphansDeletedTotal.WithLabelValues(s.tenant)
 	wait.UntilWithContext(ctx, s.sweep, s.period)
 	return nil
 }
