@@ -12,6 +12,7 @@ package descriptor
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -151,4 +152,14 @@ func (p Provider) ClassTag(class string) string {
 		return p.Tag + "/" + class
 	}
 	return p.Tag
+}
+
+// NeedsInstances is the Skip of a controller that needs the provider's
+// instances (InstancesV2 or Instances): the node and node lifecycle
+// controllers.
+func NeedsInstances(_ context.Context, _ manager.Manager, p Provider, _ *Config) string {
+	if _, ok := p.Layer.Instances(); !ok {
+		return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", p.Name)
+	}
+	return ""
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -16,12 +15,7 @@ var Descriptor = descriptor.Descriptor{
 	Migrates:       true,
 	ServiceAccount: "node-controller",
 	Upstream:       true,
-	Skip: func(_ context.Context, _ manager.Manager, p descriptor.Provider, _ *descriptor.Config) string {
-		if _, ok := p.Layer.Instances(); !ok {
-			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", p.Name)
-		}
-		return ""
-	},
+	Skip: descriptor.NeedsInstances,
 	Build: func(all []descriptor.Provider) descriptor.Setup {
 		// The providers' node controllers meet to tell whose a node is;
 		// one provider alone needs no meeting point.

@@ -2,7 +2,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -16,12 +15,7 @@ var Descriptor = descriptor.Descriptor{
 	Migrates:       true,
 	ServiceAccount: "node-controller",
 	Upstream:       true,
-	Skip: func(_ context.Context, _ manager.Manager, p descriptor.Provider, _ *descriptor.Config) string {
-		if _, ok := p.Layer.Instances(); !ok {
-			return fmt.Sprintf("provider %q supports neither InstancesV2 nor Instances", p.Name)
-		}
-		return ""
-	},
+	Skip: descriptor.NeedsInstances,
 	Build: descriptor.PerProvider(func(_ context.Context, mgr manager.Manager, p descriptor.Provider, cfg *descriptor.Config) error {
 		instances, _ := p.Layer.Instances()
 		return Setup(mgr, Options{
