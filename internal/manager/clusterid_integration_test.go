@@ -6,13 +6,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,9 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/outrigger-ccm/outrigger/internal/manager"
@@ -37,6 +32,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
+	"github.com/outrigger-ccm/outrigger/internal/testenv/apiproxy"
 )
 
 // identityAccount makes a ServiceAccount with deploy/rbac.yaml's
@@ -202,71 +198,35 @@ func TestClusterIdentityBriefRefusalIsWaitedOut(t *testing.T) {
 // outrigger.dev/cluster-copy=name. It returns a kubeconfig through it.
 func copyProxy(t *testing.T, name string) string {
 	t.Helper()
-	target, err := url.Parse(testenv.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if target.Scheme == "" {
-		target, _ = url.Parse("https://" + testenv.Config.Host)
-	}
-	upstream, err := rest.TransportFor(testenv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(target)
-			r.Out.Host = target.Host
-			if r.In.URL.Path == "/api/v1/namespaces/kube-system" {
-				// JSON, to be rewritten below.
-				r.Out.Header.Set("Accept", "application/json")
-			}
-		},
-		Transport:     upstream,
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			if resp.Request.Method != http.MethodGet || resp.Request.URL.Path != "/api/v1/namespaces/kube-system" || resp.StatusCode != http.StatusOK {
-				return nil
-			}
-			var ns corev1.Namespace
-			if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
-				return err
-			}
-			resp.Body.Close()
-			if ns.Annotations == nil {
-				ns.Annotations = map[string]string{}
-			}
-			ns.Annotations[manager.AnnotationClusterCopy] = name
-			data, err := json.Marshal(&ns)
-			if err != nil {
-				return err
-			}
-			resp.Body = io.NopCloser(bytes.NewReader(data))
-			resp.ContentLength = int64(len(data))
-			resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
-			resp.Header.Set("Content-Type", "application/json")
+	const kubeSystem = "/api/v1/namespaces/kube-system"
+	return apiproxy.StartRewriting(t, func(r *httputil.ProxyRequest) {
+		if r.In.URL.Path == kubeSystem {
+			// JSON, to be rewritten below.
+			r.Out.Header.Set("Accept", "application/json")
+		}
+	}, func(resp *http.Response) error {
+		if resp.Request.Method != http.MethodGet || resp.Request.URL.Path != kubeSystem || resp.StatusCode != http.StatusOK {
 			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
-	}
-	srv := httptest.NewUnstartedServer(rp)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		srv.Close()
+		}
+		var ns corev1.Namespace
+		if err := json.NewDecoder(resp.Body).Decode(&ns); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if ns.Annotations == nil {
+			ns.Annotations = map[string]string{}
+		}
+		ns.Annotations[manager.AnnotationClusterCopy] = name
+		data, err := json.Marshal(&ns)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		resp.ContentLength = int64(len(data))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(data)))
+		resp.Header.Set("Content-Type", "application/json")
+		return nil
 	})
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["copy"] = &clientcmdapi.Cluster{Server: srv.URL,
-		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
-	kc.AuthInfos["copy"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["copy"] = &clientcmdapi.Context{Cluster: "copy", AuthInfo: "copy"}
-	kc.CurrentContext = "copy"
-	path := filepath.Join(t.TempDir(), "copy.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // A control plane restored from an etcd snapshot beside its original, both

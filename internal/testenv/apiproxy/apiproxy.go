@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
-	"github.com/outrigger-ccm/outrigger/internal/testenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
 // Proxy stands between one client (an Outrigger started with
@@ -93,31 +94,9 @@ func isWrite(r *http.Request) bool { return r.Method != http.MethodGet && r.Meth
 
 func start(t testing.TB, hold func(*http.Request) bool, lose *lossy) *Proxy {
 	t.Helper()
-	target, err := url.Parse(testenv.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if target.Scheme == "" {
-		target, _ = url.Parse("https://" + testenv.Config.Host)
-	}
-	upstream, err := rest.TransportFor(testenv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &Proxy{count: map[string]int{}}
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(target)
-			r.Out.Host = target.Host
-		},
-		Transport: upstream,
-		// Watches stream: pass every event on as it comes.
-		FlushInterval: -1,
-		// A request dies when its client goes (that is the point of
-		// holding one): no log line for each.
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
-	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	rp := reverse(t, nil, nil)
+	p.Kubeconfig = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.count[r.Method+" "+r.URL.Path]++
 		p.mu.Unlock()
@@ -162,6 +141,56 @@ func start(t testing.TB, hold func(*http.Request) bool, lose *lossy) *Proxy {
 		}
 		rp.ServeHTTP(w, r)
 	}))
+	return p
+}
+
+// StartRewriting serves the package's API server to one client through a
+// proxy that changes requests (rewrite) and answers (modify) as a test
+// needs, say to show that client another cluster's view; either may be
+// nil. It returns a kubeconfig through the proxy, as cluster admin.
+func StartRewriting(t testing.TB, rewrite func(*httputil.ProxyRequest), modify func(*http.Response) error) string {
+	t.Helper()
+	return serve(t, reverse(t, rewrite, modify))
+}
+
+// reverse is a reverse proxy to the package's API server, as its admin;
+// rewrite and modify, when not nil, change each request and answer.
+func reverse(t testing.TB, rewrite func(*httputil.ProxyRequest), modify func(*http.Response) error) *httputil.ReverseProxy {
+	t.Helper()
+	target, err := url.Parse(testenv.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if target.Scheme == "" {
+		target, _ = url.Parse("https://" + testenv.Config.Host)
+	}
+	upstream, err := rest.TransportFor(testenv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+			if rewrite != nil {
+				rewrite(r)
+			}
+		},
+		Transport: upstream,
+		// Watches stream: pass every event on as it comes.
+		FlushInterval:  -1,
+		ModifyResponse: modify,
+		// A request dies when its client goes (that is the point of
+		// holding one): no log line for each.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) },
+	}
+}
+
+// serve serves h over TLS (and HTTP/2) on loopback until the test ends and
+// returns a kubeconfig reaching it.
+func serve(t testing.TB, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(func() {
@@ -169,18 +198,17 @@ func start(t testing.TB, hold func(*http.Request) bool, lose *lossy) *Proxy {
 		srv.CloseClientConnections()
 		srv.Close()
 	})
-
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: srv.URL,
 		CertificateAuthorityData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
 	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
 	kc.CurrentContext = "proxy"
-	p.Kubeconfig = filepath.Join(t.TempDir(), "proxy.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, p.Kubeconfig); err != nil {
+	path := filepath.Join(t.TempDir(), "proxy.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return path
 }
 
 // Requests counts the requests made through the proxy with method to path
