@@ -87,7 +87,9 @@ func TestParametersRef(t *testing.T) {
 				cfg.Settings != nil && cfg.Settings.IdleTimeout == idle, nil
 		}
 	}
-	minOne := func(s policyv1.PodDisruptionBudgetSpec) bool { return s.MinAvailable != nil && s.MinAvailable.IntValue() == 1 }
+	minOne := func(s policyv1.PodDisruptionBudgetSpec) bool {
+		return s.MinAvailable != nil && s.MinAvailable.IntValue() == 1
+	}
 	maxOne := func(s policyv1.PodDisruptionBudgetSpec) bool {
 		return s.MinAvailable == nil && s.MaxUnavailable != nil && s.MaxUnavailable.IntValue() == 1
 	}
