@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -147,3 +148,39 @@ func (l *handoff) Close() error {
 }
 
 func (l *handoff) Addr() net.Addr { return l.addr }
+
+// httpServer is an HTTP or HTTPS port's server with these header and idle
+// timeouts; the rest of its limits are the process's.
+func (p *Proxy) httpServer(s *served, requestHeader, idle time.Duration) *http.Server {
+	lim := p.opts.Limits
+	srv := &http.Server{
+		Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, p.observe, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.router.Load().serveOn(w, r, &s.flights)
+		})),
+		ReadHeaderTimeout: requestHeader,
+		IdleTimeout:       idle,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ConnState:         p.conns.connState,
+		ErrorLog:          nil,
+		Protocols:         listenerProtocols(),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: lim.MaxConcurrentStreams,
+			// Envoy's edge windows: 64 KiB a stream, 1 MiB a
+			// connection, what one client can make the proxy buffer.
+			MaxReceiveBufferPerStream:     64 << 10,
+			MaxReceiveBufferPerConnection: 1 << 20,
+			MaxDecoderHeaderTableSize:     4 << 10,
+			MaxEncoderHeaderTableSize:     4 << 10,
+			MaxReadFrameSize:              16 << 10,
+		},
+	}
+	if s.protocol == HTTPS {
+		srv.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return pickCertificate(*s.certs.Load(), hello.ServerName)
+			},
+		}
+	}
+	return srv
+}

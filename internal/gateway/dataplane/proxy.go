@@ -339,40 +339,9 @@ func (p *Proxy) open(k portKey, s *served, st settings) error {
 		s.close, s.drain, s.tcp = t.close, t.drain, t
 		go t.serve()
 	default:
-		lim := p.opts.Limits
-		build := func(requestHeader, idle time.Duration) *http.Server {
-			srv := &http.Server{
-				Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, p.observe, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					s.router.Load().serveOn(w, r, &s.flights)
-				})),
-				ReadHeaderTimeout: requestHeader,
-				IdleTimeout:       idle,
-				MaxHeaderBytes:    lim.MaxHeaderBytes,
-				ConnState:         p.conns.connState,
-				ErrorLog:          nil,
-				Protocols:         listenerProtocols(),
-				HTTP2: &http.HTTP2Config{
-					MaxConcurrentStreams: lim.MaxConcurrentStreams,
-					// Envoy's edge windows: 64 KiB a stream, 1 MiB a
-					// connection, what one client can make the proxy buffer.
-					MaxReceiveBufferPerStream:     64 << 10,
-					MaxReceiveBufferPerConnection: 1 << 20,
-					MaxDecoderHeaderTableSize:     4 << 10,
-					MaxEncoderHeaderTableSize:     4 << 10,
-					MaxReadFrameSize:              16 << 10,
-				},
-			}
-			if s.protocol == HTTPS {
-				srv.TLSConfig = &tls.Config{
-					MinVersion: tls.VersionTLS12,
-					GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-						return pickCertificate(*s.certs.Load(), hello.ServerName)
-					},
-				}
-			}
-			return srv
-		}
-		h := newHTTPPort(l, s.protocol == HTTPS, st, build)
+		h := newHTTPPort(l, s.protocol == HTTPS, st, func(requestHeader, idle time.Duration) *http.Server {
+			return p.httpServer(s, requestHeader, idle)
+		})
 		s.http = h
 		// Draining closes the listener and idle connections, and waits
 		// for requests in flight; what is left when ctx ends is cut.
