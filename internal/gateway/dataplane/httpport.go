@@ -15,7 +15,7 @@ import (
 // its current server, and a programming with other timeouts starts a new
 // server for the connections to come while the old one finishes those it
 // holds (Shutdown: idle ones closed, requests in flight served). The
-// change refuses and cuts no connection.
+// change refuses no connection and cuts no request.
 type httpPort struct {
 	l     net.Listener
 	tls   bool
