@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -147,5 +148,73 @@ func TestSettingsOfKeepsLimitsUnlessGiven(t *testing.T) {
 	got := settingsOf(lim, &Settings{IdleTimeout: 2 * time.Minute, TrustedHops: 99})
 	if want := (settings{requestHeader: 10 * time.Second, idle: 2 * time.Minute, streamIdle: 5 * time.Minute, tcpIdle: time.Hour, trustedHops: MaxTrustedHops}); got != want {
 		t.Errorf("some settings: %+v, want %+v", got, want)
+	}
+}
+
+// A stream idle timeout the programming gives ends a hanging backend's
+// request (504) after it, not after the default 5 min.
+func TestProgrammedStreamIdleTimeoutTakesEffect(t *testing.T) {
+	backend, ended := hanging(t)
+	rules := []Rule{{Match: gwv1.HTTPRouteMatch{Path: prefix("/")}, Backends: []Backend{{Address: backend, Weight: 1}}}}
+	p, addr := edgeProxy(t, Limits{}, rules...)
+	if err := p.Apply(&Config{Settings: &Settings{StreamIdleTimeout: time.Second},
+		Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: rules}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := get(t, "http://"+addr+"/"); code != http.StatusGatewayTimeout {
+		t.Fatalf("status %d, want 504", code)
+	}
+	if ended.Load() == 0 {
+		// The backend's request is cancelled with the client's answer;
+		// its handler may see it a moment later.
+		deadline := time.Now().Add(5 * time.Second)
+		for ended.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ended.Load() == 0 {
+			t.Fatal("the backend's request was not cancelled")
+		}
+	}
+}
+
+// Draining reaches a server a change of timeouts retired: its request in
+// flight holds the drain until the drain's deadline, then is cut, and the
+// drain returns.
+func TestDrainReachesARetiredServer(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	held := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(held.Close)
+	rules := []Rule{{Match: gwv1.HTTPRouteMatch{Path: prefix("/")}, Backends: []Backend{{Address: strings.TrimPrefix(held.URL, "http://"), Weight: 1}}}}
+	p, addr := edgeProxy(t, Limits{}, rules...)
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-arrived
+	if err := p.Apply(&Config{Settings: &Settings{IdleTimeout: 2 * time.Minute},
+		Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: rules}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	p.Drain(ctx)
+	if took := time.Since(start); took < 250*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("the drain took %v, want about its 300 ms deadline", took)
+	}
+	select {
+	case err := <-answered:
+		// Cut: an error, or a 502 the proxy wrote as the backend's
+		// request was cancelled; either way, ended.
+		_ = err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the retired server's request was not ended by the drain")
 	}
 }
