@@ -34,20 +34,28 @@ func routeKindServed(ctx context.Context, mgr manager.Manager, kind, resource st
 	if _, err := mgr.GetRESTMapper().RESTMapping(gk, gwv1.GroupVersion.Version); err != nil {
 		return fmt.Sprintf("%s (%s) is not served", kind, gwv1.GroupVersion)
 	}
-	return watchAllowed(ctx, mgr, resource)
+	return watchAllowed(ctx, mgr, gwv1.GroupName, resource)
+}
+
+// configMapsAllowed says why the controller's identity may not watch
+// ConfigMaps (which parametersRefs name), or "": an older
+// deploy/rbac-gateway.yaml does not grant it, and parametersRefs are then
+// refused rather than the controller stopped.
+func configMapsAllowed(ctx context.Context, mgr manager.Manager) string {
+	return watchAllowed(ctx, mgr, "", "configmaps")
 }
 
 // watchAllowed says why the controller's identity may not watch a
-// resource of the Gateway API, or "".
-func watchAllowed(ctx context.Context, mgr manager.Manager, res string) string {
+// resource of group, or "".
+func watchAllowed(ctx context.Context, mgr manager.Manager, group, res string) string {
 	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gwv1.GroupName, Resource: res, Verb: "watch"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: group, Resource: res, Verb: "watch"},
 	}}
 	if err := mgr.GetClient().Create(ctx, review); err != nil {
 		return fmt.Sprintf("cannot check access to %s: %v", res, err)
 	}
 	if !review.Status.Allowed {
-		return fmt.Sprintf("not allowed to watch %s.%s (deploy/rbac-gateway.yaml grants it)", res, gwv1.GroupName)
+		return fmt.Sprintf("not allowed to watch %s (deploy/rbac-gateway.yaml grants it)", schema.GroupResource{Group: group, Resource: res})
 	}
 	return ""
 }
@@ -56,7 +64,7 @@ func watchAllowed(ctx context.Context, mgr manager.Manager, res string) string {
 // Gateway API, or "".
 func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
 	for _, res := range []string{"gatewayclasses", "gateways", "httproutes", "tcproutes", "udproutes", "referencegrants"} {
-		if why := watchAllowed(ctx, mgr, res); why != "" {
+		if why := watchAllowed(ctx, mgr, gwv1.GroupName, res); why != "" {
 			return why
 		}
 	}

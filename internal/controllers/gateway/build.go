@@ -98,8 +98,9 @@ func owned(o metav1.Object, gw *gwv1.Gateway) bool {
 
 // ensureService keeps the load balancer Service fronting the data plane:
 // its ports are the listeners', its class the provider's, its annotations
-// those of spec.infrastructure (how a user passes provider options).
-func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (*corev1.Service, error) {
+// those of spec.infrastructure (how a user passes provider options), its
+// externalTrafficPolicy the parameters'.
+func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort, params parameters) (*corev1.Service, error) {
 	key := r.key(gw)
 	var cur corev1.Service
 	err := r.client.Get(ctx, key, &cur)
@@ -125,6 +126,9 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 			Type:     corev1.ServiceTypeLoadBalancer,
 			Ports:    ports,
 			Selector: r.selector(gw),
+			// Always given, the API server's default (Cluster) included,
+			// so that the Service read back equals what is wanted.
+			ExternalTrafficPolicy: params.externalTrafficPolicy,
 		},
 	}
 	if r.opts.LoadBalancerClass != "" {
@@ -150,6 +154,7 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 	}
 	upd.Spec.Ports = want.Spec.Ports
 	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.ExternalTrafficPolicy = want.Spec.ExternalTrafficPolicy
 	upd.Spec.LoadBalancerIP = want.Spec.LoadBalancerIP //nolint:staticcheck // as above
 	if upd.Labels == nil {
 		upd.Labels = map[string]string{}
@@ -199,16 +204,16 @@ func (r *reconciler) deleteDataPlane(ctx context.Context, gw *gwv1.Gateway) (boo
 
 // ensureDataPlane keeps the Gateway's data plane Deployment (when an image
 // is configured) and says whether it is available.
-func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort) (bool, error) {
+func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort, params parameters) (bool, error) {
 	if r.opts.DataPlaneImage == "" {
 		return true, nil
 	}
 	key := r.key(gw)
-	want := r.deployment(gw, ports)
+	want := r.deployment(gw, ports, params.replicasFor(nil))
 	var cur appsv1.Deployment
 	switch err := r.own.Get(ctx, key, &cur); {
 	case apierrors.IsNotFound(err):
-		if err := r.ensureCompanions(ctx, gw); err != nil {
+		if err := r.ensureCompanions(ctx, gw, *want.Spec.Replicas); err != nil {
 			return false, err
 		}
 		if err := r.client.Create(ctx, want); err != nil {
@@ -223,8 +228,10 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 	}
 	// What the API server defaults in the template makes it differ from
 	// what was asked; the hash of what was asked tells a change.
-	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) {
-		if err := r.ensureCompanions(ctx, gw); err != nil {
+	replicas := params.replicasFor(cur.Spec.Replicas)
+	if cur.Annotations[templateHashAnnotation] != want.Annotations[templateHashAnnotation] || !maps.Equal(want.Labels, cur.Labels) ||
+		replicas != ptrValue(cur.Spec.Replicas) {
+		if err := r.ensureCompanions(ctx, gw, replicas); err != nil {
 			return false, err
 		}
 		upd := cur.DeepCopy()
@@ -235,7 +242,7 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 		upd.Annotations[templateHashAnnotation] = want.Annotations[templateHashAnnotation]
 		upd.Spec.Template = want.Spec.Template
 		upd.Spec.Strategy = want.Spec.Strategy
-		upd.Spec.Replicas = ptrTo(max(*want.Spec.Replicas, ptrValue(cur.Spec.Replicas)))
+		upd.Spec.Replicas = ptrTo(replicas)
 		if err := r.client.Update(ctx, upd); err != nil {
 			return false, fmt.Errorf("updating data plane Deployment %s: %w", key, err)
 		}
@@ -248,7 +255,7 @@ func (r *reconciler) ensureDataPlane(ctx context.Context, gw *gwv1.Gateway, port
 // `outrigger gateway-dataplane`, under Pod Security "restricted" (listeners
 // below 1024 through the namespaced sysctl that allows them, not a
 // capability).
-func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *appsv1.Deployment {
+func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort, replicas int32) *appsv1.Deployment {
 	meta := r.ownedMeta(gw, true)
 	podLabels := maps.Clone(meta.Labels)
 	var cports []corev1.ContainerPort
@@ -258,10 +265,10 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 	d := &appsv1.Deployment{
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{
-			// Two pods, spread over nodes, replaced one at a time
-			// without lowering the count: a node drain, a crash or a
-			// rollout leaves one serving (and the budget keeps it).
-			Replicas: ptrTo(int32(2)),
+			// Two pods by default, spread over nodes, replaced one at a
+			// time without lowering the count: a node drain, a crash or
+			// a rollout leaves one serving (and the budget keeps it).
+			Replicas: ptrTo(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: r.selector(gw)},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
 				MaxUnavailable: ptrTo(intstr.FromInt32(0)), MaxSurge: ptrTo(intstr.FromInt32(1)),
@@ -321,6 +328,17 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort) *a
 	}
 	d.Annotations[templateHashAnnotation] = hex.EncodeToString(sum[:8])
 	return d
+}
+
+// replicasFor is how many data plane pods a Deployment of cur replicas
+// (nil: none yet) should have: those the parameters give, exactly; without
+// them at least defaultReplicas, more (made by hand, or an autoscaler)
+// kept.
+func (p parameters) replicasFor(cur *int32) int32 {
+	if p.replicas != nil {
+		return *p.replicas
+	}
+	return max(defaultReplicas, ptrValue(cur))
 }
 
 // ptrValue is what p points to, or zero.

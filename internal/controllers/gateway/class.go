@@ -8,8 +8,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -58,6 +60,9 @@ type classReconciler struct {
 	// features are those stated: SupportedFeatures, less those a
 	// provider's own load balancers do not serve.
 	features []features.FeatureName
+	// params reads the parameters ConfigMaps; nil: Outrigger may not
+	// watch them, and a parametersRef is refused.
+	params client.Reader
 }
 
 // classFeatures are the features a class states: what Outrigger compiles
@@ -87,11 +92,12 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		Type: string(gwv1.GatewayClassConditionStatusAccepted), Status: metav1.ConditionTrue,
 		Reason: string(gwv1.GatewayClassReasonAccepted), ObservedGeneration: gc.Generation,
 	}
-	if gc.Spec.ParametersRef != nil {
-		// Nothing is read from a parameters object yet: refused, not
-		// ignored.
-		accepted.Status, accepted.Reason = metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters)
-		accepted.Message = "parametersRef is not supported"
+	msg, err := r.invalidParameters(ctx, &gc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if msg != "" {
+		accepted.Status, accepted.Reason, accepted.Message = metav1.ConditionFalse, string(gwv1.GatewayClassReasonInvalidParameters), msg
 	}
 	meta.SetStatusCondition(&gc.Status.Conditions, accepted)
 	meta.SetStatusCondition(&gc.Status.Conditions, metav1.Condition{
@@ -108,13 +114,44 @@ func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	return reconcile.Result{}, nil
 }
 
-func setupClass(mgr ctrl.Manager, opts Options, s serving) error {
+// invalidParameters says why the class's parametersRef cannot be read,
+// or "" (none, or a valid one).
+func (r *classReconciler) invalidParameters(ctx context.Context, gc *gwv1.GatewayClass) (string, error) {
+	ref := gc.Spec.ParametersRef
+	switch {
+	case ref == nil:
+		return "", nil
+	case r.params == nil:
+		return "parametersRef is not read: Outrigger may not watch ConfigMaps (deploy/rbac-gateway.yaml grants it)", nil
+	}
+	var keys []types.NamespacedName
+	if ref.Namespace != nil {
+		keys = append(keys, types.NamespacedName{Namespace: string(*ref.Namespace), Name: ref.Name})
+	}
+	cms, err := readConfigMaps(ctx, r.params, keys...)
+	if err != nil {
+		return "", err
+	}
+	if _, err := classParameters(ref, cms); err != nil {
+		return "parametersRef: " + err.Error(), nil
+	}
+	return "", nil
+}
+
+// setupClass adds the GatewayClass controller; params is the parameters
+// ConfigMaps' cache (nil: not watched).
+func setupClass(mgr ctrl.Manager, opts Options, s serving, params cache.Cache) error {
 	r := &classReconciler{client: mgr.GetClient(), controller: opts.ControllerName, features: classFeatures(opts, s)}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		gc, ok := o.(*gwv1.GatewayClass)
 		return ok && gc.Spec.ControllerName == opts.ControllerName
 	})
-	if err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if params != nil {
+		r.params = params
+		b = b.WatchesRawSource(configMapSource(params, classesOfParameters(mgr.GetClient(), opts.ControllerName)))
+	}
+	if err := b.
 		Named(opts.name("gatewayclass")).
 		For(&gwv1.GatewayClass{}, builder.WithPredicates(ours, predicate.GenerationChangedPredicate{})).
 		Complete(r); err != nil {

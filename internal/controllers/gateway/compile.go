@@ -33,8 +33,14 @@ type world struct {
 	secrets    map[types.NamespacedName]*corev1.Secret
 	grants     []*gwv1.ReferenceGrant
 	namespaces map[string]*corev1.Namespace
-	// classParameters: the GatewayClass names a parametersRef.
-	classParameters bool
+	// classParameters is the GatewayClass's parametersRef (nil none).
+	classParameters *gwv1.ParametersReference
+	// configMaps by namespace/name: those labelled ParametersLabel that
+	// the class's or the Gateway's parametersRef names.
+	configMaps map[types.NamespacedName]*corev1.ConfigMap
+	// parametersServed: ConfigMaps are watched, so parametersRefs are
+	// read (otherwise refused).
+	parametersServed bool
 	// refused are the transport protocols ("UDP") the provider's load
 	// balancer refused for this generation of the Gateway, with the
 	// provider's words: their listeners are not accepted.
@@ -56,6 +62,10 @@ type result struct {
 	// missingSecrets: a certificate Secret a listener names does not
 	// exist (yet); it is read again soon.
 	missingSecrets bool
+	// params are the Gateway's settings (the defaults when refused):
+	// those of its load balancer's Service and Deployment here, those of
+	// the data plane in config.
+	params parameters
 }
 
 type routeKey struct {
@@ -145,6 +155,12 @@ func compile(w *world) *result {
 	gen := gw.Generation
 	r := &result{routeParents: map[routeKey][]gwv1.RouteParentStatus{}}
 	r.config = dataplane.Config{Gateway: gw.Namespace + "/" + gw.Name, Generation: gen}
+	params, invalidParams := resolveParameters(w)
+	if invalidParams == "" {
+		r.params, r.config.Settings = params, params.settings
+	} else {
+		r.params = defaultParameters()
+	}
 
 	listeners := make([]*listenerState, 0, len(gw.Spec.Listeners))
 	portProto := map[gwv1.PortNumber]gwv1.ProtocolType{}
@@ -314,14 +330,8 @@ func compile(w *world) *result {
 	switch {
 	case len(listeners) > 0 && valid == 0:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid", gen)
-	case gw.Spec.Infrastructure != nil && gw.Spec.Infrastructure.ParametersRef != nil:
-		// Nothing is read from a parameters object yet: refused, not
-		// ignored.
-		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters),
-			"spec.infrastructure.parametersRef is not supported", gen)
-	case w.classParameters:
-		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters),
-			"the GatewayClass's parametersRef is not supported", gen)
+	case invalidParams != "":
+		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters), invalidParams, gen)
 	case addressUnsupported(gw) != "":
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), addressUnsupported(gw), gen)
 	case valid < len(listeners):

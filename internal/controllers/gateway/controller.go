@@ -96,6 +96,11 @@ type Options struct {
 	// since v1.5), as GRPCRoute: unset, they are neither watched nor
 	// supported by TLS listeners, and TLS listeners serve nothing.
 	TLSRoute bool
+	// Parameters reads the ConfigMaps that parametersRefs name (those
+	// labelled ParametersLabel): set where the controller may watch
+	// ConfigMaps. Unset, a class or Gateway naming one is refused
+	// (InvalidParameters), as an older RBAC allows nothing else.
+	Parameters bool
 }
 
 func (o Options) name(base string) string {
@@ -158,6 +163,8 @@ type reconciler struct {
 	// serving is how this provider's Gateways are served, chosen once in
 	// Setup: Outrigger's data plane, or the cloud's own load balancers.
 	serving serving
+	// params reads the parameters ConfigMaps (nil: not watched).
+	params client.Reader
 }
 
 // Setup adds the GatewayClass and Gateway controllers to mgr.
@@ -198,13 +205,20 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	} else {
 		r.serving = &dataPlaneServing{r: r}
 	}
-	if err := setupClass(mgr, opts, r.serving); err != nil {
+	var params cache.Cache
+	if opts.Parameters {
+		if params, err = newParametersCache(mgr); err != nil {
+			return err
+		}
+		r.params = params
+	}
+	if err := setupClass(mgr, opts, r.serving, params); err != nil {
 		return err
 	}
 	if err := r.serving.setup(mgr); err != nil {
 		return err
 	}
-	return r.watch(mgr, own)
+	return r.watch(mgr, own, params)
 }
 
 // Reconcile gathers what a Gateway refers to, compiles it, has it served
@@ -237,7 +251,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	w.classParameters = class.Spec.ParametersRef != nil
+	if err := r.gatherParameters(ctx, w, class); err != nil {
+		return reconcile.Result{}, err
+	}
 	if w.refused, err = r.serving.refused(ctx, &gw); err != nil {
 		return reconcile.Result{}, err
 	}

@@ -58,6 +58,10 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 	if tlsRoutes != "" {
 		klog.FromContext(ctx).Info("Not serving TLSRoutes", "provider", p.Name, "reason", tlsRoutes)
 	}
+	params := configMapsAllowed(ctx, mgr)
+	if params != "" {
+		klog.FromContext(ctx).Info("Not reading parametersRefs", "provider", p.Name, "reason", params)
+	}
 	for _, class := range p.Classes {
 		if err := Setup(mgr, Options{
 			ControllerName:    ControllerNameFor(p.Name, class),
@@ -71,6 +75,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			ClusterID:         p.ClusterID,
 			GRPCRoute:         grpc == "",
 			TLSRoute:          tlsRoutes == "",
+			Parameters:        params == "",
 		}); err != nil {
 			return err
 		}

@@ -42,6 +42,14 @@ type goldenStatus struct {
 	Ports          []corev1.ServicePort  `json:"ports,omitempty"`
 	Routes         []goldenRoute         `json:"routes,omitempty"`
 	MissingSecrets bool                  `json:"missingSecrets,omitempty"`
+	// Parameters are the Service's and Deployment's settings, when not
+	// the defaults (the data plane's are in config.json).
+	Parameters *goldenParameters `json:"parameters,omitempty"`
+}
+
+type goldenParameters struct {
+	Replicas              *int32 `json:"replicas,omitempty"`
+	ExternalTrafficPolicy string `json:"externalTrafficPolicy"`
 }
 
 type goldenRoute struct {
@@ -127,6 +135,9 @@ func lineDiff(want, got string) string {
 
 func goldenStatusOf(res *result) goldenStatus {
 	out := goldenStatus{Accepted: res.accepted, Listeners: res.listeners, Ports: res.ports, MissingSecrets: res.missingSecrets}
+	if p := res.params; p.replicas != nil || p.externalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+		out.Parameters = &goldenParameters{Replicas: p.replicas, ExternalTrafficPolicy: string(p.externalTrafficPolicy)}
+	}
 	for key, parents := range res.routeParents {
 		out.Routes = append(out.Routes, goldenRoute{Kind: key.kind, Namespace: key.name.Namespace, Name: key.name.Name, Parents: parents})
 	}
@@ -160,6 +171,9 @@ func worldOf(t *testing.T, name string, data []byte) *world {
 		services:   map[types.NamespacedName]*corev1.Service{},
 		secrets:    map[types.NamespacedName]*corev1.Secret{},
 		namespaces: map[string]*corev1.Namespace{},
+		configMaps: map[types.NamespacedName]*corev1.ConfigMap{},
+		// As where Outrigger may watch ConfigMaps.
+		parametersServed: true,
 	}
 	decoder := serializer.NewCodecFactory(clientgoscheme.Scheme).UniversalDeserializer()
 	reader := yamlutil.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
@@ -199,7 +213,9 @@ func addToWorld(t *testing.T, w *world, obj runtime.Object) {
 		}
 		w.gateway = o
 	case *gwv1.GatewayClass:
-		w.classParameters = o.Spec.ParametersRef != nil
+		w.classParameters = o.Spec.ParametersRef
+	case *corev1.ConfigMap:
+		w.configMaps[client.ObjectKeyFromObject(o)] = o
 	case *corev1.Service:
 		w.services[client.ObjectKeyFromObject(o)] = o
 	case *corev1.Secret:
@@ -234,6 +250,9 @@ func snapshot(w *world) []runtime.Object {
 	}
 	for _, g := range w.grants {
 		out = append(out, g.DeepCopy())
+	}
+	for _, key := range sortedKeys(w.configMaps) {
+		out = append(out, w.configMaps[key].DeepCopy())
 	}
 	names := slices.Sorted(maps.Keys(w.namespaces))
 	for _, n := range names {

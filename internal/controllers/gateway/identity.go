@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -25,7 +26,7 @@ import (
 // companions are the objects a Gateway's data plane Deployment needs: its
 // pods' identity (ServiceAccount, Role, RoleBinding) and their disruption
 // budget.
-func (r *reconciler) companions(gw *gwv1.Gateway) []client.Object {
+func (r *reconciler) companions(gw *gwv1.Gateway, replicas int32) []client.Object {
 	meta := r.ownedMeta(gw, false)
 	name := meta.Name
 	sa := &corev1.ServiceAccount{ObjectMeta: meta, AutomountServiceAccountToken: ptrTo(true)}
@@ -41,18 +42,15 @@ func (r *reconciler) companions(gw *gwv1.Gateway) []client.Object {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: meta.Namespace}},
 	}
-	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta, Spec: policyv1.PodDisruptionBudgetSpec{
-		MinAvailable: ptrTo(intstr.FromInt32(1)),
-		Selector:     &metav1.LabelSelector{MatchLabels: r.selector(gw)},
-	}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: meta, Spec: disruptionBudget(replicas, r.selector(gw))}
 	return []client.Object{sa, role, rb, pdb}
 }
 
 // ensureCompanions makes the Deployment's companions where missing. It runs only
 // when the Deployment is made or changed, so it costs no call otherwise; an
 // object of that name that is not Outrigger's for this Gateway stops it.
-func (r *reconciler) ensureCompanions(ctx context.Context, gw *gwv1.Gateway) error {
-	for _, want := range r.companions(gw) {
+func (r *reconciler) ensureCompanions(ctx context.Context, gw *gwv1.Gateway, replicas int32) error {
+	for _, want := range r.companions(gw, replicas) {
 		err := r.client.Create(ctx, want)
 		if err == nil {
 			continue
@@ -67,6 +65,27 @@ func (r *reconciler) ensureCompanions(ctx context.Context, gw *gwv1.Gateway) err
 		if !owned(cur, gw) {
 			return fmt.Errorf("%T %s/%s is not Outrigger's for this Gateway (UID %s); not using it", want, want.GetNamespace(), want.GetName(), gw.UID)
 		}
+		// The budget follows the replicas; the rest never changes.
+		if pdb, ok := cur.(*policyv1.PodDisruptionBudget); ok && !equality.Semantic.DeepEqual(pdb.Spec, want.(*policyv1.PodDisruptionBudget).Spec) {
+			upd := pdb.DeepCopy()
+			upd.Spec = want.(*policyv1.PodDisruptionBudget).Spec
+			if err := r.client.Update(ctx, upd); err != nil {
+				return fmt.Errorf("updating the data plane's PodDisruptionBudget %s: %w", want.GetName(), err)
+			}
+		}
 	}
 	return nil
+}
+
+// disruptionBudget keeps one pod serving through voluntary disruptions
+// (node drains) when there are two or more; a single pod is allowed to go,
+// since a budget of one of one would hold every drain of its node forever.
+func disruptionBudget(replicas int32, selector map[string]string) policyv1.PodDisruptionBudgetSpec {
+	spec := policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: selector}}
+	if replicas >= 2 {
+		spec.MinAvailable = ptrTo(intstr.FromInt32(1))
+	} else {
+		spec.MaxUnavailable = ptrTo(intstr.FromInt32(1))
+	}
+	return spec
 }

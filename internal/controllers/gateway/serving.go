@@ -83,7 +83,7 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
 		return front{}, err
 	}
-	svc, err := r.ensureService(ctx, gw, res.ports)
+	svc, err := r.ensureService(ctx, gw, res.ports, res.params)
 	if err != nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing the load balancer's Service: %v", err)
 		return front{}, err
@@ -94,7 +94,7 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 	}
 	dataPlaneReady := true
 	if svc != nil {
-		if dataPlaneReady, err = r.ensureDataPlane(ctx, gw, res.ports); err != nil {
+		if dataPlaneReady, err = r.ensureDataPlane(ctx, gw, res.ports, res.params); err != nil {
 			r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error syncing the data plane Deployment: %v", err)
 			return front{}, err
 		}

@@ -22,9 +22,10 @@ import (
 )
 
 // TestNotAcceptedGateways: a Gateway Outrigger cannot honour (an address
-// type the provider takes no request for, a parametersRef) is refused with
-// the specification's reason and gets no load balancer; its class says
-// when the class itself names parameters.
+// type the provider takes no request for, a parametersRef to a ConfigMap
+// that does not exist) is refused with the specification's reason and
+// gets no load balancer; its class says when the class itself names
+// parameters that cannot be read.
 func TestNotAcceptedGateways(t *testing.T) {
 	c := setup(t)
 	cloud := testenv.StartCloud(t)

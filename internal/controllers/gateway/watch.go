@@ -18,8 +18,11 @@ import (
 
 // watch starts the Gateway controller: Gateways, and what a Gateway's
 // programming is made from, each mapped to the Gateways it concerns.
-func (r *reconciler) watch(mgr ctrl.Manager, own cache.Cache) error {
+func (r *reconciler) watch(mgr ctrl.Manager, own, params cache.Cache) error {
 	b := ctrl.NewControllerManagedBy(mgr)
+	if params != nil {
+		b = b.WatchesRawSource(configMapSource(params, r.gatewaysOfParameters))
+	}
 	if r.opts.DataPlaneImage != "" {
 		b = b.WatchesRawSource(source.Kind(own, client.Object(&appsv1.Deployment{}), handler.EnqueueRequestsFromMapFunc(r.gatewayOf)))
 	}

@@ -15,7 +15,7 @@ var Descriptor = descriptor.Descriptor{
 	Migrates:       true,
 	ServiceAccount: "node-controller",
 	Upstream:       true,
-	Skip: descriptor.NeedsInstances,
+	Skip:           descriptor.NeedsInstances,
 	Build: func(all []descriptor.Provider) descriptor.Setup {
 		// The providers' node controllers meet to tell whose a node is;
 		// one provider alone needs no meeting point.

@@ -15,7 +15,7 @@ var Descriptor = descriptor.Descriptor{
 	Migrates:       true,
 	ServiceAccount: "node-controller",
 	Upstream:       true,
-	Skip: descriptor.NeedsInstances,
+	Skip:           descriptor.NeedsInstances,
 	Build: descriptor.PerProvider(func(_ context.Context, mgr manager.Manager, p descriptor.Provider, cfg *descriptor.Config) error {
 		instances, _ := p.Layer.Instances()
 		return Setup(mgr, Options{

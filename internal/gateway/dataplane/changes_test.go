@@ -78,33 +78,3 @@ func TestUnknownServerNameGetsNoCertificate(t *testing.T) {
 		}
 	}
 }
-
-// An upstream proxy's X-Forwarded-For reaches the backend with this hop
-// appended.
-func TestXForwardedForIsAppended(t *testing.T) {
-	seen := make(chan string, 1)
-	_, addr := edgeProxy(t, Limits{}, Rule{Match: gwv1.HTTPRouteMatch{Path: prefix("/")}, Backends: []Backend{{Address: recorder(t, seen), Weight: 1}}})
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
-	req.Header.Set("X-Forwarded-For", "198.18.7.7")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if got, want := <-seen, "198.18.7.7, 127.0.0.1"; got != want {
-		t.Fatalf("X-Forwarded-For %q, want %q", got, want)
-	}
-}
-
-func recorder(t *testing.T, xff chan<- string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		xff <- r.Header.Get("X-Forwarded-For")
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
-}

@@ -15,7 +15,9 @@ import (
 // connections it keeps), so each has a ceiling, and reaching a ceiling
 // costs the client that reached it, not the others. The defaults follow
 // Envoy's edge recommendations, tightened where a Go server holds more per
-// connection than Envoy does (docs/gateway.md, "The edge").
+// connection than Envoy does (docs/gateway.md, "The edge"). The four
+// timeouts are defaults: a programming's Settings (a Gateway's
+// parametersRef) replace them while it applies (settings.go).
 type Limits struct {
 	// RequestHeaderTimeout: a connection has this long to send a request's
 	// headers (slowloris), also its first. Default 10 s.

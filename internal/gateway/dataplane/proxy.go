@@ -43,6 +43,9 @@ type Proxy struct {
 	conns   *connTable
 	// metrics, when NewMetrics registered them; nil counts nothing.
 	metrics *Metrics
+	// settings are the timeouts and trusted hops served now: the Limits',
+	// with the programming's settings over them.
+	settings atomic.Pointer[settings]
 
 	mu     sync.Mutex
 	ports  map[portKey]*served
@@ -70,6 +73,9 @@ type served struct {
 	// forwarder: what a change of programming may have to revoke.
 	flights flights
 	tcp     *tcpForwarder
+	// http is an HTTP or HTTPS port's servers, which a change of the
+	// header or idle timeout renews.
+	http *httpPort
 	// sni is a TLS port's routes by server name.
 	sni atomic.Pointer[sniRouter]
 }
@@ -100,19 +106,15 @@ func New(o Options) *Proxy {
 	}
 	o.Limits = o.Limits.withDefaults()
 	p := &Proxy{opts: o, ports: map[portKey]*served{}, conns: newConnTable(o.Limits.MaxConnections)}
+	st := settingsOf(o.Limits, nil)
+	p.settings.Store(&st)
 	p.reverse = &httputil.ReverseProxy{
 		Transport: newBackendTransport(o.Dial),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = t.address
-			// The client's X-Forwarded-For is kept and this hop
-			// appended, as Envoy does: the backend decides how many hops
-			// it trusts (the Rewrite hook starts without the header).
-			if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-				pr.Out.Header["X-Forwarded-For"] = append([]string(nil), xff...)
-			}
-			pr.SetXForwarded()
+			setForwarded(pr, p.settings.Load().trustedHops)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			for _, m := range targetOf(resp.Request.Context()).respMods {
@@ -168,6 +170,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	st := settingsOf(p.opts.Limits, cfg.Settings)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -197,16 +200,20 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s.certs.Store(&c.certs)
 		s.backends.Store(&c.backends)
 		s.sni.Store(c.sni)
-		if err := p.open(k, s); err != nil {
+		if err := p.open(k, s, st); err != nil {
 			undo()
 			return err
 		}
 		opened[k] = s
 	}
+	p.settings.Store(&st)
 	for k, c := range want {
 		if s, ok := opened[k]; ok {
 			p.ports[k] = s
 			continue
+		}
+		if s := p.ports[k]; s.http != nil {
+			s.http.retime(st)
 		}
 		s := p.ports[k]
 		s.router.Store(c.router)
@@ -262,7 +269,7 @@ func (p *Proxy) Close() {
 	}
 }
 
-func (p *Proxy) open(k portKey, s *served) error {
+func (p *Proxy) open(k portKey, s *served, st settings) error {
 	switch s.protocol {
 	case UDP:
 		pc, err := p.opts.ListenUDP(k.port)
@@ -290,54 +297,17 @@ func (p *Proxy) open(k portKey, s *served) error {
 		s.close, s.drain, s.tcp = t.close, t.drain, t
 		go t.serve()
 	default:
-		lim := p.opts.Limits
-		srv := &http.Server{
-			Handler: guardIdle(lim.StreamIdleTimeout, p.observe, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				s.router.Load().serveOn(w, r, &s.flights)
-			})),
-			ReadHeaderTimeout: lim.RequestHeaderTimeout,
-			IdleTimeout:       lim.IdleTimeout,
-			MaxHeaderBytes:    lim.MaxHeaderBytes,
-			ConnState:         p.conns.connState,
-			ErrorLog:          nil,
-			Protocols:         listenerProtocols(),
-			HTTP2: &http.HTTP2Config{
-				MaxConcurrentStreams: lim.MaxConcurrentStreams,
-				// Envoy's edge windows: 64 KiB a stream, 1 MiB a
-				// connection, what one client can make the proxy buffer.
-				MaxReceiveBufferPerStream:     64 << 10,
-				MaxReceiveBufferPerConnection: 1 << 20,
-				MaxDecoderHeaderTableSize:     4 << 10,
-				MaxEncoderHeaderTableSize:     4 << 10,
-				MaxReadFrameSize:              16 << 10,
-			},
-		}
-		if s.protocol == HTTPS {
-			srv.TLSConfig = &tls.Config{
-				MinVersion: tls.VersionTLS12,
-				GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-					return pickCertificate(*s.certs.Load(), hello.ServerName)
-				},
-			}
-		}
-		s.drain = func(ctx context.Context) {
-			// Shutdown closes the listener and idle connections, and
-			// waits for requests in flight; what is left when ctx ends
-			// is cut.
-			_ = srv.Shutdown(ctx)
-			_ = srv.Close()
-		}
+		h := newHTTPPort(l, s.protocol == HTTPS, st, func(requestHeader, idle time.Duration) *http.Server {
+			return p.httpServer(s, requestHeader, idle)
+		})
+		s.http = h
+		// Draining closes the listener and idle connections, and waits
+		// for requests in flight; what is left when ctx ends is cut.
+		s.drain = h.drain
 		s.close = func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			s.drain(ctx)
-		}
-		if s.protocol == HTTPS {
-			// ServeTLS offers h2 and http/1.1 by ALPN; the certificate
-			// comes from GetCertificate.
-			go func() { _ = srv.ServeTLS(l, "", "") }()
-		} else {
-			go func() { _ = srv.Serve(l) }()
+			h.drain(ctx)
 		}
 	}
 	return nil
@@ -479,7 +449,7 @@ func (t *tcpForwarder) handle(c net.Conn) {
 	}
 	defer t.track(up, false)
 	defer up.Close()
-	splice(client, up, t.p.opts.Limits.TCPIdleTimeout)
+	splice(client, up, t.p.settings.Load().tcpIdle)
 }
 
 // openTCP is a TCP port's open: a backend by weight, the connection as it

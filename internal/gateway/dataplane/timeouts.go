@@ -84,7 +84,7 @@ func (rt routeTimeouts) bound(ctx context.Context) (context.Context, context.Can
 // for. Reads of the body and writes of the answer are the activity; a
 // blocked write is cut by a write deadline the guard keeps ahead.
 type idleGuard struct {
-	timeout time.Duration
+	timeout time.Duration // the stream idle timeout when the request came
 	rc      *http.ResponseController
 	cancel  context.CancelCauseFunc
 	timer   *time.Timer
@@ -96,9 +96,10 @@ type idleGuard struct {
 
 // guardIdle serves next with the stream idle timeout, and tells observe
 // each request's route, status and duration.
-func guardIdle(timeout time.Duration, observe func(route string, code int, took time.Duration), next http.Handler) http.Handler {
+func guardIdle(timeoutNow func() time.Duration, observe func(route string, code int, took time.Duration), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		timeout := timeoutNow()
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
 		g := &idleGuard{timeout: timeout, rc: http.NewResponseController(w), cancel: cancel}

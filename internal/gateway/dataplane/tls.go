@@ -205,7 +205,7 @@ func tlsAllowKey(h *TLSHost, address string) string {
 // route takes it, or its handshake failed; the connection is closed.
 func (t *tcpForwarder) openTLS(c net.Conn) (client net.Conn, b Backend, key string, ok bool) {
 	log := t.p.opts.Log
-	ctx, cancel := context.WithTimeout(context.Background(), t.p.opts.Limits.RequestHeaderTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), t.p.settings.Load().requestHeader)
 	defer cancel()
 	name, head, err := readServerName(ctx, c)
 	if err != nil {

@@ -12,6 +12,7 @@ package gatewayconfig
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -39,6 +40,32 @@ type Config struct {
 	// Generation is the Gateway's generation the config was compiled from.
 	Generation int64  `json:"generation"`
 	Ports      []Port `json:"ports,omitempty"`
+	// Settings are those the Gateway's or its class's parametersRef gives
+	// (docs/gateway.md, "Settings"); nil, or a zero field, is the
+	// default.
+	Settings *Settings `json:"settings,omitempty"`
+}
+
+// Settings tune how a Gateway serves: its edge timeouts and how far it
+// trusts a client's X-Forwarded-For. The durations travel as nanoseconds;
+// zero is the server's default.
+type Settings struct {
+	// RequestHeaderTimeout: a connection has this long to send a
+	// request's headers (a TLS client its ClientHello).
+	RequestHeaderTimeout time.Duration `json:"requestHeaderTimeout,omitempty"`
+	// IdleTimeout: a keep-alive connection with no request in flight is
+	// closed after this.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// StreamIdleTimeout: a request that moves no byte either way for this
+	// long ends.
+	StreamIdleTimeout time.Duration `json:"streamIdleTimeout,omitempty"`
+	// TCPIdleTimeout: a TCP (or routed TLS) connection that moves no byte
+	// either way for this long is closed.
+	TCPIdleTimeout time.Duration `json:"tcpIdleTimeout,omitempty"`
+	// TrustedHops is how many proxies in front of the Gateway (beyond the
+	// cloud's load balancer, which adds no header) append to
+	// X-Forwarded-For: 0 trusts nothing a client sends.
+	TrustedHops int `json:"trustedHops,omitempty"`
 }
 
 // Port is one listening port; several Gateway listeners (HTTPS hostnames,
