@@ -95,6 +95,20 @@ func (s *cloudServing) serve(ctx context.Context, gw *gwv1.Gateway, _ *world, re
 	return f, nil
 }
 
+// keep leaves the cloud's load balancer as it is: no call is made, and the
+// addresses the Gateway shows stay.
+func (s *cloudServing) keep(_ context.Context, gw *gwv1.Gateway, invalid string) (front, error) {
+	f := front{invalid: invalid, exists: len(gw.Status.Addresses) > 0 || s.applied.get(gw.UID) != ""}
+	for _, a := range gw.Status.Addresses {
+		if a.Type != nil && *a.Type == gwv1.HostnameAddressType {
+			f.ingress = append(f.ingress, corev1.LoadBalancerIngress{Hostname: a.Value})
+		} else {
+			f.ingress = append(f.ingress, corev1.LoadBalancerIngress{IP: a.Value})
+		}
+	}
+	return f, nil
+}
+
 // supported are the features of fs the provider's load balancers serve.
 func (s *cloudServing) supported(fs []features.FeatureName) []features.FeatureName {
 	served := s.lb.GatewayFeatures()

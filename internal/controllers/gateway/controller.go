@@ -258,11 +258,22 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	res := compile(w)
-	if res.accepted.Status == metav1.ConditionFalse {
-		// Not accepted: nothing is programmed, no load balancer kept.
+	var f front
+	switch {
+	case res.accepted.Reason == string(gwv1.GatewayReasonInvalidParameters):
+		// A setting mistyped in a ConfigMap, perhaps the class's and so
+		// every Gateway's of the class: what serves each stays as it was
+		// (its load balancer and address, its last programming) until the
+		// parameters are fixed. A Gateway never served gets nothing.
+		f, err = r.serving.keep(ctx, &gw, "its parameters are invalid (see Accepted): nothing new is programmed, what serves it stays as it was")
+	case res.accepted.Status == metav1.ConditionFalse:
+		// Not accepted otherwise: nothing is programmed, no load balancer
+		// kept.
 		res.ports = nil
+		f, err = r.serving.serve(ctx, &gw, w, res)
+	default:
+		f, err = r.serving.serve(ctx, &gw, w, res)
 	}
-	f, err := r.serving.serve(ctx, &gw, w, res)
 	if err != nil || f.wait {
 		return reconcile.Result{}, err
 	}

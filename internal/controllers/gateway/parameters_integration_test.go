@@ -26,7 +26,8 @@ import (
 // settings is accepted, and its Gateway's Service gets the
 // externalTrafficPolicy, its Deployment the replicas (and a budget to
 // match), its programming the timeout; a value out of bounds refuses the
-// class and the Gateway (InvalidParameters, naming the key); the
+// class and the Gateway (InvalidParameters, naming the key) and leaves
+// what serves the Gateway as it was; the
 // ConfigMap fixed, both are accepted again with the new values, without
 // a change to the class or the Gateway (the ConfigMap is watched).
 func TestParametersRef(t *testing.T) {
@@ -102,6 +103,11 @@ func TestParametersRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, "class and Gateway refused, naming the key", accepted(string(gwv1.GatewayClassReasonInvalidParameters), `key "replicas": "50" is not a whole number from 1 to 20`))
+	// The reconcile that wrote the refusal left what serves the Gateway as
+	// it was: a typo takes no load balancer (and address) away.
+	if ok, err := served(3, minOne, 2*time.Minute)(); err != nil || !ok {
+		t.Errorf("refused for its parameters, the Gateway's Service, Deployment, budget or programming changed (err %v)", err)
+	}
 
 	cm.Data["replicas"], cm.Data["idleTimeout"] = "1", "90s"
 	if err := c.Update(ctx, cm); err != nil {

@@ -28,6 +28,10 @@ type serving interface {
 	// serve makes what serves the compiled Gateway (or removes it when
 	// res has no ports) and says where it stands.
 	serve(ctx context.Context, gw *gwv1.Gateway, w *world, res *result) (front, error)
+	// keep leaves what serves the Gateway as it is (a load balancer, its
+	// address, the programming it serves) and says where it stands, with
+	// why (invalid) nothing new is programmed.
+	keep(ctx context.Context, gw *gwv1.Gateway, invalid string) (front, error)
 	// remove deletes what serves the Gateway; it says whether all is gone.
 	remove(ctx context.Context, gw *gwv1.Gateway) (bool, error)
 	// supported are the features of fs this way of serving serves, which
@@ -68,7 +72,7 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 		return front{}, err
 	}
 	if len(data) > maxConfigSize {
-		return s.keepLast(ctx, gw, fmt.Sprintf("the data plane's configuration would be %d bytes, more than the %d a Secret holds: not written, "+
+		return s.keep(ctx, gw, fmt.Sprintf("the data plane's configuration would be %d bytes, more than the %d a Secret holds: not written, "+
 			"the data plane keeps its last one (fewer hostnames, rules or matches per Gateway fit)", len(data), maxConfigSize))
 	}
 	// The data plane's own code on what is about to be written: compile
@@ -77,7 +81,7 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 	// stale programming rather than every pod refusing it.
 	if err := dataplane.Check(&res.config); err != nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Not programming the data plane: it would refuse the configuration: %v", err)
-		return s.keepLast(ctx, gw, fmt.Sprintf("the data plane would refuse this configuration (%v): not written, the data plane keeps its last one", err))
+		return s.keep(ctx, gw, fmt.Sprintf("the data plane would refuse this configuration (%v): not written, the data plane keeps its last one", err))
 	}
 	if err := r.writeConfig(ctx, gw, data); err != nil {
 		r.recorder.Eventf(gw, corev1.EventTypeWarning, "DataPlaneSyncFailed", "Error programming the data plane: %v", err)
@@ -116,14 +120,14 @@ func (s *dataPlaneServing) remove(ctx context.Context, gw *gwv1.Gateway) (bool, 
 // Secret holds.
 const maxConfigSize = corev1.MaxSecretSize
 
-// keepLast refuses a configuration before anything is written, saying
-// why (invalid): one no Secret holds (the API server would refuse the
-// write itself, and with it every status), or one the data plane would
-// refuse. The data plane keeps the programming it has, and what serves it
-// stays as it is; the Gateway says why it is not programmed. Nothing
-// retrying could fix: a change to the Gateway or its routes brings it
-// back.
-func (s *dataPlaneServing) keepLast(ctx context.Context, gw *gwv1.Gateway, invalid string) (front, error) {
+// keep refuses a configuration before anything is written, saying why
+// (invalid): one no Secret holds (the API server would refuse the write
+// itself, and with it every status), one the data plane would refuse, or
+// a Gateway whose parameters are invalid. The data plane keeps the
+// programming it has, and what serves it stays as it is; the Gateway says
+// why it is not programmed. Nothing retrying could fix: a change to the
+// Gateway, its routes or its parameters brings it back.
+func (s *dataPlaneServing) keep(ctx context.Context, gw *gwv1.Gateway, invalid string) (front, error) {
 	var svc corev1.Service
 	f := front{}
 	switch err := s.r.client.Get(ctx, s.r.key(gw), &svc); {
