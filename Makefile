@@ -222,7 +222,7 @@ verify-proto: proto
 	@test -z "$$(git status --porcelain -- pkg/plugin/pluginpb)" || { git status --short -- pkg/plugin/pluginpb; git diff --stat -- pkg/plugin/pluginpb; echo "pkg/plugin/pluginpb is stale: run 'make proto' and commit"; exit 1; }
 
 ## bench: the benchmarks of docs/performance.md, Outrigger and the upstream CCM side by side
-## (about two hours and a half, most of it bench/scale; bench/dataplane about 20 min).
+## (about two hours and three quarters, most of it bench/scale; bench/dataplane about 20 min, bench/tenants 13).
 bench: controlplane build bin/outrigger-ccm bin/upstream-ccm
 	go run ./bench/nodeinit -nodes 1000,5000
 	go run ./bench/nodeinit -nodes 1000 -networking
