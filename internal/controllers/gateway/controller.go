@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -151,8 +152,10 @@ func init() {
 
 type reconciler struct {
 	client client.Client
-	// reader reads certificate Secrets from the API (never cached).
-	reader client.Reader
+	// reader reads certificate Secrets from the API (never cached), each
+	// read waiting for secretReads (nil: no wait).
+	reader      client.Reader
+	secretReads *rate.Limiter
 	// own reads what Outrigger made, from a cache of the data plane
 	// namespace holding only objects labeled as Outrigger's.
 	own      client.Reader
@@ -193,12 +196,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	r := &reconciler{
-		client:   mgr.GetClient(),
-		reader:   mgr.GetAPIReader(),
-		own:      own,
-		recorder: mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
-		opts:     opts,
-		kinds:    servedKinds(opts.GRPCRoute, opts.TLSRoute),
+		client: mgr.GetClient(),
+		reader: mgr.GetAPIReader(),
+		// Certificate reads are the one read per Gateway that is not
+		// from a cache: however many Gateways name Secrets, and however
+		// often their missing ones are looked for, the API server sees
+		// at most this many a second.
+		secretReads: rate.NewLimiter(secretReadsPerSecond, secretReadsBurst),
+		own:         own,
+		recorder:    mgr.GetEventRecorderFor(opts.name(Name)), //nolint:staticcheck // the core/v1 Events upstream's controllers write
+		opts:        opts,
+		kinds:       servedKinds(opts.GRPCRoute, opts.TLSRoute),
 	}
 	if opts.Cloud != nil {
 		r.serving = &cloudServing{r: r, lb: opts.Cloud}

@@ -77,11 +77,15 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 			continue
 		}
 		for _, ref := range l.TLS.CertificateRefs {
-			ns := gw.Namespace
-			if ref.Namespace != nil {
-				ns = string(*ref.Namespace)
+			key, ok := readableSecret(gw, ref, w.grants)
+			if !ok {
+				continue // compile says why: not a Secret, or not granted
 			}
-			key := types.NamespacedName{Namespace: ns, Name: string(ref.Name)}
+			if r.secretReads != nil {
+				if err := r.secretReads.Wait(ctx); err != nil {
+					return w, err
+				}
+			}
 			var s corev1.Secret
 			if err := r.reader.Get(ctx, key, &s); err != nil {
 				if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
@@ -109,4 +113,29 @@ func (r *reconciler) names(rt route, gw *gwv1.Gateway) bool {
 		}
 	}
 	return false
+}
+
+// Certificate Secret reads a second, and their burst, for all Gateways.
+const (
+	secretReadsPerSecond = 20
+	secretReadsBurst     = 50
+)
+
+// readableSecret is the Secret a certificateRef names, when Outrigger may
+// read it for gw: a Secret (no other group or kind), in the Gateway's
+// namespace or in one whose ReferenceGrant allows the Gateway's. A ref
+// that is neither is never read, so that a Gateway cannot make Outrigger
+// read another namespace's Secret, or learn whether it exists.
+func readableSecret(gw *gwv1.Gateway, ref gwv1.SecretObjectReference, grants []*gwv1.ReferenceGrant) (types.NamespacedName, bool) {
+	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindSecret) {
+		return types.NamespacedName{}, false
+	}
+	ns := gw.Namespace
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	if ns != gw.Namespace && !granted(grants, groupGateway, kindGateway, gw.Namespace, "", kindSecret, ns, string(ref.Name)) {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, true
 }
