@@ -167,7 +167,12 @@ func TestNewSecretStartsARound(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- r.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the reconciler ended with %v", err)
+		}
+	}()
 	waitForLease := func(name string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
