@@ -34,12 +34,10 @@ func runBroken(ctx context.Context, cfg config, w *world, n int, way string) (is
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	cloud := simcloud.New("")
-	url, err := cloud.Serve(runCtx, "127.0.0.1:0")
+	cloud, url, err := serveCloud(runCtx, cfg)
 	if err != nil {
 		return r, err
 	}
-	cloud.SetSettings(simcloud.Settings{RateLimit: cfg.qps, Latency: simcloud.Duration{Duration: cfg.latency}})
 	// tarpit accepts connections and never answers: an API server or a
 	// cloud API that hangs.
 	tarpit, err := listenTarpit(runCtx)
@@ -105,33 +103,13 @@ func runBroken(ctx context.Context, cfg config, w *world, n int, way string) (is
 		return r, fmt.Errorf("one tenant %s: the others' nodes not initialized within %s", way, cfg.bound)
 	}
 	r.converge = time.Since(t0)
-	churnNodes, churnServices := make([][]string, n), make([][]string, n)
+	healthy := make([]int, 0, n-1)
 	for i := 1; i < n; i++ {
-		for j := range cfg.churnNodes {
-			name := fmt.Sprintf("broken-%s-%s-c%d", way, tenantName(i), j)
-			if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
-				return r, err
-			}
-			churnNodes[i] = append(churnNodes[i], name)
-		}
-		for j := range cfg.churnServices {
-			churnServices[i] = append(churnServices[i], fmt.Sprintf("lb-%d", j))
-		}
+		healthy = append(healthy, i)
 	}
-	t1 := time.Now()
-	errs := make(chan error, n)
-	for i := 1; i < n; i++ {
-		go func() { errs <- churn(ctx, w.tenants[i], churnNodes[i], churnServices[i]) }()
+	if r.churn, err = runChurn(ctx, cfg, w, cloud, healthy, "broken-"+way); err != nil {
+		return r, fmt.Errorf("one tenant %s: the others': %w", way, err)
 	}
-	for i := 1; i < n; i++ {
-		if err := <-errs; err != nil {
-			return r, err
-		}
-	}
-	if !waitFor(ctx, cfg.bound, func() bool { return servedAll(w, churnNodes, churnServices) }) {
-		return r, fmt.Errorf("one tenant %s: the others' churn not served within %s", way, cfg.bound)
-	}
-	r.churn = time.Since(t1)
 	progress("one of %d tenants %s: the others converged in %s, their churn served in %s", n, way,
 		r.converge.Round(10*time.Millisecond), r.churn.Round(10*time.Millisecond))
 	return r, nil

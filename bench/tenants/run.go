@@ -80,12 +80,10 @@ func runOne(ctx context.Context, cfg config, w *world, n int, c ccm) (row, error
 		}
 	}()
 
-	cloud := simcloud.New("")
-	url, err := cloud.Serve(runCtx, "127.0.0.1:0")
+	cloud, url, err := serveCloud(runCtx, cfg)
 	if err != nil {
 		return r, err
 	}
-	cloud.SetSettings(simcloud.Settings{RateLimit: cfg.qps, Latency: simcloud.Duration{Duration: cfg.latency}})
 	cloudConfig := func(i int) []byte {
 		return fmt.Appendf(nil, "endpoint: %s\ncaller: %s\n", url, tenantName(i))
 	}
@@ -183,34 +181,13 @@ func runOne(ctx context.Context, cfg config, w *world, n int, c ccm) (row, error
 
 	// Churn: every tenant at once registers nodes and creates Services.
 	calls0 := cloud.Calls()
-	churnNodes := make([][]string, n)
-	churnServices := make([][]string, n)
-	for i := range n {
-		for j := range cfg.churnNodes {
-			name := fmt.Sprintf("%s-%d-%s-c%d", c.key, n, tenantName(i), j)
-			if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
-				return r, err
-			}
-			churnNodes[i] = append(churnNodes[i], name)
-		}
-		for j := range cfg.churnServices {
-			churnServices[i] = append(churnServices[i], fmt.Sprintf("lb-%d", j))
-		}
+	every := make([]int, n)
+	for i := range every {
+		every[i] = i
 	}
-	t1 := time.Now()
-	errs := make(chan error, n)
-	for i := range n {
-		go func() { errs <- churn(ctx, w.tenants[i], churnNodes[i], churnServices[i]) }()
+	if r.churn, err = runChurn(ctx, cfg, w, cloud, every, fmt.Sprintf("%s-%d", c.key, n)); err != nil {
+		return r, fmt.Errorf("%s: %w", c.name, err)
 	}
-	for range n {
-		if err := <-errs; err != nil {
-			return r, err
-		}
-	}
-	if !waitFor(ctx, cfg.bound, func() bool { return servedAll(w, churnNodes, churnServices) }) {
-		return r, fmt.Errorf("%s: the churn not served within %s", c.name, cfg.bound)
-	}
-	r.churn = time.Since(t1)
 	cpu2, err := cpuSeconds(procs)
 	if err != nil {
 		return r, err
@@ -382,4 +359,50 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+// serveCloud serves a sim cloud of the run's own on loopback until ctx
+// ends: the account of cfg.qps calls a second, cfg.latency a call.
+func serveCloud(ctx context.Context, cfg config) (*simcloud.Cloud, string, error) {
+	cloud := simcloud.New("")
+	url, err := cloud.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	cloud.SetSettings(simcloud.Settings{RateLimit: cfg.qps, Latency: simcloud.Duration{Duration: cfg.latency}})
+	return cloud, url, nil
+}
+
+// runChurn has each of the tenants (indexes into w.tenants) at once
+// register cfg.churnNodes nodes (their instances made first, named after
+// prefix) and create cfg.churnServices LoadBalancer Services, and times
+// until all are served.
+func runChurn(ctx context.Context, cfg config, w *world, cloud *simcloud.Cloud, tenants []int, prefix string) (time.Duration, error) {
+	nodes, services := make([][]string, len(w.tenants)), make([][]string, len(w.tenants))
+	for _, i := range tenants {
+		for j := range cfg.churnNodes {
+			name := fmt.Sprintf("%s-%s-c%d", prefix, tenantName(i), j)
+			if _, err := cloud.Create(simcloud.CreateRequest{Name: name}); err != nil {
+				return 0, err
+			}
+			nodes[i] = append(nodes[i], name)
+		}
+		for j := range cfg.churnServices {
+			services[i] = append(services[i], fmt.Sprintf("lb-%d", j))
+		}
+	}
+	start := time.Now()
+	errs := make(chan error, len(tenants))
+	for _, i := range tenants {
+		go func() { errs <- churn(ctx, w.tenants[i], nodes[i], services[i]) }()
+	}
+	for range tenants {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	if !waitFor(ctx, cfg.bound, func() bool { return servedAll(w, nodes, services) }) {
+		return 0, fmt.Errorf("the churn not served within %s", cfg.bound)
+	}
+	return time.Since(start), nil
 }
