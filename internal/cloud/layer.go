@@ -145,6 +145,11 @@ type detachedAnswer struct {
 	v      any
 	err    error
 	at     time.Time
+	// ready: the call's object slot is free. The answer is recorded
+	// before the slot is given back (so that no call goes to the cloud in
+	// between and is answered by a stale failure after it), and handed out
+	// only after: the call after the one it answers finds the slot free.
+	ready bool
 }
 
 // keptFor is how long a kept answer waits for its object's next call: its
@@ -169,6 +174,17 @@ func (l *Layer) keep(c call, v any, err error) {
 	l.kept[c.key] = detachedAnswer{method: c.method, v: v, err: err, at: l.opts.Clock.Now()}
 }
 
+// keptReady marks what keep recorded for c's object as ready to hand out:
+// the call that answered it has given its object's slot back.
+func (l *Layer) keptReady(c call) {
+	l.keptMu.Lock()
+	defer l.keptMu.Unlock()
+	if a, found := l.kept[c.key]; found {
+		a.ready = true
+		l.kept[c.key] = a
+	}
+}
+
 // takeKept returns, once, what keep recorded for c's object that is c's:
 // ok is false when nothing is.
 func (l *Layer) takeKept(c call) (v any, err error, ok bool) {
@@ -176,7 +192,7 @@ func (l *Layer) takeKept(c call) (v any, err error, ok bool) {
 	defer l.keptMu.Unlock()
 	a, found := l.kept[c.key]
 	switch {
-	case !found:
+	case !found, !a.ready:
 		return nil, nil, false
 	case a.err != nil:
 	case l.opts.Clock.Now().Sub(a.at) > keptFor:
@@ -441,6 +457,9 @@ func do[T any](ctx context.Context, l *Layer, c call, fn func(context.Context) (
 		}
 		mu.Unlock()
 		pass.Returned(log, err, wasAbandoned)
+		if wasDetached {
+			l.keptReady(c)
+		}
 		if wasAbandoned {
 			gauge.Dec()
 		}
