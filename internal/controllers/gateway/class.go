@@ -45,6 +45,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteParentRefPort,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportGRPCRouteNamedRouteRule,
+	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
