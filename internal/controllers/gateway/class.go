@@ -48,6 +48,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteNamedRouteRule,
 	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportGatewayHTTPListenerIsolation,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
 	features.SupportTLSRoute,

@@ -20,10 +20,14 @@ type router struct {
 	exact map[string]*vhost
 	// wild are the wildcard hosts by their suffix: "*.example.com" by
 	// ".example.com".
-	wild  map[string]*vhost
-	any   *vhost
-	tls   bool
-	proxy *httputil.ReverseProxy
+	wild map[string]*vhost
+	any  *vhost
+	tls  bool
+	// listeners are an HTTPS port's listener hostnames ("" one without),
+	// lower case: a request for another listener's host than its
+	// connection's is misdirected (misdirected.go).
+	listeners []string
+	proxy     *httputil.ReverseProxy
 	// allowed are the routes' valid backends, for revoking requests in
 	// flight that the next programming no longer allows.
 	allowed map[allowKey]struct{}
@@ -69,6 +73,11 @@ func (m valueMatch) holds(got string, present bool) bool {
 // it gets here).
 func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 	r := &router{port: p.Port, exact: map[string]*vhost{}, wild: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
+	if r.tls {
+		for _, c := range p.Certificates {
+			r.listeners = append(r.listeners, strings.ToLower(c.Hostname))
+		}
+	}
 	for _, h := range p.Hosts {
 		v := &vhost{name: h.Hostname}
 		rules := make([]*rule, 0, len(h.Rules))
@@ -242,6 +251,9 @@ func (r *router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // serveOn serves a request, recording it among the port's flights (when
 // given) while it is proxied.
 func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) {
+	if r.answerMisdirected(w, req) {
+		return
+	}
 	np, ok := normalizePath(req.URL.EscapedPath())
 	if !ok {
 		http.Error(w, "path must begin with /", http.StatusBadRequest)

@@ -326,33 +326,16 @@ func loadCertificates(port Port) ([]certificate, error) {
 	return out, nil
 }
 
-// pickCertificate chooses by SNI: exact hostname, then the longest
-// wildcard, then the certificate for any host; no other.
+// pickCertificate chooses by SNI, as the listener is chosen
+// (mostSpecific): exact hostname, then the longest wildcard, then the
+// certificate for any host; no other.
 func pickCertificate(certs []certificate, name string) (*tls.Certificate, error) {
-	name = strings.ToLower(name)
-	var wild, any *certificate
-	for i := range certs {
-		c := &certs[i]
-		switch {
-		case c.hostname == name && name != "":
-			return c.cert, nil
-		case strings.HasPrefix(c.hostname, "*.") && strings.HasSuffix(name, c.hostname[1:]) && len(name) > len(c.hostname)-1:
-			if wild == nil || len(c.hostname) > len(wild.hostname) {
-				wild = c
-			}
-		case c.hostname == "":
-			any = c
-		}
-	}
-	switch {
-	case wild != nil:
-		return wild.cert, nil
-	case any != nil:
-		return any.cert, nil
+	if i, ok := mostSpecific(len(certs), func(i int) string { return certs[i].hostname }, name); ok {
+		return certs[i].cert, nil
 	}
 	// No listener serves this name: the handshake fails rather than
 	// showing a certificate that names another listener's hosts.
-	return nil, fmt.Errorf("no certificate for server name %q", name)
+	return nil, fmt.Errorf("no certificate for server name %q", strings.ToLower(name))
 }
 
 // pickBackend chooses a valid backend by weight.
