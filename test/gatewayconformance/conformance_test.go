@@ -1,7 +1,9 @@
 package gatewayconformance
 
 import (
+	"encoding/binary"
 	"io/fs"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,6 +24,7 @@ import (
 	conformanceconfig "sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
 
+	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/version"
 )
@@ -92,6 +96,14 @@ func TestGatewayConformance(t *testing.T) {
 		RestConfig: cfg,
 		ManifestFS: []fs.FS{&conformance.Manifests},
 	}
+	// GatewayStaticAddresses asks for an address the provider can give
+	// and one it cannot: the local provider gives its pool's addresses
+	// (the last is never handed out before the others), and none outside
+	// the pool.
+	pool := netip.MustParsePrefix(cluster.VIPPool)
+	usable, unusable := lastAddress(pool), lastAddress(pool).Next().Next()
+	opts.UsableNetworkAddresses = []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType), Value: usable.String()}}
+	opts.UnusableNetworkAddresses = []gwv1.GatewaySpecAddress{{Type: ptr.To(gwv1.IPAddressType), Value: unusable.String()}}
 	// The features tested are those the GatewayClass states in its
 	// status; the suite reads them there unless one test is picked.
 	if opts.RunTest != "" {
@@ -101,4 +113,12 @@ func TestGatewayConformance(t *testing.T) {
 		opts.SkipTests = strings.Split(skip, ",")
 	}
 	conformance.RunConformanceWithOptions(t, opts)
+}
+
+// lastAddress is the pool's last address but its broadcast one.
+func lastAddress(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	broadcast := binary.BigEndian.Uint32(a[:]) | (1<<(32-p.Bits()) - 1)
+	binary.BigEndian.PutUint32(a[:], broadcast-1)
+	return netip.AddrFrom4(a)
 }

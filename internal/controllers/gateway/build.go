@@ -134,8 +134,8 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 	if r.opts.LoadBalancerClass != "" {
 		want.Spec.LoadBalancerClass = ptrTo(r.opts.LoadBalancerClass)
 	}
-	if len(gw.Spec.Addresses) == 1 && net.ParseIP(gw.Spec.Addresses[0].Value) != nil {
-		want.Spec.LoadBalancerIP = gw.Spec.Addresses[0].Value //nolint:staticcheck // how providers take a requested address
+	if req := requestedAddresses(gw); len(req) == 1 && net.ParseIP(req[0]) != nil {
+		want.Spec.LoadBalancerIP = req[0] //nolint:staticcheck // how providers take a requested address
 	}
 	if !exists {
 		if err := r.client.Create(ctx, &want); err != nil {

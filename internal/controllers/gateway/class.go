@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,12 +50,22 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
+	features.SupportGatewayStaticAddresses,
+	features.SupportGatewayAddressEmpty,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
 	features.SupportTLSRoute,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
 }
+
+// staticAddressProviders are the providers whose load balancers take the
+// address a Service asks for (spec.loadBalancerIP) or refuse it, so that a
+// Gateway's spec.addresses is honoured or reported AddressNotUsable. Others
+// may ignore the field (AWS's does): their classes do not state
+// GatewayStaticAddresses, though a Gateway's request still reaches the
+// Service and Programmed says whether it was honoured.
+var staticAddressProviders = []string{"local", "sim"}
 
 // classReconciler accepts the GatewayClasses naming Outrigger's controller.
 type classReconciler struct {
@@ -75,6 +86,9 @@ func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
 	for _, f := range SupportedFeatures {
 		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") {
+			continue
+		}
+		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.Provider) {
 			continue
 		}
 		fs = append(fs, f)

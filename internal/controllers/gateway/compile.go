@@ -350,11 +350,9 @@ func dataplaneProtocol(p gwv1.ProtocolType) dataplane.Protocol {
 	return dataplane.Protocol(p)
 }
 
-// addressUnsupported says why spec.addresses cannot be honoured, or "".
+// addressUnsupported says why spec.addresses are not of a kind Outrigger
+// takes, or "": IP addresses only (one honoured, requestedAddresses).
 func addressUnsupported(gw *gwv1.Gateway) string {
-	if len(gw.Spec.Addresses) > 1 {
-		return "at most one address is honoured"
-	}
 	for _, a := range gw.Spec.Addresses {
 		if a.Type != nil && *a.Type != gwv1.IPAddressType {
 			return fmt.Sprintf("address type %s is not supported; use IPAddress", *a.Type)
@@ -364,6 +362,21 @@ func addressUnsupported(gw *gwv1.Gateway) string {
 		}
 	}
 	return ""
+}
+
+// requestedAddresses are the addresses spec.addresses asks for by value
+// (an IPAddress without value asks for any, GatewayAddressEmpty). A
+// provider's load balancer takes one (the Service's loadBalancerIP, as
+// clouds take a reserved address): more than one cannot all be assigned,
+// so none is requested and the Gateway is not Programmed (AddressNotUsable).
+func requestedAddresses(gw *gwv1.Gateway) []string {
+	var out []string
+	for _, a := range gw.Spec.Addresses {
+		if a.Value != "" {
+			out = append(out, a.Value)
+		}
+	}
+	return out
 }
 
 // allowedKinds is the listener's supported kinds and whether every kind it

@@ -88,6 +88,7 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 			r.opts.Provider, apilimits.Summary(refused))
 	}
 	gen := gw.Generation
+	requested := requestedAddresses(gw)
 	programmed := cond(string(gwv1.GatewayConditionProgrammed), true, string(gwv1.GatewayReasonProgrammed), "", gen)
 	switch {
 	case res.accepted.Status == metav1.ConditionFalse:
@@ -96,13 +97,16 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), f.invalid, gen)
 	case !f.exists:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonInvalid), "no valid listener", gen)
+	case len(requested) > 1:
+		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
+			fmt.Sprintf("a load balancer takes one requested address (the Service's loadBalancerIP); %d were requested: %s", len(requested), strings.Join(requested, ", ")), gen)
 	case len(addrs) == 0:
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotAssigned), f.waiting, gen)
 	case f.pending != "":
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonPending), f.pending, gen)
-	case len(gw.Spec.Addresses) == 1 && !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == gw.Spec.Addresses[0].Value }):
+	case len(requested) == 1 && !slices.ContainsFunc(addrs, func(a gwv1.GatewayStatusAddress) bool { return a.Value == requested[0] }):
 		programmed = cond(string(gwv1.GatewayConditionProgrammed), false, string(gwv1.GatewayReasonAddressNotUsable),
-			fmt.Sprintf("the provider gave %s, not the requested %s", addrs[0].Value, gw.Spec.Addresses[0].Value), gen)
+			fmt.Sprintf("the provider gave %s, not the requested %s", addrs[0].Value, requested[0]), gen)
 	}
 	gw.Status.Addresses = addrs
 	setCondition(&gw.Status.Conditions, res.accepted)
