@@ -3,6 +3,7 @@ package dataplane
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/testcert"
 )
 
 // v2Header is a version 2 header as a load balancer sends it: PROXY (or
@@ -184,6 +187,19 @@ func FuzzProxyProtocol(f *testing.F) {
 	})
 }
 
+// seenWithin is the next header the backend saw, failing the test when
+// none comes within 10 s (a request that never reached the backend).
+func seenWithin(t *testing.T, seen <-chan http.Header) http.Header {
+	t.Helper()
+	select {
+	case h := <-seen:
+		return h
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request reached the backend within 10 s")
+		return nil
+	}
+}
+
 // proxyRelay stands for a cloud's load balancer that speaks the PROXY
 // protocol: it accepts on a loopback address of its own and relays each
 // connection to target, first sending a version 2 header naming the
@@ -264,7 +280,7 @@ func TestProxyProtocolClientAddressReachesTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	h := <-seen
+	h := seenWithin(t, seen)
 	if got := h.Get("X-Forwarded-For"); got != "127.0.0.77" {
 		t.Errorf("X-Forwarded-For %q, want the client's 127.0.0.77", got)
 	}
@@ -301,7 +317,7 @@ func TestProxyProtocolLocalKeepsTheConnectionsAddress(t *testing.T) {
 	if _, err := c.Write(append(hdr, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"...)); err != nil {
 		t.Fatal(err)
 	}
-	h := <-seen
+	h := seenWithin(t, seen)
 	if got := h.Get("X-Real-Ip"); got != "127.0.0.1" {
 		t.Errorf("X-Real-IP %q, want the connection's own 127.0.0.1", got)
 	}
@@ -372,7 +388,44 @@ func TestProxyProtocolIsReadOnlyWhenSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if got := (<-seen).Get("X-Real-Ip"); got != "127.0.0.79" {
+	if got := seenWithin(t, seen).Get("X-Real-Ip"); got != "127.0.0.79" {
 		t.Errorf("after the setting was turned on, X-Real-IP %q, want 127.0.0.79", got)
+	}
+}
+
+// The header comes before TLS too: an HTTPS port's backend learns the
+// client behind the load balancer (and that it came over https), and a TLS
+// Passthrough port routes by the ClientHello that follows the header.
+func TestProxyProtocolBeforeTLS(t *testing.T) {
+	seen := make(chan http.Header, 1)
+	backend := headerRecorder(t, seen)
+	certPEM, keyPEM := testcert.SelfSigned(t, "example.com")
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	if err := p.Apply(&Config{Settings: &Settings{ProxyProtocol: true}, Ports: []Port{
+		{Port: 443, Protocol: HTTPS,
+			Certificates: []Certificate{{Hostname: "example.com", CertPEM: certPEM, KeyPEM: keyPEM}},
+			Hosts:        []VirtualHost{{Rules: []Rule{{Match: gwv1.HTTPRouteMatch{Path: prefix("/")}, Backends: []Backend{{Address: backend, Weight: 1}}}}}}},
+		{Port: 8443, Protocol: TLS, TLSHosts: []TLSHost{{Route: "ns/any", Backends: []Backend{{Address: tlsBackend(t, "passed", nil), Weight: 1}}}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	client := clientFrom(t, "127.0.0.80")
+	client.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true, ServerName: "example.com"} //nolint:gosec // the test's own certificate
+	resp, err := client.Get("https://" + proxyRelay(t, l.at(t, "tcp/443")) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := seenWithin(t, seen)
+	if got := h.Get("X-Real-Ip"); got != "127.0.0.80" {
+		t.Errorf("HTTPS: X-Real-IP %q, want the client's 127.0.0.80", got)
+	}
+	if got := h.Get("X-Forwarded-Proto"); got != "https" {
+		t.Errorf("HTTPS: X-Forwarded-Proto %q, want https", got)
+	}
+	if got, _, err := greeting(t, proxyRelay(t, l.at(t, "tcp/8443")), "a.example.com"); err != nil || got != "passed a.example.com" {
+		t.Errorf("TLS Passthrough behind a PROXY header: %q, %v; want \"passed a.example.com\"", got, err)
 	}
 }

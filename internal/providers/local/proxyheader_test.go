@@ -51,6 +51,20 @@ func firstBytes(t *testing.T, ip string, port, n int) <-chan []byte {
 	return got
 }
 
+// within is the next value on ch, failing the test when none comes
+// within 10 s.
+func within[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reached the backend within 10 s")
+		var zero T
+		return zero
+	}
+}
+
 // send dials vip:port from the local address from and sends msg.
 func send(t *testing.T, vip string, port int, from, msg string) {
 	t.Helper()
@@ -84,7 +98,7 @@ func TestProxyProtocolHeaderIsSentWhenAnnotated(t *testing.T) {
 	}
 	vip := st.Ingress[0].IP
 	send(t, vip, 8080, "127.0.0.42", "ping")
-	b := <-got
+	b := within(t, got)
 	if len(b) != 32 || !bytes.Equal(b[:12], v2Signature) || b[12] != 0x21 || b[13] != 0x11 || binary.BigEndian.Uint16(b[14:]) != 12 {
 		t.Fatalf("backend received %q, want a version 2 PROXY TCP4 header", b)
 	}
@@ -105,7 +119,7 @@ func TestProxyProtocolHeaderIsSentWhenAnnotated(t *testing.T) {
 		t.Fatal(err)
 	}
 	send(t, vip, 8080, "127.0.0.42", strings.Repeat("p", 32))
-	if b := <-got; string(b) != strings.Repeat("p", 32) {
+	if b := within(t, got); string(b) != strings.Repeat("p", 32) {
 		t.Errorf("without the annotation the backend received %q, want the client's bytes alone", b)
 	}
 }
@@ -182,7 +196,7 @@ func TestProxyProtocolFromTheVIPToTheBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	h := <-seen
+	h := within(t, seen)
 	if got := h.Get("X-Real-Ip"); got != "127.0.0.44" {
 		t.Errorf("X-Real-IP %q, want the client's 127.0.0.44", got)
 	}
