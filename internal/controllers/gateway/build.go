@@ -98,8 +98,9 @@ func owned(o metav1.Object, gw *gwv1.Gateway) bool {
 
 // ensureService keeps the load balancer Service fronting the data plane:
 // its ports are the listeners', its class the provider's, its annotations
-// those of spec.infrastructure (how a user passes provider options), its
-// externalTrafficPolicy the parameters'.
+// those of spec.infrastructure (how a user passes provider options) with
+// the provider's PROXY protocol one when the parameters ask for it
+// (proxyprotocol.go), its externalTrafficPolicy the parameters'.
 func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports []corev1.ServicePort, params parameters) (*corev1.Service, error) {
 	key := r.key(gw)
 	var cur corev1.Service
@@ -120,8 +121,11 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 		}
 		return nil, nil
 	}
+	meta := r.ownedMeta(gw, true)
+	var removeAnnotations []string
+	meta.Annotations, removeAnnotations = serviceAnnotations(r.opts.ProviderName, params.proxyProtocol(), meta.Annotations)
 	want := corev1.Service{
-		ObjectMeta: r.ownedMeta(gw, true),
+		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeLoadBalancer,
 			Ports:    ports,
@@ -164,6 +168,9 @@ func (r *reconciler) ensureService(ctx context.Context, gw *gwv1.Gateway, ports 
 		upd.Annotations = map[string]string{}
 	}
 	maps.Copy(upd.Annotations, want.Annotations)
+	for _, k := range removeAnnotations {
+		delete(upd.Annotations, k)
+	}
 	if equality.Semantic.DeepEqual(upd.Spec, cur.Spec) && equality.Semantic.DeepEqual(upd.ObjectMeta, cur.ObjectMeta) {
 		return &cur, nil
 	}

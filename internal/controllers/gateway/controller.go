@@ -71,6 +71,10 @@ type Options struct {
 	LoadBalancerClass string
 	// Provider names the provider in controller names and Events.
 	Provider string
+	// ProviderName is the provider's --cloud-provider name: which
+	// annotation asks its load balancer for PROXY protocol
+	// (proxyprotocol.go).
+	ProviderName string
 	// Namespace holds every Gateway's data plane: its programming (a
 	// Secret), its load balancer (a Service) and its pods. Outrigger writes
 	// nowhere else; it is made when missing. Default DefaultNamespace.

@@ -68,6 +68,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			ClassName:         ClassNameFor(p.Name, class),
 			LoadBalancerClass: class,
 			Provider:          p.ClassTag(class),
+			ProviderName:      p.Name,
 			Namespace:         cfg.GatewayNamespace,
 			DataPlaneImage:    cfg.GatewayDataPlaneImage,
 			Cloud:             cloudGateways,

@@ -62,11 +62,18 @@ var parameterKeys = []parameterKey{
 	{name: "replicas", parse: intBetween(1, 20), set: func(p *parameters, v any) { p.replicas = ptrTo(int32(v.(int))) }},
 	{name: "externalTrafficPolicy", parse: oneOf(string(corev1.ServiceExternalTrafficPolicyCluster), string(corev1.ServiceExternalTrafficPolicyLocal)),
 		set: func(p *parameters, v any) { p.externalTrafficPolicy = corev1.ServiceExternalTrafficPolicy(v.(string)) }},
+	{name: "proxyProtocol", parse: boolean, set: func(p *parameters, v any) { p.dataplane().ProxyProtocol = v.(bool) }},
 	{name: "trustedHops", parse: intBetween(0, dataplane.MaxTrustedHops), set: func(p *parameters, v any) { p.dataplane().TrustedHops = v.(int) }},
 	{name: "requestHeaderTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().RequestHeaderTimeout = v.(time.Duration) }},
 	{name: "idleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().IdleTimeout = v.(time.Duration) }},
 	{name: "streamIdleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().StreamIdleTimeout = v.(time.Duration) }},
 	{name: "tcpIdleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().TCPIdleTimeout = v.(time.Duration) }},
+}
+
+// proxyProtocol says whether the data plane expects, and the load
+// balancer is asked to send, PROXY protocol headers.
+func (p parameters) proxyProtocol() bool {
+	return p.settings != nil && p.settings.ProxyProtocol
 }
 
 func (p *parameters) dataplane() *dataplane.Settings {
@@ -94,6 +101,18 @@ func durationBetween(lo, hi time.Duration) func(string) (any, error) {
 		}
 		return d, nil
 	}
+}
+
+// boolean is "true" or "false", exactly: not strconv.ParseBool's "1",
+// "T" or "TRUE", so that what a ConfigMap says reads one way.
+func boolean(s string) (any, error) {
+	switch s {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return nil, fmt.Errorf("%q is not true or false", s)
 }
 
 func oneOf(values ...string) func(string) (any, error) {

@@ -32,11 +32,17 @@ func TestParseParametersIsStrict(t *testing.T) {
 		{name: "empty", want: map[string]any{}},
 		{name: "every key", data: map[string]string{
 			"replicas": "3", "externalTrafficPolicy": "Local", "trustedHops": "1",
-			"requestHeaderTimeout": "5s", "idleTimeout": "2m", "streamIdleTimeout": "10m", "tcpIdleTimeout": "24h",
+			"requestHeaderTimeout": "5s", "idleTimeout": "2m", "streamIdleTimeout": "10m", "tcpIdleTimeout": "24h", "proxyProtocol": "true",
 		}, want: map[string]any{
 			"replicas": 3, "externalTrafficPolicy": "Local", "trustedHops": 1,
 			"requestHeaderTimeout": 5 * time.Second, "idleTimeout": 2 * time.Minute, "streamIdleTimeout": 10 * time.Minute, "tcpIdleTimeout": 24 * time.Hour,
+			"proxyProtocol": true,
 		}},
+		{name: "proxyProtocol off", data: map[string]string{"proxyProtocol": "false"}, want: map[string]any{"proxyProtocol": false}},
+		{name: "proxyProtocol in capitals", data: map[string]string{"proxyProtocol": "True"}, wantErr: `key "proxyProtocol": "True" is not true or false`},
+		{name: "proxyProtocol as a number", data: map[string]string{"proxyProtocol": "1"}, wantErr: `key "proxyProtocol": "1" is not true or false`},
+		{name: "proxyProtocol as a version", data: map[string]string{"proxyProtocol": "v2"}, wantErr: `key "proxyProtocol"`},
+		{name: "proxyProtocol empty", data: map[string]string{"proxyProtocol": ""}, wantErr: `key "proxyProtocol": "" is not true or false`},
 		{name: "bounds inclusive", data: map[string]string{"replicas": "20", "trustedHops": "0", "idleTimeout": "1s"},
 			want: map[string]any{"replicas": 20, "trustedHops": 0, "idleTimeout": time.Second}},
 		{name: "a typo", data: map[string]string{"replica": "3"}, wantErr: `key "replica" is not a setting (known: replicas,`},
@@ -87,6 +93,10 @@ func TestMergeParametersGatewayOverClass(t *testing.T) {
 			class:   map[string]any{"replicas": 3, "externalTrafficPolicy": "Local", "trustedHops": 2},
 			gateway: map[string]any{"replicas": 1, "trustedHops": 0},
 			want:    parameters{replicas: ptrTo(int32(1)), externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, settings: &dataplane.Settings{}}},
+		{name: "proxyProtocol the class's, turned off by the Gateway", class: map[string]any{"proxyProtocol": true}, gateway: map[string]any{"proxyProtocol": false},
+			want: parameters{externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, settings: &dataplane.Settings{}}},
+		{name: "proxyProtocol the class's", class: map[string]any{"proxyProtocol": true},
+			want: parameters{externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, settings: &dataplane.Settings{ProxyProtocol: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := mergeParameters(tc.class, tc.gateway); !reflect.DeepEqual(got, tc.want) {

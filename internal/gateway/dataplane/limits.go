@@ -213,10 +213,7 @@ func temporary(err error) bool {
 
 // connState keeps a connTable's view of an HTTP connection's requests.
 func (t *connTable) connState(c net.Conn, s http.ConnState) {
-	if n, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = n.NetConn() // a *tls.Conn over the counted one
-	}
-	tc, ok := c.(*trackedConn)
+	tc, ok := trackedOf(c)
 	if !ok {
 		return
 	}
@@ -225,5 +222,20 @@ func (t *connTable) connState(c net.Conn, s http.ConnState) {
 		t.busy(tc)
 	case http.StateIdle:
 		t.idle(tc)
+	}
+}
+
+// trackedOf is the counted connection under c: c itself, or below the
+// wrappers over it (a *tls.Conn, a PROXY protocol reader, a replay).
+func trackedOf(c net.Conn) (*trackedConn, bool) {
+	for {
+		if tc, ok := c.(*trackedConn); ok {
+			return tc, true
+		}
+		n, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil, false
+		}
+		c = n.NetConn()
 	}
 }

@@ -182,10 +182,16 @@ func (p *Proxy) Apply(cfg *Config) error {
 	// it was, and the error says which. A port whose protocol changes
 	// (HTTP to HTTPS on one number) must close before it reopens.
 	opened := map[portKey]*served{}
+	// The settings are in place before a new port opens, so that its
+	// first connection is read as they say (a PROXY protocol header
+	// above all); undone with the ports if one cannot open.
+	prev := p.settings.Load()
+	p.settings.Store(&st)
 	undo := func() {
 		for _, s := range opened {
 			s.close()
 		}
+		p.settings.Store(prev)
 	}
 	for k, c := range want {
 		if s, ok := p.ports[k]; ok {
@@ -206,7 +212,6 @@ func (p *Proxy) Apply(cfg *Config) error {
 		}
 		opened[k] = s
 	}
-	p.settings.Store(&st)
 	for k, c := range want {
 		if s, ok := opened[k]; ok {
 			p.ports[k] = s
@@ -286,7 +291,9 @@ func (p *Proxy) open(k portKey, s *served, st settings) error {
 	if err != nil {
 		return fmt.Errorf("listening on TCP port %d: %w", k.port, err)
 	}
-	l := &limitedListener{Listener: raw, t: p.conns}
+	// Every TCP-based port reads a PROXY protocol header first when the
+	// settings ask for it; UDP above never does.
+	l := &proxyListener{Listener: &limitedListener{Listener: raw, t: p.conns}, p: p}
 	switch s.protocol {
 	case TCP, TLS:
 		t := &tcpForwarder{l: l, s: s, p: p, conns: map[net.Conn]string{}}
@@ -410,11 +417,18 @@ func (t *tcpForwarder) handle(c net.Conn) {
 	// Until its route is chosen (a TLS port reading the ClientHello), a
 	// connection may be closed to make room for another, as an idle HTTP
 	// one; from then on it is in use, never the one closed.
+	if pc, ok := c.(*proxyConn); ok {
+		// The header first, before a backend is chosen or dialled:
+		// a connection without one is closed having cost nothing.
+		if pc.handshake() != nil {
+			return
+		}
+	}
 	client, b, key, ok := t.open(c)
 	if !ok {
 		return
 	}
-	if tc, ok := c.(*trackedConn); ok {
+	if tc, ok := trackedOf(c); ok {
 		tc.t.busy(tc)
 	}
 	defer client.Close()

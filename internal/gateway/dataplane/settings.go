@@ -21,6 +21,9 @@ const MaxTrustedHops = 10
 type settings struct {
 	requestHeader, idle, streamIdle, tcpIdle time.Duration
 	trustedHops                              int
+	// proxyProtocol: every connection of a TCP-based port starts with a
+	// PROXY protocol header (proxyprotocol.go).
+	proxyProtocol bool
 }
 
 func settingsOf(l Limits, s *Settings) settings {
@@ -38,6 +41,7 @@ func settingsOf(l Limits, s *Settings) settings {
 	set(&out.streamIdle, s.StreamIdleTimeout)
 	set(&out.tcpIdle, s.TCPIdleTimeout)
 	out.trustedHops = min(max(s.TrustedHops, 0), MaxTrustedHops)
+	out.proxyProtocol = s.ProxyProtocol
 	return out
 }
 

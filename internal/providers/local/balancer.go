@@ -130,6 +130,14 @@ func nodeIP(n *corev1.Node) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// sendsProxyProtocol says whether a new TCP connection to a backend starts
+// with a PROXY protocol header.
+func (b *balancer) sendsProxyProtocol() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cfg.proxyProtocol
+}
+
 // allowed applies loadBalancerSourceRanges.
 func (b *balancer) allowed(client netip.Addr) bool {
 	b.mu.Lock()

@@ -144,11 +144,15 @@ type lbConfig struct {
 	ranges     []netip.Prefix
 	affinity   time.Duration // 0: none
 	healthPort int32         // 0: kube-proxy's
+	// proxyProtocol: each TCP connection to a backend starts with a
+	// PROXY protocol v2 header (AnnotationProxyProtocol).
+	proxyProtocol bool
 }
 
 // configFor reads svc. Only the proxy data plane needs node ports (it
-// forwards to them); with the nodes data plane kube-proxy takes VIP
-// traffic itself (ipMode VIP), so allocateLoadBalancerNodePorts: false works.
+// forwards to them), and only it can send PROXY protocol headers; with the
+// nodes data plane kube-proxy takes VIP traffic itself (ipMode VIP), so
+// allocateLoadBalancerNodePorts: false works.
 func configFor(svc *corev1.Service, needNodePorts bool) (lbConfig, error) {
 	var cfg lbConfig
 	for _, p := range svc.Spec.Ports {
@@ -181,6 +185,9 @@ func configFor(svc *corev1.Service, needNodePorts bool) (lbConfig, error) {
 	}
 	if servicehelpers.RequestsOnlyLocalTraffic(svc) {
 		cfg.healthPort = svc.Spec.HealthCheckNodePort
+	}
+	if cfg.proxyProtocol, err = proxyProtocolOf(svc, needNodePorts); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

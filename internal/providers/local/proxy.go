@@ -94,6 +94,14 @@ func (t *tcpProxy) handle(c net.Conn) {
 		return
 	}
 	defer upstream.Close()
+	if t.b.sendsProxyProtocol() {
+		// Before any byte of the client's: the backend reads who the
+		// client is first.
+		hdr := proxyV2Header(c.RemoteAddr().(*net.TCPAddr).AddrPort(), c.LocalAddr().(*net.TCPAddr).AddrPort())
+		if _, err := upstream.Write(hdr); err != nil {
+			return
+		}
+	}
 	if !t.track(c, true) {
 		return
 	}

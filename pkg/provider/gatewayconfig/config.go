@@ -46,8 +46,9 @@ type Config struct {
 	Settings *Settings `json:"settings,omitempty"`
 }
 
-// Settings tune how a Gateway serves: its edge timeouts and how far it
-// trusts a client's X-Forwarded-For. The durations travel as nanoseconds;
+// Settings tune how a Gateway serves: its edge timeouts, how far it
+// trusts a client's X-Forwarded-For, and whether its load balancer
+// speaks the PROXY protocol. The durations travel as nanoseconds;
 // zero is the server's default.
 type Settings struct {
 	// RequestHeaderTimeout: a connection has this long to send a
@@ -66,6 +67,16 @@ type Settings struct {
 	// cloud's load balancer, which adds no header) append to
 	// X-Forwarded-For: 0 trusts nothing a client sends.
 	TrustedHops int `json:"trustedHops,omitempty"`
+	// ProxyProtocol: the cloud's load balancer sends a PROXY protocol
+	// header (HAProxy's, version 1 or 2) at the start of every TCP
+	// connection, and its source address is the client's. Every
+	// connection of the Gateway's HTTP, HTTPS, TLS and TCP ports must
+	// then carry one (a version 2 LOCAL header, a load balancer's
+	// health check, keeps the connection's own address); one without is
+	// closed. UDP ports are unaffected. A provider's own load balancer
+	// (provider.Gateways) terminates the client's connection itself and
+	// has no use for it.
+	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
 }
 
 // Port is one listening port; several Gateway listeners (HTTPS hostnames,
