@@ -104,5 +104,5 @@ func caOf(cfg *rest.Config) (func() ([]byte, error), error) {
 		data := cfg.CAData
 		return func() ([]byte, error) { return data, nil }, nil
 	}
-	return nil, errors.New("Outrigger's API connection names no CA of its own (a kubeconfig's certificate-authority, or the in-cluster ca.crt) to hand the plugin")
+	return nil, errors.New("the API connection of Outrigger names no CA of its own (a kubeconfig's certificate-authority, or the in-cluster ca.crt) to hand the plugin")
 }

@@ -153,7 +153,9 @@ func TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced(t *testing.T) {
 	go func() { done <- w.Start(runCtx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
 	})
 	token := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, plugintoken.TokenFile))
