@@ -124,7 +124,7 @@ func (w *Writer) Start(ctx context.Context) error {
 		w.last = h
 		w.mu.Unlock()
 		tokenRequests.WithLabelValues("written").Inc()
-		tokenExpiry.Set(float64(h.expires().Unix()))
+		tokenExpiry.WithLabelValues().Set(float64(h.expires().Unix()))
 		log.Info("Wrote the plugin's ServiceAccount token", "expires", h.expires().UTC(), "refreshAt", nextRequest(requested, h, 0).UTC())
 	}
 }
@@ -200,11 +200,13 @@ var (
 		Name: "outrigger_plugin_token_requests_total",
 		Help: "Tokens of the provider plugin's ServiceAccount (--plugin-service-account) asked for, by result: written (to --plugin-api-access-dir); failed (the request or the write, retried with backoff).",
 	}, []string{"result"})
-	// tokenExpiry is when the token written last expires.
-	tokenExpiry = prometheus.NewGauge(prometheus.GaugeOpts{
+	// tokenExpiry is when the token written last expires: a vector
+	// without labels, so that it is absent, not 0, until a token is
+	// written (without --plugin-service-account, never).
+	tokenExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "outrigger_plugin_token_expiry_timestamp_seconds",
 		Help: "When the provider plugin's token written last expires (Unix time); replaced at 80 % of its lifetime.",
-	})
+	}, nil)
 )
 
 func init() {

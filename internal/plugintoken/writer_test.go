@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -151,9 +152,13 @@ func TestTheTokenIsWrittenAtOnceAndReplacedAt80PercentOfItsLifetime(t *testing.T
 // that token has expired, and the next success replaces it.
 func TestAFailingRequestIsRetriedWithBackoffAndTheTokenKeptUntilItExpires(t *testing.T) {
 	s := &tokenServer{}
+	failedBefore := testutil.ToFloat64(tokenRequests.WithLabelValues("failed"))
 	w, clk, dir := startWriter(t, s)
 	poll.Until(t, 10*time.Second, "the first token", func() bool { return readFile(t, dir, TokenFile) == "token-1" })
 	waitForTimer(t, clk)
+	if exp := testutil.ToFloat64(tokenExpiry.WithLabelValues()); exp != float64(clk.Now().Add(time.Hour).Unix()) {
+		t.Errorf("outrigger_plugin_token_expiry_timestamp_seconds %v, want an hour from the request", exp)
+	}
 	s.setFail(true)
 	clk.Step(48 * time.Minute)
 	poll.Until(t, 10*time.Second, "a failed request", func() bool { return s.count() == 2 })
@@ -169,6 +174,9 @@ func TestAFailingRequestIsRetriedWithBackoffAndTheTokenKeptUntilItExpires(t *tes
 	}
 	if got := readFile(t, dir, TokenFile); got != "token-1" {
 		t.Errorf("token %q while failing, want token-1 kept", got)
+	}
+	if n := testutil.ToFloat64(tokenRequests.WithLabelValues("failed")) - failedBefore; n != 4 {
+		t.Errorf("outrigger_plugin_token_requests_total{result=failed} rose by %v, want 4", n)
 	}
 	if err := w.Ready(); err != nil {
 		t.Errorf("Ready before the token expired: %v", err)
