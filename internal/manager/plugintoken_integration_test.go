@@ -99,11 +99,12 @@ func TestThePluginActsAsItsOwnServiceAccountAndCannotReadSecrets(t *testing.T) {
 }
 
 // TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced: the writer
-// acting as an account holding only the chart's grant (create on
-// serviceaccounts/token of the plugin's account, by name) writes a working
-// token, replaces it once 80 % of its lifetime has passed on its clock with
-// another that works too, and cannot mint one for any other account of the
-// namespace.
+// acting as an account holding the chart's grant (create on
+// serviceaccounts/token of the plugin's account, by name) and, as
+// Outrigger's does, Secret reads, writes a working token, replaces it once
+// 80 % of its lifetime has passed on its clock with another that works
+// too, and cannot mint one for any other account of the namespace; the
+// plugin's token does not carry its minter's Secret reads.
 func TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced(t *testing.T) {
 	ctx := context.Background()
 	ns := pluginNamespace(t)
@@ -113,8 +114,12 @@ func TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The chart's grant, and the gateway-controller's Secret reads
+	// Outrigger's account holds beside it.
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "plugin-token", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"acme-plugin"}, Verbs: []string{"create"},
+	}, {
+		APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"},
 	}}}
 	if _, err := c.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -132,6 +137,9 @@ func TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced(t *testing.T) {
 		_, err := ccm.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "acme-plugin", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 		return err == nil, err
 	})
+	if _, err := ccm.CoreV1().Secrets(ns).Get(ctx, "tls-cert", metav1.GetOptions{}); err != nil {
+		t.Fatalf("Outrigger's account cannot read the Secret (the test proves nothing): %v", err)
+	}
 	if _, err := ccm.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "other", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("minting another account's token: err = %v, want Forbidden", err)
 	}
@@ -171,6 +179,9 @@ func TestTheChartsGrantMintsOnlyThePluginsTokenAndItIsReplaced(t *testing.T) {
 	// A client built now reads the new token.
 	if got := whoAmI(t, pluginClient(t, dir)); got != "system:serviceaccount:"+ns+":acme-plugin" {
 		t.Errorf("the second token is %s's", got)
+	}
+	if _, err := pluginClient(t, dir).CoreV1().Secrets(ns).Get(ctx, "tls-cert", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plugin's Secret read: err = %v, want Forbidden, though the account that minted its token reads it", err)
 	}
 	if err := w.Ready(); err != nil {
 		t.Errorf("Ready: %v", err)
