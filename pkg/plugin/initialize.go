@@ -46,7 +46,7 @@ func ClientBuilderFor(path string) cloudprovider.ControllerClientBuilder {
 		if _, err := rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
 			return noAPI{err: fmt.Errorf("the plugin has no Kubernetes API access (no --kubeconfig given and not in a pod): %w", err)}
 		}
-		return &inCluster{}
+		return &inCluster{load: rest.InClusterConfig}
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -62,6 +62,9 @@ func ClientBuilderFor(path string) cloudprovider.ControllerClientBuilder {
 // then the provider's Initialize fails (panics) with the reason and is run
 // again with backoff.
 type inCluster struct {
+	// load reads the files: rest.InClusterConfig.
+	load func() (*rest.Config, error)
+
 	mu  sync.Mutex
 	cfg *rest.Config
 }
@@ -70,7 +73,7 @@ func (b *inCluster) builder() (clientbuilder.SimpleControllerClientBuilder, erro
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.cfg == nil {
-		cfg, err := rest.InClusterConfig()
+		cfg, err := b.load()
 		if err != nil {
 			return clientbuilder.SimpleControllerClientBuilder{}, fmt.Errorf("the plugin has no Kubernetes API access (no --kubeconfig given, and no ServiceAccount token mounted or none written yet): %w", err)
 		}
