@@ -65,13 +65,19 @@ plugin:
 	if _, ok := mountAt(p, "/creds"); !ok {
 		t.Errorf("plugin mounts %+v, want /creds", p.VolumeMounts)
 	}
-	if m, ok := mountAt(p, "/var/run/secrets/kubernetes.io/serviceaccount"); !ok || m.Name != "kube-api-access" {
-		t.Errorf("plugin mounts %+v, want the ServiceAccount token with kubeAPIAccess", p.VolumeMounts)
+	if m, ok := mountAt(p, "/var/run/secrets/kubernetes.io/serviceaccount"); !ok || m.Name != "plugin-api-access" {
+		t.Errorf("plugin mounts %+v, want its own ServiceAccount's token with kubeAPIAccess", p.VolumeMounts)
 	}
-	role := clusterRole(t, objs, "system:cloud-controller-manager")
-	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
-		return slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get"})
-	}) {
+	// With a plugin, rbac.extraRules are the plugin's account's, not
+	// Outrigger's (TestRenderPluginOwnIdentity); without one, Outrigger's.
+	if !hasConfigMapGet(clusterRole(t, objs, "system:cloud-controller-manager:plugin").Rules) {
+		t.Errorf("the plugin's ClusterRole lacks rbac.extraRules")
+	}
+	if hasConfigMapGet(clusterRole(t, objs, "system:cloud-controller-manager").Rules) {
+		t.Errorf("Outrigger's ClusterRole holds rbac.extraRules meant for the plugin")
+	}
+	inProcess := renderObjects(t, "cloudProvider: acme\nrbac: {extraRules: [{apiGroups: [\"\"], resources: [configmaps], verbs: [get]}]}\n")
+	if role := clusterRole(t, inProcess, "system:cloud-controller-manager"); !hasConfigMapGet(role.Rules) {
 		t.Errorf("ClusterRole rules %+v lack rbac.extraRules", role.Rules)
 	}
 
@@ -89,6 +95,12 @@ plugin:
 			t.Errorf("values %q: err %v, want one naming %s", bad.values, err, bad.want)
 		}
 	}
+}
+
+func hasConfigMapGet(rules []rbacv1.PolicyRule) bool {
+	return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+		return slices.Equal(r.Resources, []string{"configmaps"}) && slices.Equal(r.Verbs, []string{"get"})
+	})
 }
 
 func clusterRole(t testing.TB, objs []*unstructured.Unstructured, name string) *rbacv1.ClusterRole {

@@ -69,6 +69,18 @@ var serviceAccounts = func() map[string]string {
 	return out
 }()
 
+// secretReaders are the ServiceAccounts of the controllers that read
+// Secrets (Descriptor.ReadsSecrets), by account, with the controller.
+var secretReaders = func() map[string]string {
+	out := map[string]string{}
+	for _, d := range controllers {
+		if d.ReadsSecrets {
+			out[d.ServiceAccount] = d.Name
+		}
+	}
+	return out
+}()
+
 // migrationAliases maps the names a migration config may use (the
 // kube-controller-manager's, and upstream CCM's short forms) to Outrigger's.
 var migrationAliases = func() map[string]string {

@@ -108,6 +108,8 @@ type Options struct {
 	TenantsSelector              string
 	TenantsDir                   string
 	TenantsReplicaID             string
+	PluginServiceAccount         serviceAccountRef
+	PluginAPIAccessDir           string
 
 	// tenant is set on the copy of the options one tenant's manager is
 	// built from (tenant mode); nil otherwise.
@@ -275,6 +277,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.StringVar(&o.TenantsSelector, "tenants-selector", o.TenantsSelector, "Tenant mode: label selector of the tenants' Secrets in --tenants-namespace (key kubeconfig; optional cloud-config and account). Empty: no Secrets, only --tenants-dir.")
 	fs.StringVar(&o.TenantsDir, "tenants-dir", o.TenantsDir, "Tenant mode: a directory of kubeconfig files, one tenant each (with --tenants-namespace, for the Leases).")
 	fs.StringVar(&o.TenantsReplicaID, "tenants-replica-id", o.TenantsReplicaID, "Tenant mode: this replica's identity in the tenant Leases, distinct for every replica. Empty: the host name and a random suffix.")
+	fs.Var(&o.PluginServiceAccount, "plugin-service-account", "NAMESPACE/NAME: a provider plugin's own ServiceAccount (docs/plugins.md). Every replica asks the TokenRequest API for its token (an hour's, replaced at 80 %) and writes it, with the API server's CA and the namespace, into --plugin-api-access-dir, which the plugin's container mounts at /var/run/secrets/kubernetes.io/serviceaccount: the plugin reaches the API as that account, not as Outrigger's.")
+	fs.StringVar(&o.PluginAPIAccessDir, "plugin-api-access-dir", o.PluginAPIAccessDir, "With --plugin-service-account: the directory (shared with the plugin's container) the token, ca.crt and namespace files are written to.")
 	fs.BoolVar(&o.DisableMetricsAuthentication, "disable-metrics-authentication", o.DisableMetricsAuthentication, "Serve /metrics without authenticating and authorizing the caller (for local development only); /configz, /debug and /console/ still authenticate theirs.")
 
 	logsapi.AddFlags(o.Logs, nfs.FlagSet("logs"))

@@ -67,7 +67,8 @@ func (p *providerInit) Start(ctx context.Context) error {
 // clientBuilder is what Initialize gets, as upstream hands it: with
 // --use-service-account-credentials, clients of the ServiceAccount in
 // kube-system each name asks for (created when missing), with tokens from
-// the TokenRequest API; else clients of Outrigger's own identity. A
+// the TokenRequest API, except the accounts of Outrigger's controllers
+// that read Secrets; else clients of Outrigger's own identity. A
 // provider's own main (package app) hands its own.
 func (p *providerInit) clientBuilder() cloudprovider.ControllerClientBuilder {
 	if ext := p.opts.Extension; ext != nil && ext.ClientBuilder != nil {
@@ -75,10 +76,55 @@ func (p *providerInit) clientBuilder() cloudprovider.ControllerClientBuilder {
 	}
 	if p.opts.UseServiceAccountCredentials {
 		if core, err := kubernetes.NewForConfig(p.config); err == nil {
-			return clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(p.config), core.CoreV1(), "kube-system")
+			return refusingBuilder{inner: clientbuilder.NewDynamicClientBuilder(rest.AnonymousClientConfig(p.config), core.CoreV1(), "kube-system"), refused: secretReaders}
 		}
 	}
 	return clientBuilder{p.config}
+}
+
+// refusingBuilder hands a provider the credentials of the ServiceAccount
+// each name asks for, except those of Outrigger's own controllers that
+// read Secrets (refused, by account, with the controller): a provider
+// asking for "gateway-controller" would get the Secret rights the
+// controller's account holds for its own work, not the provider's.
+type refusingBuilder struct {
+	inner   cloudprovider.ControllerClientBuilder
+	refused map[string]string
+}
+
+func (b refusingBuilder) check(name string) error {
+	if c, ok := b.refused[name]; ok {
+		return fmt.Errorf("a provider's client builder does not hand out kube-system/%s: it is the %s's account, which reads Secrets; ask for a name of the provider's own and grant it what the provider needs", name, c)
+	}
+	return nil
+}
+
+func (b refusingBuilder) Config(name string) (*rest.Config, error) {
+	if err := b.check(name); err != nil {
+		return nil, err
+	}
+	return b.inner.Config(name)
+}
+
+func (b refusingBuilder) ConfigOrDie(name string) *rest.Config {
+	if err := b.check(name); err != nil {
+		panic(err)
+	}
+	return b.inner.ConfigOrDie(name)
+}
+
+func (b refusingBuilder) Client(name string) (kubernetes.Interface, error) {
+	if err := b.check(name); err != nil {
+		return nil, err
+	}
+	return b.inner.Client(name)
+}
+
+func (b refusingBuilder) ClientOrDie(name string) kubernetes.Interface {
+	if err := b.check(name); err != nil {
+		panic(err)
+	}
+	return b.inner.ClientOrDie(name)
 }
 
 // afterInit is the manager controllers are set up with: every runnable they

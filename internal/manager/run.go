@@ -51,6 +51,7 @@ func New(ctx context.Context, opts *Options, reg *provider.Registry) (manager.Ma
 		b.newManager,
 		b.buildProviders,
 		b.serveHealth,
+		b.writePluginToken,
 		b.initProviders,
 		b.watchCloudCalls,
 		b.makeIdentities,

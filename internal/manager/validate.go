@@ -36,6 +36,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--cloud-provider is required (or --cloud-providers-file)"))
 	}
 	errs = append(errs, o.validateTenants()...)
+	errs = append(errs, o.validatePluginToken()...)
 	if _, err := o.EnabledControllers(); err != nil {
 		errs = append(errs, err)
 	}

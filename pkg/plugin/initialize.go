@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -37,27 +38,80 @@ type ServeOptions struct {
 }
 
 // ClientBuilderFor is the client builder of a plugin's Kubernetes access:
-// the kubeconfig at path, else the pod's ServiceAccount. Without either it
-// is a builder whose clients fail with an error that says so (a provider
-// that needs none never notices).
+// the kubeconfig at path, else the pod's ServiceAccount files. Without
+// either it is a builder whose clients fail with an error that says so (a
+// provider that needs none never notices).
 func ClientBuilderFor(path string) cloudprovider.ControllerClientBuilder {
-	var (
-		cfg *rest.Config
-		err error
-	)
-	if path != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", path)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		what := "no --kubeconfig given and no ServiceAccount token mounted"
-		if path != "" {
-			what = "--kubeconfig " + path
+	if path == "" {
+		if _, err := rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
+			return noAPI{err: fmt.Errorf("the plugin has no Kubernetes API access (no --kubeconfig given and not in a pod): %w", err)}
 		}
-		return noAPI{err: fmt.Errorf("the plugin has no Kubernetes API access (%s): %w", what, err)}
+		return &inCluster{load: rest.InClusterConfig}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return noAPI{err: fmt.Errorf("the plugin has no Kubernetes API access (--kubeconfig %s): %w", path, err)}
 	}
 	return clientbuilder.SimpleControllerClientBuilder{ClientConfig: cfg}
+}
+
+// inCluster is the builder of the pod's ServiceAccount files, read when a
+// client is first asked for, and again on every ask until they are there:
+// the plugin's own token, which Outrigger writes
+// (--plugin-service-account), may come after the plugin started. Until
+// then the provider's Initialize fails (panics) with the reason and is run
+// again with backoff.
+type inCluster struct {
+	// load reads the files: rest.InClusterConfig.
+	load func() (*rest.Config, error)
+
+	mu  sync.Mutex
+	cfg *rest.Config
+}
+
+func (b *inCluster) builder() (clientbuilder.SimpleControllerClientBuilder, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cfg == nil {
+		cfg, err := b.load()
+		if err != nil {
+			return clientbuilder.SimpleControllerClientBuilder{}, fmt.Errorf("the plugin has no Kubernetes API access (no --kubeconfig given, and no ServiceAccount token mounted or none written yet): %w", err)
+		}
+		b.cfg = cfg
+	}
+	return clientbuilder.SimpleControllerClientBuilder{ClientConfig: b.cfg}, nil
+}
+
+func (b *inCluster) Config(name string) (*rest.Config, error) {
+	sb, err := b.builder()
+	if err != nil {
+		return nil, err
+	}
+	return sb.Config(name)
+}
+
+func (b *inCluster) ConfigOrDie(name string) *rest.Config {
+	cfg, err := b.Config(name)
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
+func (b *inCluster) Client(name string) (kubernetes.Interface, error) {
+	sb, err := b.builder()
+	if err != nil {
+		return nil, err
+	}
+	return sb.Client(name)
+}
+
+func (b *inCluster) ClientOrDie(name string) kubernetes.Interface {
+	c, err := b.Client(name)
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // noAPI is the client builder of a plugin without Kubernetes API access.

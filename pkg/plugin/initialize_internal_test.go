@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,5 +181,48 @@ func TestNoCallWaitsBehindAnotherInformerSync(t *testing.T) {
 	}
 	if err := o.ensure(context.Background()); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestInClusterAccessIsReadOnceItIsThere: in a pod, a client asked for
+// before the ServiceAccount files are there (the plugin's own token, which
+// Outrigger writes after both containers started) fails saying so, and
+// the next ask reads them again: the provider's Initialize, run again with
+// backoff, then gets its clients.
+func TestInClusterAccessIsReadOnceItIsThere(t *testing.T) {
+	var loads atomic.Int32
+	written := atomic.Bool{}
+	token := t.TempDir() + "/token"
+	if err := os.WriteFile(token, []byte("plugin-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &inCluster{load: func() (*rest.Config, error) {
+		loads.Add(1)
+		if !written.Load() {
+			return nil, errors.New("open /var/run/secrets/kubernetes.io/serviceaccount/token: no such file or directory")
+		}
+		return &rest.Config{Host: "https://127.0.0.1:6443", BearerTokenFile: token}, nil
+	}}
+	if _, err := b.Config("acme"); err == nil || !strings.Contains(err.Error(), "no ServiceAccount token mounted or none written yet") {
+		t.Fatalf("Config before the token: err = %v, want one saying the token is not there", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("ClientOrDie before the token did not panic")
+			}
+		}()
+		b.ClientOrDie("acme")
+	}()
+	written.Store(true)
+	cfg, err := b.Config("acme")
+	if err != nil || cfg.BearerTokenFile == "" || !strings.Contains(cfg.UserAgent, "acme") {
+		t.Fatalf("Config once the token is there: %+v, %v", cfg, err)
+	}
+	if _, err := b.Client("other"); err != nil {
+		t.Errorf("Client: %v", err)
+	}
+	if n := loads.Load(); n != 3 {
+		t.Errorf("the files were read %d times, want 3: until they were there, then kept", n)
 	}
 }

@@ -45,6 +45,36 @@ grpc
 {{- end -}}
 {{- end }}
 
+{{/*
+"true" when the plugin reaches the Kubernetes API, as a ServiceAccount of
+its own (<name>-plugin) whose token Outrigger writes into the emptyDir
+plugin-api-access; else empty. Refuses what cannot work with it.
+*/}}
+{{- define "outrigger.pluginAPIAccess" -}}
+{{- if and .Values.plugin.enabled .Values.plugin.kubeAPIAccess -}}
+{{- if .Values.tenants.enabled -}}
+{{- fail "plugin.kubeAPIAccess does not go with tenants.enabled: the plugin's token is of one cluster's ServiceAccount" -}}
+{{- end -}}
+true
+{{- else if and .Values.plugin.enabled .Values.rbac.extraRules -}}
+{{- fail "rbac.extraRules are the plugin's own rights with plugin.enabled (the provider's code runs there): they need plugin.kubeAPIAccess, without which the plugin has no Kubernetes access" -}}
+{{- end -}}
+{{- end }}
+
+{{/* The plugin's own ServiceAccount (plugin.kubeAPIAccess). */}}
+{{- define "outrigger.pluginServiceAccountName" -}}
+{{ .Values.name }}-plugin
+{{- end }}
+
+{{/*
+Where the outrigger container writes the plugin's token, CA and namespace
+(--plugin-api-access-dir); the plugin container mounts the same emptyDir
+where the kubelet mounts a ServiceAccount's.
+*/}}
+{{- define "outrigger.pluginAPIAccessDir" -}}
+/run/plugin-api-access
+{{- end }}
+
 {{/* The plugin's socket, in the emptyDir both containers mount at /run/outrigger. */}}
 {{- define "outrigger.pluginEndpoint" -}}
 unix:///run/outrigger/plugin.sock
@@ -104,6 +134,10 @@ refusing a runAsUser set elsewhere to another.
 - --tenants-namespace={{ include "outrigger.tenantsNamespace" . }}
 - --tenants-selector={{ .Values.tenants.selector }}
 - --tenants-replica-id=$(POD_NAME)
+{{- end }}
+{{- if include "outrigger.pluginAPIAccess" . }}
+- --plugin-service-account={{ .Release.Namespace }}/{{ include "outrigger.pluginServiceAccountName" . }}
+- --plugin-api-access-dir={{ include "outrigger.pluginAPIAccessDir" . }}
 {{- end }}
 {{- if .Values.gateway.enabled }}
 - --gateway-data-plane-image={{ .Values.gateway.dataPlaneImage | default (include "outrigger.image" .) }}

@@ -11,7 +11,8 @@ import (
 
 // TestPluginServerSideDryRun applies, as TestServerSideDryRun does, the
 // objects of a provider plugin run as a sidecar (a second container, the
-// socket's emptyDir, the grpc provider's ConfigMap, one uid for both) and
+// socket's emptyDir, the grpc provider's ConfigMap, one uid for both; the
+// plugin's own ServiceAccount, its token's in-memory emptyDir and RBAC) and
 // of the secure port's bind addresses: the API server accepts each.
 func TestPluginServerSideDryRun(t *testing.T) {
 	c := newCluster(t)
@@ -30,6 +31,10 @@ cloudProvider: grpc
 securityContext: {runAsNonRoot: true, runAsUser: 1000}
 plugin: {enabled: true, image: {repository: registry.example/acme-plugin}, command: [/acme-plugin], runAsUser: 1000}
 hostNetwork: false
+`},
+		{name: "plugin with its own ServiceAccount", values: `
+plugin: {enabled: true, image: {repository: registry.example/acme-plugin}, kubeAPIAccess: true}
+rbac: {extraRules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]}
 `},
 		{name: "bind address on all addresses", values: "cloudProvider: sim\nbindAddress: \"\"\n"},
 		{name: "bind address given", values: "cloudProvider: sim\nbindAddress: 198.18.0.7\n"},

@@ -27,6 +27,7 @@ func TestPodSecurity(t *testing.T) {
 	}{
 		{"defaults, restricted", "cloudProvider: sim\n", "restricted", true},
 		{"plugin sidecar, restricted", plugin, "restricted", true},
+		{"plugin with its own ServiceAccount, restricted", "plugin: {enabled: true, image: {repository: registry.example/acme-plugin, tag: v1}, kubeAPIAccess: true}\n", "restricted", true},
 		{"without the seccomp profile, restricted", "cloudProvider: sim\npodSecurityContext: null\n", "restricted", false},
 		{"host network, restricted", "cloudProvider: sim\nhostNetwork: true\n", "restricted", false},
 		{"host network, baseline", "cloudProvider: sim\nhostNetwork: true\n", "baseline", false},

@@ -43,6 +43,10 @@ type Descriptor struct {
 	// ServiceAccount is the kube-system ServiceAccount it acts as with
 	// --use-service-account-credentials, upstream's name.
 	ServiceAccount string
+	// ReadsSecrets says that ServiceAccount may read Secrets: its
+	// credentials are never handed to a provider that asks its client
+	// builder for them by name (issue #59).
+	ReadsSecrets bool
 	// Upstream says it is one of upstream's controllers a provider's main
 	// gets from app.DefaultInitFuncConstructors.
 	Upstream bool

@@ -19,7 +19,9 @@ import (
 var Descriptor = descriptor.Descriptor{
 	Name:           Name,
 	ServiceAccount: "gateway-controller",
-	Served:         gatewayAPIServed,
+	// The certificates of HTTPS listeners, in any namespace.
+	ReadsSecrets: true,
+	Served:       gatewayAPIServed,
 	Skip: func(ctx context.Context, mgr manager.Manager, p descriptor.Provider, cfg *descriptor.Config) string {
 		if why := needsLoadBalancers(p, cfg); why != "" {
 			return why
