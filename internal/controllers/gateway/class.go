@@ -47,6 +47,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGRPCRouteNamedRouteRule,
 	features.SupportHTTPRouteNamedRouteRule,
 	features.SupportHTTPRouteBackendProtocolH2C,
+	features.SupportHTTPRouteCORS,
 	features.SupportGatewayHTTPListenerIsolation,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
