@@ -81,7 +81,7 @@ func attachOne(w *world, listeners []*listenerState, rt route, ref gwv1.ParentRe
 
 	if rt.kind.layer7() {
 		rules, _ := rt.kind.httpRules(rt.obj)
-		if msg := invalidRegex(rules); msg != "" {
+		if msg := invalidValue(rules); msg != "" {
 			accepted = cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonUnsupportedValue), msg, 0)
 			return accepted, resolved
 		}

@@ -146,29 +146,50 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 
 // validRule refuses what the data plane cannot do in a rule it still
 // serves: a filter it does not implement (that rule's requests answer
-// 500). Regular expressions are checked for the whole route, by
-// invalidRegex.
+// 500), on the rule or on a backendRef. A CORS filter is served on the
+// rule only: on a backendRef the specification leaves it to the
+// implementation (Extended), and the data plane, which answers a
+// preflight before it picks a backend, does not take it there.
+// Regular expressions and the filters' values are checked for the whole
+// route, by invalidValue.
 func validRule(rule gwv1.HTTPRouteRule) string {
 	for _, f := range rule.Filters {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier,
-			gwv1.HTTPRouteFilterRequestRedirect, gwv1.HTTPRouteFilterURLRewrite:
+			gwv1.HTTPRouteFilterRequestRedirect, gwv1.HTTPRouteFilterURLRewrite, gwv1.HTTPRouteFilterCORS:
 		default:
 			return fmt.Sprintf("filter %s is not supported", f.Type)
+		}
+	}
+	for _, br := range rule.BackendRefs {
+		for _, f := range br.Filters {
+			if f.Type == gwv1.HTTPRouteFilterCORS {
+				return fmt.Sprintf("filter %s is not supported on a backendRef (backendRef %s); set it on the rule", f.Type, br.Name)
+			}
 		}
 	}
 	return ""
 }
 
-// invalidRegex names the first regular expression of a route's matches
-// (or timeout) that the data plane cannot compile, as it compiles them (a path anchored
-// whole, header and query values as given), or "". The data plane refuses
-// a whole configuration holding one, so such a route is not accepted and
-// nothing of it is programmed: it costs only itself.
-func invalidRegex(rules []gwv1.HTTPRouteRule) string {
+// invalidValue names the first value of a route's rules that the data
+// plane cannot compile, as it compiles them: a regular expression of a
+// match (a path anchored whole, header and query values as given), a
+// timeout, a CORS filter's settings (an origin the CRD's pattern lets
+// through, such as port 0); or "". The data plane refuses a whole
+// configuration holding one, so such a route is not accepted and nothing
+// of it is programmed: it costs only itself.
+func invalidValue(rules []gwv1.HTTPRouteRule) string {
 	for ri, rule := range rules {
 		if err := dataplane.CheckTimeouts(rule.Timeouts); err != nil {
 			return fmt.Sprintf("rule %d: %v", ri, err)
+		}
+		for _, f := range rule.Filters {
+			if f.Type != gwv1.HTTPRouteFilterCORS {
+				continue
+			}
+			if err := dataplane.CheckCORS(f.CORS); err != nil {
+				return fmt.Sprintf("rule %d: filter CORS: %v", ri, err)
+			}
 		}
 		for mi, m := range rule.Matches {
 			where := fmt.Sprintf("rule %d match %d", ri, mi)

@@ -46,18 +46,18 @@ spec:
 `
 
 // FuzzCompile gives a tenant's route hostile values in every field a
-// regular expression, a path or a header reaches, and holds compile to
+// regular expression, a path, a header or a CORS origin reaches, and holds compile to
 // what a shared Gateway relies on: no panic; whatever it programs, the
 // data plane's own code applies (a programming the pods refuse would
 // freeze every route of the Gateway); and the well-behaved route is
 // programmed whatever the other holds.
 func FuzzCompile(f *testing.F) {
-	f.Add("fuzz.example.com", uint8(0), "/a", "X-Id", "[0-9", uint8(1), "id", "(", uint8(1), "GET", "/b", "X-Add", "v")
-	f.Add("*.example.com", uint8(2), "/a/(", "x", "v", uint8(0), "q", "v", uint8(0), "", "", "", "")
-	f.Add("q.example.com", uint8(0), "/", "", "", uint8(0), "id", "(", uint8(1), "", "", "", "")
-	f.Add("", uint8(1), "/../admin", "", "", uint8(0), "", "", uint8(0), "PATCH", "/%2F", "bad header", "\n")
+	f.Add("fuzz.example.com", uint8(0), "/a", "X-Id", "[0-9", uint8(1), "id", "(", uint8(1), "GET", "/b", "X-Add", "v", "https://*.example.com")
+	f.Add("*.example.com", uint8(2), "/a/(", "x", "v", uint8(0), "q", "v", uint8(0), "", "", "", "", "https://example.com:0")
+	f.Add("q.example.com", uint8(0), "/", "", "", uint8(0), "id", "(", uint8(1), "", "", "", "", "")
+	f.Add("", uint8(1), "/../admin", "", "", uint8(0), "", "", uint8(0), "PATCH", "/%2F", "bad header", "\n", "null")
 	f.Fuzz(func(t *testing.T, host string, pathType uint8, path, header, headerValue string, headerRegex uint8,
-		query, queryValue string, queryRegex uint8, method, rewrite, addName, addValue string) {
+		query, queryValue string, queryRegex uint8, method, rewrite, addName, addValue, origin string) {
 		w := worldOf(t, "fuzz", []byte(fuzzWorld))
 		var r *gwv1.HTTPRoute
 		for _, rt := range w.routes {
@@ -100,6 +100,11 @@ func FuzzCompile(f *testing.F) {
 		if addName != "" {
 			rule.Filters = append(rule.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterRequestHeaderModifier,
 				RequestHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{{Name: gwv1.HTTPHeaderName(addName), Value: addValue}}}})
+		}
+
+		if origin != "" {
+			rule.Filters = append(rule.Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterCORS,
+				CORS: &gwv1.HTTPCORSFilter{AllowOrigins: []gwv1.CORSOrigin{gwv1.CORSOrigin(origin)}, AllowHeaders: []gwv1.HTTPHeaderName{gwv1.HTTPHeaderName(addName)}}})
 		}
 
 		res := compile(w)

@@ -47,6 +47,7 @@ type rule struct {
 	headers  []valueMatch
 	query    []valueMatch
 	filters  []gwv1.HTTPRouteFilter
+	cors     *corsPolicy
 	backends []Backend
 	grpc     bool
 	timeouts routeTimeouts
@@ -113,6 +114,13 @@ func compileRule(cr Rule) (*rule, error) {
 		return nil, err
 	}
 	ru.timeouts = t
+	for _, f := range cr.Filters {
+		if f.Type == gwv1.HTTPRouteFilterCORS {
+			if ru.cors, err = compileCORS(f.CORS); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if p := cr.Match.Path; p != nil {
 		if p.Type != nil {
 			ru.path = *p.Type
@@ -293,6 +301,13 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 
 func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
 	takenBy(w, ru.route)
+	var cors *corsAnswer
+	if ru.cors != nil {
+		var done bool
+		if cors, done = serveCORS(w, req, ru.cors); done {
+			return
+		}
+	}
 	var respMods []*gwv1.HTTPHeaderFilter
 	for i := range ru.filters {
 		f := &ru.filters[i]
@@ -335,7 +350,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		fl.add(f)
 		defer fl.done(f)
 	}
-	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, respMods: respMods})
+	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, respMods: respMods, cors: cors})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

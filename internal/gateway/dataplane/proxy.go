@@ -117,8 +117,17 @@ func New(o Options) *Proxy {
 			setForwarded(pr, p.settings.Load().trustedHops)
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			for _, m := range targetOf(resp.Request.Context()).respMods {
+			t := targetOf(resp.Request.Context())
+			if t.cors != nil {
+				stripCORS(resp.Header)
+			}
+			for _, m := range t.respMods {
 				modifyHeaders(resp.Header, m)
+			}
+			if t.cors != nil && t.cors.exposeAll {
+				if names := exposeAllOf(resp.Header); names != "" {
+					resp.Header.Set("Access-Control-Expose-Headers", names)
+				}
 			}
 			return nil
 		},
@@ -151,6 +160,9 @@ type target struct {
 	address  string
 	h2c      bool
 	respMods []*gwv1.HTTPHeaderFilter
+	// cors is the answer of the rule's CORS filter, whose headers are set
+	// on the response already; nil without one.
+	cors *corsAnswer
 }
 
 func withTarget(ctx context.Context, t target) context.Context {
