@@ -161,9 +161,13 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 			return fmt.Sprintf("filter %s is not supported", f.Type)
 		}
 	}
+	// On a backendRef the data plane applies the header modifiers only;
+	// another filter there is refused rather than dropped, as a rule's.
 	for _, br := range rule.BackendRefs {
 		for _, f := range br.Filters {
-			if f.Type == gwv1.HTTPRouteFilterCORS {
+			switch f.Type {
+			case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier:
+			default:
 				return fmt.Sprintf("filter %s is not supported on a backendRef (backendRef %s); set it on the rule", f.Type, br.Name)
 			}
 		}

@@ -53,6 +53,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 	features.SupportGatewayStaticAddresses,
 	features.SupportGatewayAddressEmpty,
+	features.SupportGatewayFrontendClientCertificateValidation,
+	features.SupportGatewayFrontendClientCertificateValidationInsecureFallback,
 	features.SupportHTTPRouteRequestTimeout,
 	features.SupportHTTPRouteBackendTimeout,
 	features.SupportTLSRoute,

@@ -30,7 +30,10 @@ type world struct {
 	// services by namespace/name.
 	services map[types.NamespacedName]*corev1.Service
 	// secrets by namespace/name: the certificates listeners refer to.
-	secrets    map[types.NamespacedName]*corev1.Secret
+	secrets map[types.NamespacedName]*corev1.Secret
+	// caMaps by namespace/name: the ConfigMaps spec.tls.frontend's
+	// caCertificateRefs name, read as secrets are (frontend.go).
+	caMaps     map[types.NamespacedName]*corev1.ConfigMap
 	grants     []*gwv1.ReferenceGrant
 	namespaces map[string]*corev1.Namespace
 	// classParameters is the GatewayClass's parametersRef (nil none).
@@ -59,9 +62,13 @@ type result struct {
 	// routeParents are the parent statuses of every route that names
 	// this Gateway, by kind and namespace/name.
 	routeParents map[routeKey][]gwv1.RouteParentStatus
-	// missingSecrets: a certificate Secret a listener names does not
-	// exist (yet); it is read again soon.
+	// missingSecrets: a certificate Secret (or CA ConfigMap) a listener
+	// names does not exist (yet); it is read again soon.
 	missingSecrets bool
+	// insecureFrontend: a client validation of the Gateway serves
+	// clients without a valid certificate (its
+	// InsecureFrontendValidationMode condition).
+	insecureFrontend bool
 	// params are the Gateway's settings (the defaults when refused):
 	// those of its load balancer's Service and Deployment here, those of
 	// the data plane in config.
@@ -109,12 +116,15 @@ type listenerState struct {
 	// l7hosts are the effective hostnames of the HTTPRoutes and
 	// GRPCRoutes attached, by kind: a route of one kind whose hostnames
 	// meet the other kind's is not attached (the older route wins).
-	l7hosts    map[string][]string
-	certs      []dataplane.Certificate
-	hostname   string
-	attached   int32
-	hosts      map[string][]ruleEntry // HTTP: effective hostname -> rules
-	l4backends []dataplane.Backend
+	l7hosts map[string][]string
+	certs   []dataplane.Certificate
+	// clientValidation is an HTTPS listener's port's check of client
+	// certificates (spec.tls.frontend), nil none.
+	clientValidation *dataplane.ClientValidation
+	hostname         string
+	attached         int32
+	hosts            map[string][]ruleEntry // HTTP: effective hostname -> rules
+	l4backends       []dataplane.Backend
 	// tlsHosts are a TLS listener's server names, each the oldest
 	// TLSRoute's that gave it (in the order given).
 	tlsHosts []dataplane.TLSHost
@@ -230,6 +240,20 @@ func compile(w *world) *result {
 				ls.valid = false
 			}
 		}
+		if v := frontendValidation(gw, l.Port); ls.valid && l.Protocol == gwv1.HTTPSProtocolType && v != nil {
+			out := resolveClientValidation(v, w)
+			r.missingSecrets = r.missingSecrets || out.missing
+			if out.reason != "" {
+				resolved = cond(string(gwv1.ListenerConditionResolvedRefs), false, out.reason, out.message, gen)
+			}
+			if out.validation == nil {
+				// No authority to check clients against: the port is
+				// not served rather than served unchecked.
+				accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonNoValidCACertificate), out.message, gen)
+				ls.valid = false
+			}
+			ls.clientValidation = out.validation
+		}
 		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
 		if !ls.valid {
 			programmed.Reason = string(gwv1.ListenerReasonInvalid)
@@ -277,6 +301,9 @@ func compile(w *world) *result {
 			order = append(order, k)
 		}
 		pb.port.Certificates = append(pb.port.Certificates, ls.certs...)
+		if ls.clientValidation != nil {
+			pb.port.ClientValidation = ls.clientValidation
+		}
 		pb.port.Backends = append(pb.port.Backends, ls.l4backends...)
 		for _, h := range ls.tlsHosts {
 			// As HTTP: a server name a more specific listener of the
@@ -339,6 +366,7 @@ func compile(w *world) *result {
 	default:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen)
 	}
+	r.insecureFrontend = insecureFrontend(gw)
 	return r
 }
 

@@ -21,6 +21,7 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 		gateway:    gw,
 		services:   map[types.NamespacedName]*corev1.Service{},
 		secrets:    map[types.NamespacedName]*corev1.Secret{},
+		caMaps:     map[types.NamespacedName]*corev1.ConfigMap{},
 		namespaces: map[string]*corev1.Namespace{},
 	}
 	for _, k := range r.kinds {
@@ -94,6 +95,33 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 				continue
 			}
 			w.secrets[key] = &s
+		}
+	}
+	// The certificate authorities client validation names, read as the
+	// certificates are.
+	for _, l := range gw.Spec.Listeners {
+		v := frontendValidation(gw, l.Port)
+		if l.Protocol != gwv1.HTTPSProtocolType || v == nil {
+			continue
+		}
+		for _, ref := range v.CACertificateRefs {
+			key, ok := readableCA(gw, ref, w.grants)
+			if _, done := w.caMaps[key]; !ok || done {
+				continue
+			}
+			if r.secretReads != nil {
+				if err := r.secretReads.Wait(ctx); err != nil {
+					return w, err
+				}
+			}
+			var cm corev1.ConfigMap
+			if err := r.reader.Get(ctx, key, &cm); err != nil {
+				if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+					errs = append(errs, fmt.Errorf("reading CA ConfigMap %s: %w", key, err))
+				}
+				continue
+			}
+			w.caMaps[key] = &cm
 		}
 	}
 	return w, errors.Join(errs...)

@@ -111,6 +111,12 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	gw.Status.Addresses = addrs
 	setCondition(&gw.Status.Conditions, res.accepted)
 	setCondition(&gw.Status.Conditions, programmed)
+	if res.insecureFrontend {
+		setCondition(&gw.Status.Conditions, cond(string(gwv1.GatewayConditionInsecureFrontendValidationMode), true, string(gwv1.GatewayReasonConfigurationChanged),
+			"a client validation is AllowInsecureFallback: clients without a valid certificate are served", gen))
+	} else {
+		meta.RemoveStatusCondition(&gw.Status.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))
+	}
 	listeners := make([]gwv1.ListenerStatus, 0, len(res.listeners))
 	for _, ls := range res.listeners {
 		var prev []metav1.Condition

@@ -13,6 +13,9 @@ type compiled struct {
 	certs    []certificate
 	backends []Backend
 	sni      *sniRouter
+	// clientAuth is an HTTPS port's check of client certificates; nil
+	// asks for none.
+	clientAuth *clientAuth
 }
 
 // compileConfig turns cfg into each port's programming, or says why it
@@ -37,6 +40,9 @@ func compileConfig(cfg *Config, reverse *httputil.ReverseProxy) (map[portKey]com
 			}
 			if port.Protocol == HTTPS && len(c.certs) == 0 {
 				return nil, fmt.Errorf("port %d: HTTPS without a certificate", port.Port)
+			}
+			if c.clientAuth, err = compileClientAuth(port); err != nil {
+				return nil, err
 			}
 		case TLS:
 			r, err := compileSNI(port.TLSHosts)

@@ -26,6 +26,8 @@ type (
 	Backend     = gatewayconfig.Backend
 	ServicePort = gatewayconfig.ServicePort
 	TLSHost     = gatewayconfig.TLSHost
+	// ClientValidation is an HTTPS port's check of client certificates.
+	ClientValidation = gatewayconfig.ClientValidation
 )
 
 // The protocols served.

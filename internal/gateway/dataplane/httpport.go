@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"net/http"
 	"sync"
@@ -175,12 +174,7 @@ func (p *Proxy) httpServer(s *served, requestHeader, idle time.Duration) *http.S
 		},
 	}
 	if s.protocol == HTTPS {
-		srv.TLSConfig = &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-				return pickCertificate(*s.certs.Load(), hello.ServerName)
-			},
-		}
+		srv.TLSConfig = serverTLS(s)
 	}
 	return srv
 }

@@ -62,8 +62,11 @@ type served struct {
 	protocol Protocol
 	router   atomic.Pointer[router]
 	certs    atomic.Pointer[[]certificate]
-	backends atomic.Pointer[[]Backend]
-	close    func()
+	// clientAuth is an HTTPS port's check of client certificates (nil
+	// inside: none).
+	clientAuth atomic.Pointer[clientAuth]
+	backends   atomic.Pointer[[]Backend]
+	close      func()
 	// drain stops accepting and lets what is in flight finish until ctx
 	// ends, then closes.
 	drain func(ctx context.Context)
@@ -216,6 +219,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s := &served{protocol: c.port.Protocol}
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
+		s.clientAuth.Store(c.clientAuth)
 		s.backends.Store(&c.backends)
 		s.sni.Store(c.sni)
 		if err := p.open(k, s, st); err != nil {
@@ -235,6 +239,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s := p.ports[k]
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
+		s.clientAuth.Store(c.clientAuth)
 		s.backends.Store(&c.backends)
 		s.sni.Store(c.sni)
 		s.flights.revoke(c.router)

@@ -93,6 +93,21 @@ type Port struct {
 	Backends []Backend `json:"backends,omitempty"`
 	// TLSHosts serve a TLS port, by the client's server name.
 	TLSHosts []TLSHost `json:"tlsHosts,omitempty"`
+	// ClientValidation, on an HTTPS port, asks each client for a
+	// certificate and checks it (the Gateway's spec.tls.frontend for the
+	// port); nil asks for none.
+	ClientValidation *ClientValidation `json:"clientValidation,omitempty"`
+}
+
+// ClientValidation is how an HTTPS port checks its clients' certificates.
+type ClientValidation struct {
+	// CAPEM are the certificate authorities a client's certificate must
+	// chain to, PEM.
+	CAPEM []byte `json:"caPEM"`
+	// InsecureFallback serves a client without a certificate, or with one
+	// that does not chain to CAPEM, too (AllowInsecureFallback): the
+	// backend decides.
+	InsecureFallback bool `json:"insecureFallback,omitempty"`
 }
 
 // TLSHost is the TLSRoute that serves one server name of a TLS port ("" a
