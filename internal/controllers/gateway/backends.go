@@ -107,9 +107,20 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 				b.Filters = br.Filters
 				backends = append(backends, b)
 			}
+			// A mirror that does not resolve is left out (the spec: not
+			// configured), and ResolvedRefs says why; the rule serves.
+			var mirrors []dataplane.Mirror
+			for _, f := range rule.Filters {
+				if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+					if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid {
+						mirrors = append(mirrors, mirrorOf(b, f.RequestMirror))
+					}
+				}
+			}
 			if err := validRule(rule); err != "" {
 				fail(gwv1.RouteReasonUnsupportedValue, err)
 				backends = []dataplane.Backend{{Weight: 1, Invalid: true}}
+				mirrors = nil
 			}
 			matches := rule.Matches
 			if len(matches) == 0 {
@@ -117,7 +128,7 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 			}
 			for mi, m := range matches {
 				e := ruleEntry{
-					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts},
+					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts, Mirrors: mirrors},
 					created: rt.obj.GetCreationTimestamp(), route: name, index: ri,
 				}
 				if grpc != nil {
@@ -153,6 +164,10 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier,
 			gwv1.HTTPRouteFilterRequestRedirect, gwv1.HTTPRouteFilterURLRewrite:
+		case gwv1.HTTPRouteFilterRequestMirror:
+			if f.RequestMirror == nil {
+				return "filter RequestMirror has no requestMirror"
+			}
 		default:
 			return fmt.Sprintf("filter %s is not supported", f.Type)
 		}

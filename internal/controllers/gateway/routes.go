@@ -205,7 +205,8 @@ func (k *routeKind) layer7() bool {
 	return k.httpRules != nil
 }
 
-// backendRefs are the backends a route of the kind names.
+// backendRefs are the backends a route of the kind names, its rules'
+// request mirrors included.
 func (k *routeKind) backendRefs(o client.Object) []gwv1.BackendObjectReference {
 	var refs []gwv1.BackendObjectReference
 	if k.layer7() {
@@ -213,6 +214,11 @@ func (k *routeKind) backendRefs(o client.Object) []gwv1.BackendObjectReference {
 		for _, rule := range rules {
 			for _, b := range rule.BackendRefs {
 				refs = append(refs, b.BackendObjectReference)
+			}
+			for _, f := range rule.Filters {
+				if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+					refs = append(refs, f.RequestMirror.BackendRef)
+				}
 			}
 		}
 		return refs

@@ -26,6 +26,7 @@ type (
 	Backend     = gatewayconfig.Backend
 	ServicePort = gatewayconfig.ServicePort
 	TLSHost     = gatewayconfig.TLSHost
+	Mirror      = gatewayconfig.Mirror
 )
 
 // The protocols served.

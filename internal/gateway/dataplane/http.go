@@ -24,6 +24,8 @@ type router struct {
 	any   *vhost
 	tls   bool
 	proxy *httputil.ReverseProxy
+	// mirrors sends the rules' mirrored requests; nil mirrors none.
+	mirrors *mirrorer
 	// allowed are the routes' valid backends, for revoking requests in
 	// flight that the next programming no longer allows.
 	allowed map[allowKey]struct{}
@@ -46,6 +48,7 @@ type rule struct {
 	backends []Backend
 	grpc     bool
 	timeouts routeTimeouts
+	mirrors  []Mirror
 }
 
 type valueMatch struct {
@@ -98,7 +101,7 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 }
 
 func compileRule(cr Rule) (*rule, error) {
-	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, path: gwv1.PathMatchPathPrefix, value: "/"}
+	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, mirrors: cr.Mirrors, path: gwv1.PathMatchPathPrefix, value: "/"}
 	t, err := parseTimeouts(cr.Timeouts)
 	if err != nil {
 		return nil, err
@@ -305,6 +308,9 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		http.Error(w, "backend not available", http.StatusInternalServerError)
 		return
 	}
+	// Mirrors see the request as the rule's filters left it, before the
+	// chosen backend's own.
+	defer r.mirrors.start(req, ru.route, ru.mirrors)()
 	for i := range b.Filters {
 		f := &b.Filters[i]
 		switch f.Type {
