@@ -101,22 +101,27 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 	l7Rules := func(rules []gwv1.HTTPRouteRule, grpc []gwv1.GRPCRouteRule) {
 		name := rt.name()
 		for ri, rule := range rules {
+			// A mirror that does not resolve is left out (the spec: not
+			// configured), and ResolvedRefs says why; the rule serves.
+			mirrorsOf := func(fs []gwv1.HTTPRouteFilter) []dataplane.Mirror {
+				var out []dataplane.Mirror
+				for _, f := range fs {
+					if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+						if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid {
+							out = append(out, mirrorOf(b, f.RequestMirror))
+						}
+					}
+				}
+				return out
+			}
 			var backends []dataplane.Backend
 			for _, br := range rule.BackendRefs {
 				b := resolve(br.BackendObjectReference, br.Weight, corev1.ProtocolTCP)
 				b.Filters = br.Filters
+				b.Mirrors = mirrorsOf(br.Filters)
 				backends = append(backends, b)
 			}
-			// A mirror that does not resolve is left out (the spec: not
-			// configured), and ResolvedRefs says why; the rule serves.
-			var mirrors []dataplane.Mirror
-			for _, f := range rule.Filters {
-				if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
-					if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid {
-						mirrors = append(mirrors, mirrorOf(b, f.RequestMirror))
-					}
-				}
-			}
+			mirrors := mirrorsOf(rule.Filters)
 			if err := validRule(rule); err != "" {
 				fail(gwv1.RouteReasonUnsupportedValue, err)
 				backends = []dataplane.Backend{{Weight: 1, Invalid: true}}

@@ -29,8 +29,9 @@ func TestMirrorShareIsPercentOrFractionOrEveryRequest(t *testing.T) {
 	}
 }
 
-// The Services a route's mirrors name are read and watched as its
-// backends are: a mirror's Service changing reprograms the Gateway.
+// The Services a route's mirrors name (its rules' and its backendRefs')
+// are read and watched as its backends are: a mirror's Service changing
+// reprograms the Gateway.
 func TestBackendRefsNameTheMirrors(t *testing.T) {
 	route := &gwv1.HTTPRoute{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "r"},
@@ -38,7 +39,12 @@ func TestBackendRefsNameTheMirrors(t *testing.T) {
 			Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{
 				BackendRef: gwv1.BackendObjectReference{Name: "copy", Namespace: ptr.To[gwv1.Namespace]("shadow")},
 			}}},
-			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}}}},
+			BackendRefs: []gwv1.HTTPBackendRef{{
+				BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web"}},
+				Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestMirror, RequestMirror: &gwv1.HTTPRequestMirrorFilter{
+					BackendRef: gwv1.BackendObjectReference{Name: "web-copy"},
+				}}},
+			}},
 		}}},
 	}
 	rt := routesOf(route)[0]
@@ -46,7 +52,7 @@ func TestBackendRefsNameTheMirrors(t *testing.T) {
 	for _, ref := range rt.kind.backendRefs(route) {
 		names = append(names, string(ref.Name))
 	}
-	if !slices.Equal(names, []string{"web", "copy"}) {
-		t.Errorf("backendRefs name %v, want [web copy]", names)
+	if !slices.Equal(names, []string{"web", "copy", "web-copy"}) {
+		t.Errorf("backendRefs name %v, want [web copy web-copy]", names)
 	}
 }

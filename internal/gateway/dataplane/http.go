@@ -320,6 +320,8 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 			respMods = append(respMods, f.ResponseHeaderModifier)
 		}
 	}
+	// The backend's own mirrors see its filters' work too.
+	defer r.mirrors.start(req, ru.route, b.Mirrors)()
 	ctx, cancel := ru.timeouts.bound(req.Context())
 	defer cancel()
 	if fl != nil {

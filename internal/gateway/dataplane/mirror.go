@@ -15,9 +15,12 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// A rule's RequestMirror filters (its Mirrors, resolved by the controller)
-// send a copy of a share of its requests to other backends, whose answers
-// are read and dropped. A mirror is best effort and costs the request
+// A rule's RequestMirror filters, and a backend's (their Mirrors, resolved
+// by the controller), send a copy of a share of its requests (of those
+// sent to that backend) to other backends, whose answers are read and
+// dropped. The copy is the request as the filters before the mirror's
+// left it (a rule's, then a backend's), with its Host: the specification
+// asks nothing else of it. A mirror is best effort and costs the request
 // nothing: it never delays, changes or fails it. What a mirror may hold
 // is bounded, since a route's mirror backend may be slow on purpose:
 //
@@ -28,7 +31,8 @@ import (
 //     mirrorBodyLimit; a longer body, or one the request never read to
 //     its end, is not mirrored (nothing is read that the backend does not
 //     read);
-//   - time: Limits.MirrorTimeout from its sending, its answer included.
+//   - time: Limits.MirrorTimeout for the body to be read, then as long
+//     again from its sending, its answer included.
 //
 // A mirror goes only to the address the controller resolved for it;
 // nothing of the request chooses where.
@@ -80,8 +84,8 @@ func mirrorable(req *http.Request) bool {
 }
 
 // start mirrors req to the mirrors that sample it and get a slot. The
-// copy is taken now, as the request leaves the rule's filters; its body
-// as the backend's request reads it. The returned func ends the mirroring
+// copy is taken now, as the filters left the request; its body as the
+// backend's request reads it. The returned func ends the mirroring
 // when the request ends (a body not read to its end is not mirrored);
 // it may be called more than once.
 func (m *mirrorer) start(req *http.Request, route string, mirrors []Mirror) func() {
@@ -110,12 +114,18 @@ func (m *mirrorer) start(req *http.Request, route string, mirrors []Mirror) func
 		run.finish(true)
 		return func() {}
 	}
+	// A body still unread when the timeout ends (a long stream, a slow
+	// upload) gives its slots back: a slot is held at most twice the
+	// timeout, waiting and sending.
+	run.mu.Lock()
+	run.wait = time.AfterFunc(m.timeout, func() { run.finish(false) })
+	run.mu.Unlock()
 	req.Body = &teeBody{ReadCloser: req.Body, run: run}
 	return func() { run.finish(false) }
 }
 
 // copyOf is the mirrored request without its body: method, path and
-// query, Host and headers as the rule's filters left them, the
+// query, Host and headers as the filters left them, the
 // X-Forwarded headers the backend is sent, the hop-by-hop ones dropped.
 func (m *mirrorer) copyOf(req *http.Request) *http.Request {
 	out := &http.Request{
@@ -174,6 +184,8 @@ type mirrorRun struct {
 	mu   sync.Mutex
 	body bytes.Buffer
 	done bool
+	// wait ends the wait for the body.
+	wait *time.Timer
 }
 
 // read keeps what the backend's request read of the body; its end sends
@@ -206,6 +218,9 @@ func (r *mirrorRun) finish(whole bool) {
 		return
 	}
 	r.done = true
+	if r.wait != nil {
+		r.wait.Stop()
+	}
 	body := r.body.Bytes()
 	r.mu.Unlock()
 	for _, t := range r.targets {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -117,6 +118,33 @@ func TestARequestWithoutBodyIsMirroredToEveryMirror(t *testing.T) {
 		if m := <-got; m.method != http.MethodGet || m.uri != "/page" || m.body != "" {
 			t.Errorf("mirror received %s %s body %q, want GET /page without body", m.method, m.uri, m.body)
 		}
+	}
+}
+
+func TestABackendsMirrorCopiesOnlyTheRequestsThatBackendIsSent(t *testing.T) {
+	maddr, got := mirrorBackend(t, nil)
+	cfg := &Config{Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: []Rule{
+		{Match: gwv1.HTTPRouteMatch{Path: prefix("/other")}, Backends: []Backend{{Address: echo(t, "b"), Weight: 1}}},
+		{Match: gwv1.HTTPRouteMatch{Path: prefix("/")}, Backends: []Backend{{
+			Address: echo(t, "a"), Weight: 1, Mirrors: []Mirror{{Address: maddr}},
+			Filters: []gwv1.HTTPRouteFilter{{Type: gwv1.HTTPRouteFilterRequestHeaderModifier, RequestHeaderModifier: &gwv1.HTTPHeaderFilter{
+				Set: []gwv1.HTTPHeader{{Name: "X-Backend-Header", Value: "a"}},
+			}}},
+		}}},
+	}}}}}}
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	if err := p.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	addr := l.at(t, "tcp/80")
+
+	send(t, http.MethodGet, "http://"+addr+"/other", "", nil)
+	send(t, http.MethodGet, "http://"+addr+"/page", "", nil)
+	// /other's backend has no mirror: the only request mirrored is /page's.
+	if m := <-got; m.uri != "/page" || m.header.Get("X-Backend-Header") != "a" {
+		t.Errorf("mirror received %s with X-Backend-Header %q, want /page with the backend's filter applied", m.uri, m.header.Get("X-Backend-Header"))
 	}
 }
 
@@ -244,5 +272,25 @@ func TestABodyOverTheLimitOrNotReadToItsEndIsNotMirrored(t *testing.T) {
 	m.start(declared, "ns/r", mirrors)()
 	if len(m.slots) != 0 || rt.n != 0 {
 		t.Errorf("a body declared over the limit took %d slots and sent %d mirrors, want none", len(m.slots), rt.n)
+	}
+}
+
+func TestABodyStillUnreadAtTheTimeoutGivesItsSlotBack(t *testing.T) {
+	rt := &countingRT{}
+	m := newMirrorer(rt, Limits{MaxMirrors: 1, MirrorTimeout: time.Millisecond}.withDefaults(), func() int { return 0 }, logr.Discard())
+	body, w := io.Pipe()
+	defer w.Close()
+	req := httptest.NewRequest(http.MethodPost, "http://shop.example.com/", body)
+	req.ContentLength = -1
+	end := m.start(req, "ns/r", []Mirror{{Address: "198.18.0.1:80"}})
+	defer end()
+	// The only slot is the stream's until its timeout gives it back.
+	select {
+	case m.slots <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot was not given back after the timeout")
+	}
+	if rt.n != 0 {
+		t.Errorf("%d mirrors sent of a body never read, want none", rt.n)
 	}
 }

@@ -164,6 +164,9 @@ type Backend struct {
 	H2C bool `json:"h2c,omitempty"`
 	// Filters apply to requests sent to this backend only.
 	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
+	// Mirrors are the RequestMirror filters of Filters, resolved as a
+	// Rule's Mirrors: they copy the requests sent to this backend.
+	Mirrors []Mirror `json:"mirrors,omitempty"`
 }
 
 // ServicePort is a port of a Service.
