@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
@@ -174,6 +176,7 @@ func TestMirrorsBeyondTheLimitAreDroppedAndCounted(t *testing.T) {
 	hold := make(chan struct{})
 	hanging, got := mirrorBackend(t, hold)
 	p, addr := mirrored(t, Limits{MaxMirrors: 2}, echo(t, "a"), Mirror{Address: hanging})
+	metrics := NewMetrics(prometheus.NewRegistry(), p)
 
 	for range 4 {
 		if resp := send(t, http.MethodGet, "http://"+addr+"/", "", nil); resp.StatusCode != http.StatusOK {
@@ -182,8 +185,8 @@ func TestMirrorsBeyondTheLimitAreDroppedAndCounted(t *testing.T) {
 	}
 	<-got
 	<-got
-	if d := p.mirrors.dropped.Load(); d != 2 {
-		t.Errorf("%d mirrors dropped, want 2 (two held slots of two)", d)
+	if d := testutil.ToFloat64(metrics.mirrors); d != 2 {
+		t.Errorf("%v mirrors dropped, want 2 (two held slots of two)", d)
 	}
 	close(hold)
 }
