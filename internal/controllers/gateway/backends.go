@@ -101,15 +101,31 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 	l7Rules := func(rules []gwv1.HTTPRouteRule, grpc []gwv1.GRPCRouteRule) {
 		name := rt.name()
 		for ri, rule := range rules {
+			// A mirror that does not resolve is left out (the spec: not
+			// configured), and ResolvedRefs says why; the rule serves.
+			mirrorsOf := func(fs []gwv1.HTTPRouteFilter) []dataplane.Mirror {
+				var out []dataplane.Mirror
+				for _, f := range fs {
+					if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+						if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid {
+							out = append(out, mirrorOf(b, f.RequestMirror))
+						}
+					}
+				}
+				return out
+			}
 			var backends []dataplane.Backend
 			for _, br := range rule.BackendRefs {
 				b := resolve(br.BackendObjectReference, br.Weight, corev1.ProtocolTCP)
 				b.Filters = br.Filters
+				b.Mirrors = mirrorsOf(br.Filters)
 				backends = append(backends, b)
 			}
+			mirrors := mirrorsOf(rule.Filters)
 			if err := validRule(rule); err != "" {
 				fail(gwv1.RouteReasonUnsupportedValue, err)
 				backends = []dataplane.Backend{{Weight: 1, Invalid: true}}
+				mirrors = nil
 			}
 			matches := rule.Matches
 			if len(matches) == 0 {
@@ -117,7 +133,7 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 			}
 			for mi, m := range matches {
 				e := ruleEntry{
-					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts},
+					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts, Mirrors: mirrors},
 					created: rt.obj.GetCreationTimestamp(), route: name, index: ri,
 				}
 				if grpc != nil {
@@ -157,16 +173,21 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier,
 			gwv1.HTTPRouteFilterRequestRedirect, gwv1.HTTPRouteFilterURLRewrite, gwv1.HTTPRouteFilterCORS:
+		case gwv1.HTTPRouteFilterRequestMirror:
+			if f.RequestMirror == nil {
+				return "filter RequestMirror has no requestMirror"
+			}
 		default:
 			return fmt.Sprintf("filter %s is not supported", f.Type)
 		}
 	}
-	// On a backendRef the data plane applies the header modifiers only;
-	// another filter there is refused rather than dropped, as a rule's.
+	// On a backendRef the data plane applies the header modifiers and
+	// mirrors only; another filter there is refused rather than dropped,
+	// as a rule's.
 	for _, br := range rule.BackendRefs {
 		for _, f := range br.Filters {
 			switch f.Type {
-			case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier:
+			case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier, gwv1.HTTPRouteFilterRequestMirror:
 			default:
 				return fmt.Sprintf("filter %s is not supported on a backendRef (backendRef %s); set it on the rule", f.Type, br.Name)
 			}

@@ -252,7 +252,7 @@ func TestCompileGRPCRoute(t *testing.T) {
 			},
 			grpcRoute("served", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{Matches: method, BackendRefs: backend("")}),
 			grpcRoute("not-permitted", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{BackendRefs: backend("other")}),
-			grpcRoute("mirror", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{BackendRefs: backend(""), Filters: []gwv1.GRPCRouteFilter{{Type: gwv1.GRPCRouteFilterRequestMirror}}}),
+			grpcRoute("extension", old, "http", []gwv1.Hostname{"grpc.example.com"}, gwv1.GRPCRouteRule{BackendRefs: backend(""), Filters: []gwv1.GRPCRouteFilter{{Type: gwv1.GRPCRouteFilterExtensionRef}}}),
 			grpcRoute("http-only", old, "http-only", nil, gwv1.GRPCRouteRule{BackendRefs: backend("")}),
 		),
 		services: map[types.NamespacedName]*corev1.Service{{Namespace: "ns", Name: "grpc"}: svc, {Namespace: "other", Name: "grpc"}: other},
@@ -266,7 +266,7 @@ func TestCompileGRPCRoute(t *testing.T) {
 	}{
 		{kindGRPCRoute, "served", string(gwv1.RouteReasonAccepted), string(gwv1.RouteReasonResolvedRefs)},
 		{kindGRPCRoute, "not-permitted", string(gwv1.RouteReasonAccepted), string(gwv1.RouteReasonRefNotPermitted)},
-		{kindGRPCRoute, "mirror", string(gwv1.RouteReasonAccepted), string(gwv1.RouteReasonUnsupportedValue)},
+		{kindGRPCRoute, "extension", string(gwv1.RouteReasonAccepted), string(gwv1.RouteReasonUnsupportedValue)},
 		{kindGRPCRoute, "http-only", string(gwv1.RouteReasonNotAllowedByListeners), string(gwv1.RouteReasonResolvedRefs)},
 		// Its any-host meets the older GRPCRoutes' grpc.example.com.
 		{kindHTTPRoute, "younger-http", string(gwv1.RouteReasonNotAllowedByListeners), string(gwv1.RouteReasonResolvedRefs)},

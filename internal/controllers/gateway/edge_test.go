@@ -224,15 +224,16 @@ spec:
 	}
 }
 
-// A backendRef's filter the data plane does not apply per backend (only
-// the header modifiers) refuses its rule rather than being dropped.
+// A backendRef's filter the data plane does not apply per backend (it
+// applies the header modifiers and mirrors) refuses its rule rather than
+// being dropped.
 func TestBackendRefFiltersServedOrRefused(t *testing.T) {
 	for typ, ok := range map[gwv1.HTTPRouteFilterType]bool{
 		gwv1.HTTPRouteFilterRequestHeaderModifier:  true,
 		gwv1.HTTPRouteFilterResponseHeaderModifier: true,
 		gwv1.HTTPRouteFilterRequestRedirect:        false,
 		gwv1.HTTPRouteFilterURLRewrite:             false,
-		gwv1.HTTPRouteFilterRequestMirror:          false,
+		gwv1.HTTPRouteFilterRequestMirror:          true,
 		gwv1.HTTPRouteFilterCORS:                   false,
 	} {
 		rule := gwv1.HTTPRouteRule{BackendRefs: []gwv1.HTTPBackendRef{{Filters: []gwv1.HTTPRouteFilter{{Type: typ}}}}}

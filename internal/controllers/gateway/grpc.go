@@ -68,8 +68,10 @@ func regexPath(service, method string) *gwv1.HTTPPathMatch {
 }
 
 // httpFilters are GRPCRoute filters as the HTTPRoute filters of the same
-// meaning; the types the data plane lacks (RequestMirror, ExtensionRef)
-// keep their names and are refused as an HTTPRoute's are.
+// meaning: a RequestMirror mirrors a call as an HTTPRoute's mirrors a
+// request (a unary call, its body within the mirror's bound); the type the
+// data plane lacks (ExtensionRef) keeps its name and is refused as an
+// HTTPRoute's is.
 func httpFilters(fs []gwv1.GRPCRouteFilter) []gwv1.HTTPRouteFilter {
 	if fs == nil {
 		return nil

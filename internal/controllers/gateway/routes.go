@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -205,14 +207,22 @@ func (k *routeKind) layer7() bool {
 	return k.httpRules != nil
 }
 
-// backendRefs are the backends a route of the kind names.
+// backendRefs are the backends a route of the kind names, its rules'
+// request mirrors included.
 func (k *routeKind) backendRefs(o client.Object) []gwv1.BackendObjectReference {
 	var refs []gwv1.BackendObjectReference
 	if k.layer7() {
 		rules, _ := k.httpRules(o)
 		for _, rule := range rules {
+			filters := rule.Filters
 			for _, b := range rule.BackendRefs {
 				refs = append(refs, b.BackendObjectReference)
+				filters = append(slices.Clip(filters), b.Filters...)
+			}
+			for _, f := range filters {
+				if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
+					refs = append(refs, f.RequestMirror.BackendRef)
+				}
 			}
 		}
 		return refs

@@ -28,6 +28,7 @@ type (
 	TLSHost     = gatewayconfig.TLSHost
 	// ClientValidation is an HTTPS port's check of client certificates.
 	ClientValidation = gatewayconfig.ClientValidation
+	Mirror           = gatewayconfig.Mirror
 )
 
 // The protocols served.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +171,47 @@ func TestGRPCStreaming(t *testing.T) {
 	}
 	if got.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("status %v, want SERVING", got.GetStatus())
+	}
+}
+
+// A GRPCRoute's RequestMirror sends the mirror the call, over h2c: a
+// unary call's body is whole once the backend's request has read it.
+func TestAGRPCCallIsMirroredOverH2C(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan string, 4)
+	mirror := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		calls <- info.FullMethod + " foo=" + strings.Join(md.Get("foo"), ",")
+		return h(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(mirror, health.NewServer())
+	go func() { _ = mirror.Serve(ln) }()
+	t.Cleanup(mirror.Stop)
+
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	if err := p.Apply(&Config{Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: []Rule{{
+		GRPC: true, Match: gwv1.HTTPRouteMatch{Path: prefix("/grpc.health.v1.Health")},
+		Backends: []Backend{{Address: grpcEcho(t, "a"), Weight: 1, H2C: true}},
+		Mirrors:  []Mirror{{Address: ln.Addr().String(), H2C: true}},
+	}}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(l.at(t, "tcp/80"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(t.Context(), "foo", "sent"), 10*time.Second)
+	defer cancel()
+	if err := conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{}); err != nil {
+		t.Fatalf("call failed: %v", err)
+	}
+	if got, want := <-calls, "/grpc.health.v1.Health/Check foo=sent"; got != want {
+		t.Errorf("mirror received %q, want %q", got, want)
 	}
 }

@@ -28,6 +28,8 @@ type router struct {
 	// connection's is misdirected (misdirected.go).
 	listeners []string
 	proxy     *httputil.ReverseProxy
+	// mirrors sends the rules' mirrored requests; nil mirrors none.
+	mirrors *mirrorer
 	// allowed are the routes' valid backends, for revoking requests in
 	// flight that the next programming no longer allows.
 	allowed map[allowKey]struct{}
@@ -51,6 +53,7 @@ type rule struct {
 	backends []Backend
 	grpc     bool
 	timeouts routeTimeouts
+	mirrors  []Mirror
 }
 
 type valueMatch struct {
@@ -108,7 +111,7 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 }
 
 func compileRule(cr Rule) (*rule, error) {
-	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, path: gwv1.PathMatchPathPrefix, value: "/"}
+	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, mirrors: cr.Mirrors, path: gwv1.PathMatchPathPrefix, value: "/"}
 	t, err := parseTimeouts(cr.Timeouts)
 	if err != nil {
 		return nil, err
@@ -332,6 +335,9 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		http.Error(w, "backend not available", http.StatusInternalServerError)
 		return
 	}
+	// Mirrors see the request as the rule's filters left it, before the
+	// chosen backend's own.
+	defer r.mirrors.start(req, ru.route, ru.mirrors)()
 	for i := range b.Filters {
 		f := &b.Filters[i]
 		switch f.Type {
@@ -341,6 +347,8 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 			respMods = append(respMods, f.ResponseHeaderModifier)
 		}
 	}
+	// The backend's own mirrors see its filters' work too.
+	defer r.mirrors.start(req, ru.route, b.Mirrors)()
 	ctx, cancel := ru.timeouts.bound(req.Context())
 	defer cancel()
 	if fl != nil {

@@ -46,6 +46,13 @@ type Limits struct {
 	// UDP port; at the limit the flow that has been quiet longest makes
 	// room. Default 4,096.
 	MaxUDPFlows int
+	// MaxMirrors bounds the mirrored requests (RequestMirror) in flight
+	// or waiting for their body, each holding at most 64 KiB of it; a
+	// mirror finding none free is dropped. Default 256.
+	MaxMirrors int
+	// MirrorTimeout bounds a mirrored request, its answer included.
+	// Default 10 s.
+	MirrorTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -67,6 +74,8 @@ func (l Limits) withDefaults() Limits {
 	defi(&l.MaxConcurrentStreams, 100)
 	defi(&l.MaxConnections, 16384)
 	defi(&l.MaxUDPFlows, 4096)
+	defi(&l.MaxMirrors, 256)
+	def(&l.MirrorTimeout, 10*time.Second)
 	return l
 }
 

@@ -20,6 +20,7 @@ type Metrics struct {
 	connections prometheus.GaugeFunc
 	evicted     prometheus.CounterFunc
 	refused     prometheus.CounterFunc
+	mirrors     prometheus.CounterFunc
 }
 
 // NewMetrics registers the data plane's metrics of p on reg.
@@ -54,8 +55,12 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 			Name: "outrigger_gateway_connections_refused_total",
 			Help: "Client connections closed at once because every connection was busy at the limit.",
 		}, func() float64 { return float64(p.conns.refused.Load()) }),
+		mirrors: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outrigger_gateway_mirrors_dropped_total",
+			Help: "Mirrored requests (RequestMirror) not sent because as many as the limit were in flight.",
+		}, func() float64 { return float64(p.mirrors.dropped.Load()) }),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.applies, m.connections, m.evicted, m.refused)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.applies, m.connections, m.evicted, m.refused, m.mirrors)
 	p.metrics = m
 	return m
 }

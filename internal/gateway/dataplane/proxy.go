@@ -40,6 +40,8 @@ type Options struct {
 type Proxy struct {
 	opts    Options
 	reverse *httputil.ReverseProxy
+	// mirrors sends the rules' mirrored requests (mirror.go).
+	mirrors *mirrorer
 	conns   *connTable
 	// metrics, when NewMetrics registered them; nil counts nothing.
 	metrics *Metrics
@@ -153,6 +155,7 @@ func New(o Options) *Proxy {
 		},
 		ErrorLog: nil,
 	}
+	p.mirrors = newMirrorer(p.reverse.Transport, o.Limits, func() int { return p.settings.Load().trustedHops }, o.Log)
 	return p
 }
 
@@ -186,6 +189,11 @@ func (p *Proxy) Apply(cfg *Config) error {
 		return err
 	}
 	st := settingsOf(p.opts.Limits, cfg.Settings)
+	for _, c := range want {
+		if c.router != nil {
+			c.router.mirrors = p.mirrors
+		}
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -153,6 +153,25 @@ type Rule struct {
 	// Timeouts are an HTTPRoute rule's request and backend request
 	// timeouts; an expired one is answered 504.
 	Timeouts *gwv1.HTTPRouteTimeouts `json:"timeouts,omitempty"`
+	// Mirrors are the rule's RequestMirror filters with their backendRefs
+	// resolved (the filters themselves stay in Filters): each is sent a
+	// copy of a share of the rule's requests, and its answers are
+	// ignored. A mirror whose backendRef did not resolve is left out.
+	Mirrors []Mirror `json:"mirrors,omitempty"`
+}
+
+// Mirror is where a RequestMirror filter sends its copies, and which
+// share of the requests: Numerator out of every Denominator. A zero
+// Denominator (both omitted) is every request; a zero Numerator under a
+// Denominator is none.
+type Mirror struct {
+	Address string `json:"address"`
+	// Service is the Service the address belongs to, as a Backend's.
+	Service *ServicePort `json:"service,omitempty"`
+	// H2C: the mirror speaks HTTP/2 in cleartext, as a Backend's.
+	H2C         bool  `json:"h2c,omitempty"`
+	Numerator   int32 `json:"numerator,omitempty"`
+	Denominator int32 `json:"denominator,omitempty"`
 }
 
 // Backend is one destination with its weight. An Invalid one (not found,
@@ -171,6 +190,9 @@ type Backend struct {
 	H2C bool `json:"h2c,omitempty"`
 	// Filters apply to requests sent to this backend only.
 	Filters []gwv1.HTTPRouteFilter `json:"filters,omitempty"`
+	// Mirrors are the RequestMirror filters of Filters, resolved as a
+	// Rule's Mirrors: they copy the requests sent to this backend.
+	Mirrors []Mirror `json:"mirrors,omitempty"`
 }
 
 // ServicePort is a port of a Service.
