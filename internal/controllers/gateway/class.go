@@ -94,7 +94,7 @@ func classFeatures(opts Options, s serving) []features.FeatureName {
 		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") {
 			continue
 		}
-		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.Provider) {
+		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.ProviderName) {
 			continue
 		}
 		fs = append(fs, f)

@@ -24,13 +24,13 @@ func (c featureCloud) GatewayFeatures() []string { return c.features }
 // the data plane all of it, a provider's own load balancers what they
 // name.
 func TestClassFeatures(t *testing.T) {
-	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, Provider: "local"}, &dataPlaneServing{})
+	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, ProviderName: "local"}, &dataPlaneServing{})
 	if !slices.Equal(all, SupportedFeatures) {
 		t.Errorf("data plane with GRPCRoute and TLSRoute: %v, want SupportedFeatures", all)
 	}
 	// Static addresses only where the provider's load balancers honour
 	// or refuse a requested address.
-	if slices.Contains(classFeatures(Options{GRPCRoute: true, TLSRoute: true, Provider: "aws"}, &dataPlaneServing{}), features.SupportGatewayStaticAddresses) {
+	if slices.Contains(classFeatures(Options{GRPCRoute: true, TLSRoute: true, ProviderName: "aws"}, &dataPlaneServing{}), features.SupportGatewayStaticAddresses) {
 		t.Error("a provider that may ignore spec.loadBalancerIP states GatewayStaticAddresses")
 	}
 	if !slices.Contains(all, features.SupportTLSRoute) {
