@@ -373,6 +373,13 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 	if err := r.writeRouteStatuses(ctx, gw, w, &result{routeParents: map[routeKey][]gwv1.RouteParentStatus{}}); err != nil {
 		return reconcile.Result{}, err
 	}
+	// So do BackendTLSPolicies.
+	if err := r.gatherPolicies(ctx, w); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writePolicyStatuses(ctx, gw, w, &result{}); err != nil {
+		return reconcile.Result{}, err
+	}
 	patch := client.MergeFrom(gw.DeepCopy())
 	controllerutil.RemoveFinalizer(gw, Finalizer)
 	if err := r.client.Patch(ctx, gw, patch); err != nil && !apierrors.IsNotFound(err) {
