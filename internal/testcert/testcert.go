@@ -75,12 +75,24 @@ func NewCA(t testing.TB, name string) *CA {
 // uris, e.g. a SPIFFE ID), and its key, as PEM.
 func (ca *CA) Issue(t testing.TB, subject pkix.Name, usage x509.ExtKeyUsage, uris ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
+	return ca.issue(t, subject, usage, nil, uris)
+}
+
+// IssueServer returns a server certificate for DNS names dnsNames (and
+// 127.0.0.1, and uris), and its key, as PEM: a backend verified by name.
+func (ca *CA) IssueServer(t testing.TB, dnsNames []string, uris ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return ca.issue(t, pkix.Name{CommonName: "server"}, x509.ExtKeyUsageServerAuth, dnsNames, uris)
+}
+
+func (ca *CA) issue(t testing.TB, subject pkix.Name, usage x509.ExtKeyUsage, dnsNames, uris []string) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial.Add(1)), Subject: subject, NotBefore: time.Now().Add(-time.Hour),
-		NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: dnsNames}
 	for _, u := range uris {
 		p, err := url.Parse(u)
 		if err != nil {

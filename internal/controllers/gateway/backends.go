@@ -94,6 +94,12 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 		// gRPC is HTTP/2 only; other backends speak it when their port
 		// says so.
 		b.H2C = rt.kind.name == kindGRPCRoute || slices.Contains(h2cAppProtocols, ptr.Deref(svc.Spec.Ports[i].AppProtocol, ""))
+		// A BackendTLSPolicy has HTTP reach the port over TLS; one that
+		// cannot be used fails the backend rather than send it plain.
+		if v, ok := w.policies.forBackend(types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, svc.Spec.Ports[i].Name); ok && rt.kind.layer7() {
+			b.TLS = v.tls
+			b.Invalid = v.tls == nil
+		}
 		return b
 	}
 	// l7Rules compiles HTTPRoute rules, and GRPCRoute rules made into
@@ -107,7 +113,9 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 				var out []dataplane.Mirror
 				for _, f := range fs {
 					if f.Type == gwv1.HTTPRouteFilterRequestMirror && f.RequestMirror != nil {
-						if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid {
+						// A mirror is sent in plain HTTP: one whose
+						// Service asks for TLS is not configured.
+						if b := resolve(f.RequestMirror.BackendRef, nil, corev1.ProtocolTCP); !b.Invalid && b.TLS == nil {
 							out = append(out, mirrorOf(b, f.RequestMirror))
 						}
 					}

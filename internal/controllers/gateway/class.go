@@ -60,6 +60,8 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestMirror,
 	features.SupportHTTPRouteRequestMultipleMirrors,
 	features.SupportHTTPRouteRequestPercentageMirror,
+	features.SupportBackendTLSPolicy,
+	features.SupportBackendTLSPolicySANValidation,
 	features.SupportTLSRoute,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
@@ -86,12 +88,14 @@ type classReconciler struct {
 }
 
 // classFeatures are the features a class states: what Outrigger compiles
-// (GRPCRoute's and TLSRoute's only where it serves those kinds) and what serves it (its
+// (GRPCRoute's, TLSRoute's and BackendTLSPolicy's only where it serves
+// those kinds) and what serves it (its
 // data plane, or the provider's load balancers) serves.
 func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
 	for _, f := range SupportedFeatures {
-		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") {
+		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") ||
+			!opts.BackendTLSPolicy && strings.HasPrefix(string(f), "BackendTLSPolicy") {
 			continue
 		}
 		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.ProviderName) {

@@ -19,14 +19,14 @@ type featureCloud struct {
 
 func (c featureCloud) GatewayFeatures() []string { return c.features }
 
-// TestClassFeatures: a class states what Outrigger compiles (GRPCRoute's
-// and TLSRoute's features only where those kinds are served) and what serves it serves:
+// TestClassFeatures: a class states what Outrigger compiles (GRPCRoute's,
+// TLSRoute's and BackendTLSPolicy's features only where those kinds are served) and what serves it serves:
 // the data plane all of it, a provider's own load balancers what they
 // name.
 func TestClassFeatures(t *testing.T) {
-	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, ProviderName: "local"}, &dataPlaneServing{})
+	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, BackendTLSPolicy: true, ProviderName: "local"}, &dataPlaneServing{})
 	if !slices.Equal(all, SupportedFeatures) {
-		t.Errorf("data plane with GRPCRoute and TLSRoute: %v, want SupportedFeatures", all)
+		t.Errorf("data plane with GRPCRoute, TLSRoute and BackendTLSPolicy: %v, want SupportedFeatures", all)
 	}
 	// Static addresses only where the provider's load balancers honour
 	// or refuse a requested address.
@@ -37,8 +37,8 @@ func TestClassFeatures(t *testing.T) {
 		t.Errorf("TLSRoute served, the class does not state it: %v", all)
 	}
 	for _, f := range classFeatures(Options{}, &dataPlaneServing{}) {
-		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") {
-			t.Errorf("without GRPCRoute and TLSRoute served, the class states %s", f)
+		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") || strings.HasPrefix(string(f), "BackendTLSPolicy") {
+			t.Errorf("without GRPCRoute, TLSRoute and BackendTLSPolicy served, the class states %s", f)
 		}
 	}
 	cloud := &cloudServing{lb: featureCloud{features: []string{string(features.SupportGateway), string(features.SupportHTTPRoute), "SomethingElse"}}}

@@ -48,6 +48,11 @@ type world struct {
 	// balancer refused for this generation of the Gateway, with the
 	// provider's words: their listeners are not accepted.
 	refused map[corev1.Protocol]string
+	// tlsPolicies are the BackendTLSPolicies that concern the Gateway
+	// (none where the CRD is not served), and policies what compile
+	// decided of them, set on its own copy (backendtls.go).
+	tlsPolicies []*gwv1.BackendTLSPolicy
+	policies    backendPolicies
 }
 
 // result is what one Gateway compiles to: the data plane's programming,
@@ -69,6 +74,11 @@ type result struct {
 	// clients without a valid certificate (its
 	// InsecureFrontendValidationMode condition).
 	insecureFrontend bool
+	// policies are the verdicts of the BackendTLSPolicies that target
+	// the Gateway's backends, for their status; backendCA: one names a
+	// CA ConfigMap, read again every backendCARecheck.
+	policies  []*policyVerdict
+	backendCA bool
 	// params are the Gateway's settings (the defaults when refused):
 	// those of its load balancer's Service and Deployment here, those of
 	// the data plane in config.
@@ -165,6 +175,16 @@ func compile(w *world) *result {
 	gen := gw.Generation
 	r := &result{routeParents: map[routeKey][]gwv1.RouteParentStatus{}}
 	r.config = dataplane.Config{Gateway: gw.Namespace + "/" + gw.Name, Generation: gen}
+	// The policies decided travel with the world to where backends
+	// resolve; the caller's world is left as it was.
+	decided := *w
+	decided.policies = decidePolicies(w)
+	w = &decided
+	r.policies = w.policies.verdicts
+	for _, v := range r.policies {
+		r.backendCA = r.backendCA || v.namesConfigMap
+		r.missingSecrets = r.missingSecrets || v.missing
+	}
 	params, invalidParams := resolveParameters(w)
 	if invalidParams == "" {
 		r.params, r.config.Settings = params, params.settings

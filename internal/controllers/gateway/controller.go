@@ -101,6 +101,10 @@ type Options struct {
 	// since v1.5), as GRPCRoute: unset, they are neither watched nor
 	// supported by TLS listeners, and TLS listeners serve nothing.
 	TLSRoute bool
+	// BackendTLSPolicy serves BackendTLSPolicies (standard since v1.4),
+	// as GRPCRoute: unset, they are neither watched nor applied, and
+	// their features are not claimed.
+	BackendTLSPolicy bool
 	// Parameters reads the ConfigMaps that parametersRefs name (those
 	// labelled ParametersLabel): set where the controller may watch
 	// ConfigMaps. Unset, a class or Gateway naming one is refused
@@ -263,6 +267,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := r.gatherPolicies(ctx, w); err != nil {
+		return reconcile.Result{}, err
+	}
 	if err := r.gatherParameters(ctx, w, class); err != nil {
 		return reconcile.Result{}, err
 	}
@@ -292,6 +299,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.writeRouteStatuses(ctx, &gw, w, res); err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := r.writePolicyStatuses(ctx, &gw, w, res); err != nil {
+		return reconcile.Result{}, err
+	}
 	programmed, err := r.writeGatewayStatus(ctx, &gw, res, f)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -303,12 +313,15 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return recheck(&gw, res), nil
 }
 
-// recheck is when to read a reconciled Gateway's certificates again:
-// Secrets are read, not watched, so one made or renewed after its Gateway
-// is seen at the next read.
+// recheck is when to read a reconciled Gateway's certificates (and its
+// backends' CA ConfigMaps) again: they are read, not watched, so one made
+// or renewed after its Gateway is seen at the next read.
 func recheck(gw *gwv1.Gateway, res *result) reconcile.Result {
 	if res.missingSecrets {
 		return reconcile.Result{RequeueAfter: missingSecretRecheck}
+	}
+	if res.backendCA {
+		return reconcile.Result{RequeueAfter: backendCARecheck}
 	}
 	if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
 		return reconcile.Result{RequeueAfter: certificateRecheck}
@@ -358,6 +371,13 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 		return reconcile.Result{}, err
 	}
 	if err := r.writeRouteStatuses(ctx, gw, w, &result{routeParents: map[routeKey][]gwv1.RouteParentStatus{}}); err != nil {
+		return reconcile.Result{}, err
+	}
+	// So do BackendTLSPolicies.
+	if err := r.gatherPolicies(ctx, w); err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writePolicyStatuses(ctx, gw, w, &result{}); err != nil {
 		return reconcile.Result{}, err
 	}
 	patch := client.MergeFrom(gw.DeepCopy())

@@ -60,6 +60,10 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 	if tlsRoutes != "" {
 		klog.FromContext(ctx).Info("Not serving TLSRoutes", "provider", p.Name, "reason", tlsRoutes)
 	}
+	backendTLS := routeKindServed(ctx, mgr, "BackendTLSPolicy", "backendtlspolicies")
+	if backendTLS != "" {
+		klog.FromContext(ctx).Info("Not serving BackendTLSPolicies", "provider", p.Name, "reason", backendTLS)
+	}
 	params := configMapsAllowed(ctx, mgr)
 	if params != "" {
 		klog.FromContext(ctx).Info("Not reading parametersRefs", "provider", p.Name, "reason", params)
@@ -78,6 +82,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			ClusterID:         p.ClusterID,
 			GRPCRoute:         grpc == "",
 			TLSRoute:          tlsRoutes == "",
+			BackendTLSPolicy:  backendTLS == "",
 			Parameters:        params == "",
 		}); err != nil {
 			return err

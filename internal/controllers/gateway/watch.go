@@ -29,6 +29,9 @@ func (r *reconciler) watch(mgr ctrl.Manager, own, params cache.Cache) error {
 	for _, k := range r.kinds {
 		b = b.Watches(k.object(), handler.EnqueueRequestsFromMapFunc(r.parentsOfKind(k)))
 	}
+	if r.opts.BackendTLSPolicy {
+		b = b.Watches(&gwv1.BackendTLSPolicy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfPolicy))
+	}
 	return b.
 		Named(r.opts.name(Name)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).

@@ -24,6 +24,7 @@ type (
 	VirtualHost = gatewayconfig.VirtualHost
 	Rule        = gatewayconfig.Rule
 	Backend     = gatewayconfig.Backend
+	BackendTLS  = gatewayconfig.BackendTLS
 	ServicePort = gatewayconfig.ServicePort
 	TLSHost     = gatewayconfig.TLSHost
 	// ClientValidation is an HTTPS port's check of client certificates.

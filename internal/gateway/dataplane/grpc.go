@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -50,12 +51,17 @@ func grpcError(w http.ResponseWriter, code int, msg string) {
 // with prior knowledge.
 type backendTransport struct {
 	http1, h2c *http.Transport
+	dial       func(ctx context.Context, network, address string) (net.Conn, error)
+	// tls are the transports of TLS backends by their settings' key
+	// (backendtls.go).
+	tls sync.Map
 }
 
 func newBackendTransport(dial func(ctx context.Context, network, address string) (net.Conn, error)) *backendTransport {
 	var h2c http.Protocols
 	h2c.SetUnencryptedHTTP2(true)
 	return &backendTransport{
+		dial: dial,
 		http1: &http.Transport{
 			DialContext:         dial,
 			MaxIdleConnsPerHost: 64,
@@ -70,6 +76,9 @@ func newBackendTransport(dial func(ctx context.Context, network, address string)
 }
 
 func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tb := targetOf(r.Context()).tls; tb != nil {
+		return t.tlsTransport(tb).RoundTrip(r)
+	}
 	if targetOf(r.Context()).h2c {
 		return t.h2c.RoundTrip(r)
 	}

@@ -33,6 +33,9 @@ type router struct {
 	// allowed are the routes' valid backends, for revoking requests in
 	// flight that the next programming no longer allows.
 	allowed map[allowKey]struct{}
+	// tlsKeys are the keys of the TLS backends' settings, whose
+	// transports Apply keeps.
+	tlsKeys []string
 }
 
 type vhost struct {
@@ -51,6 +54,9 @@ type rule struct {
 	filters  []gwv1.HTTPRouteFilter
 	cors     *corsPolicy
 	backends []Backend
+	// tls are the backends' compiled BackendTLS, by index (nil entries
+	// plain); nil when none has one.
+	tls      []*backendTLSConn
 	grpc     bool
 	timeouts routeTimeouts
 	mirrors  []Mirror
@@ -91,6 +97,11 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
 			}
 			rules = append(rules, ru)
+			for _, tb := range ru.tls {
+				if tb != nil {
+					r.tlsKeys = append(r.tlsKeys, tb.key)
+				}
+			}
 			for _, b := range cr.Backends {
 				if !b.Invalid {
 					r.allowed[allowKey{cr.Route, b.Address}] = struct{}{}
@@ -117,6 +128,18 @@ func compileRule(cr Rule) (*rule, error) {
 		return nil, err
 	}
 	ru.timeouts = t
+	for i, b := range cr.Backends {
+		tb, err := compileBackendTLS(b.TLS)
+		if err != nil {
+			return nil, err
+		}
+		if tb != nil {
+			if ru.tls == nil {
+				ru.tls = make([]*backendTLSConn, len(cr.Backends))
+			}
+			ru.tls[i] = tb
+		}
+	}
 	for _, f := range cr.Filters {
 		if f.Type == gwv1.HTTPRouteFilterCORS {
 			if ru.cors, err = compileCORS(f.CORS); err != nil {
@@ -326,7 +349,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 			rewrite(req, ru, f.URLRewrite)
 		}
 	}
-	b, ok := pickBackend(ru.backends)
+	bi, ok := pickBackendAt(ru.backends)
 	if !ok {
 		if ru.grpc {
 			grpcError(w, grpcUnavailable, "backend not available")
@@ -334,6 +357,11 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		}
 		http.Error(w, "backend not available", http.StatusInternalServerError)
 		return
+	}
+	b := ru.backends[bi]
+	var tb *backendTLSConn
+	if ru.tls != nil {
+		tb = ru.tls[bi]
 	}
 	// Mirrors see the request as the rule's filters left it, before the
 	// chosen backend's own.
@@ -358,7 +386,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		fl.add(f)
 		defer fl.done(f)
 	}
-	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, respMods: respMods, cors: cors})
+	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, tls: tb, respMods: respMods, cors: cors})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

@@ -118,6 +118,9 @@ func New(o Options) *Proxy {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
+			if t.tls != nil {
+				pr.Out.URL.Scheme = "https"
+			}
 			pr.Out.URL.Host = t.address
 			setForwarded(pr, p.settings.Load().trustedHops)
 		},
@@ -162,9 +165,11 @@ func New(o Options) *Proxy {
 type targetKey struct{}
 
 type target struct {
-	route    string
-	address  string
-	h2c      bool
+	route   string
+	address string
+	h2c     bool
+	// tls: the backend is reached over TLS (backendtls.go); nil, plain.
+	tls      *backendTLSConn
 	respMods []*gwv1.HTTPHeaderFilter
 	// cors is the answer of the rule's CORS filter, whose headers are set
 	// on the response already; nil without one.
@@ -263,6 +268,17 @@ func (p *Proxy) Apply(cfg *Config) error {
 			s.close()
 			delete(p.ports, k)
 		}
+	}
+	if bt, ok := p.reverse.Transport.(*backendTransport); ok {
+		keep := map[string]bool{}
+		for _, c := range want {
+			if c.router != nil {
+				for _, k := range c.router.tlsKeys {
+					keep[k] = true
+				}
+			}
+		}
+		bt.retainTLS(keep)
 	}
 	return nil
 }
@@ -372,22 +388,31 @@ func pickCertificate(certs []certificate, name string) (*tls.Certificate, error)
 
 // pickBackend chooses a valid backend by weight.
 func pickBackend(bs []Backend) (Backend, bool) {
+	i, ok := pickBackendAt(bs)
+	if !ok {
+		return Backend{}, false
+	}
+	return bs[i], true
+}
+
+// pickBackendAt is the index of the backend pickBackend chooses.
+func pickBackendAt(bs []Backend) (int, bool) {
 	var total int64
 	for _, b := range bs {
 		total += int64(max(b.Weight, 0))
 	}
 	if total == 0 {
-		return Backend{}, false
+		return 0, false
 	}
 	n := rand.Int64N(total)
-	for _, b := range bs {
+	for i, b := range bs {
 		w := int64(max(b.Weight, 0))
 		if n < w {
-			return b, !b.Invalid
+			return i, !b.Invalid
 		}
 		n -= w
 	}
-	return Backend{}, false
+	return 0, false
 }
 
 // tcpForwarder serves a TCP port, and a TLS port, whose connections are

@@ -193,6 +193,27 @@ type Backend struct {
 	// Mirrors are the RequestMirror filters of Filters, resolved as a
 	// Rule's Mirrors: they copy the requests sent to this backend.
 	Mirrors []Mirror `json:"mirrors,omitempty"`
+	// TLS: the backend is reached over TLS, as the BackendTLSPolicy of
+	// its Service port asks; nil is plain HTTP (or h2c).
+	TLS *BackendTLS `json:"tls,omitempty"`
+}
+
+// BackendTLS is how the data plane connects to a backend over TLS and
+// verifies its certificate (a BackendTLSPolicy's validation).
+type BackendTLS struct {
+	// CAPEM are the certificate authorities (PEM) the backend's chain must
+	// lead to; empty with WellKnownSystem.
+	CAPEM []byte `json:"caPEM,omitempty"`
+	// WellKnownSystem verifies the chain against the data plane's system
+	// certificate authorities instead of CAPEM.
+	WellKnownSystem bool `json:"wellKnownSystem,omitempty"`
+	// Hostname is the server name sent (SNI) and, without
+	// SubjectAltNames, the name the certificate must be valid for.
+	Hostname string `json:"hostname"`
+	// SubjectAltNames, when given, replace Hostname in verifying the
+	// certificate: it must hold one of them (a DNS name, wildcards as in
+	// hostname verification, or a URI, exactly).
+	SubjectAltNames []gwv1.SubjectAltName `json:"subjectAltNames,omitempty"`
 }
 
 // ServicePort is a port of a Service.
