@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -63,7 +64,7 @@ func (w *edgeWorld) startLoad(ctx context.Context) (*loadStats, func()) {
 		tr := &http.Transport{
 			MaxIdleConnsPerHost: 2,
 			IdleConnTimeout:     30 * time.Second,
-			TLSClientConfig:     w.ca.tlsConfig(),
+			TLSClientConfig:     edgeTLS(w.ca),
 			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 				port := edgeHTTP
 				if https {
@@ -140,16 +141,18 @@ func checkNoRequestLostToChanges(ctx context.Context, t *testing.T, w *edgeWorld
 			{"matches":[{"path":{"type":"Exact","value":"/echo"}}],"backendRefs":[{"name":"echo","port":8080}]}]}}`)
 	}, func(context.Context) (bool, error) { return stats.versioned.Load() > 0, nil })
 
+	nextCert, nextKey := w.ca.IssueServer(t, []string{edgeHost})
 	step("certificate rotated", func() error {
-		next := w.ca.leaf(t, edgeHost, 2)
 		s, err := w.c.Client.CoreV1().Secrets("default").Get(ctx, "edge-cert", metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		s.Data = map[string][]byte{corev1.TLSCertKey: next.certPEM, corev1.TLSPrivateKeyKey: next.keyPEM}
+		s.Data = map[string][]byte{corev1.TLSCertKey: nextCert, corev1.TLSPrivateKeyKey: nextKey}
 		_, err = w.c.Client.CoreV1().Secrets("default").Update(ctx, s, metav1.UpdateOptions{})
 		return err
-	}, func(ctx context.Context) (bool, error) { return w.servedSerial(ctx) == 2, nil })
+	}, func(ctx context.Context) (bool, error) {
+		return bytes.Equal(w.servedCert(ctx), leafDER(t, nextCert)), nil
+	})
 
 	before := w.dataPlanePods(ctx, t)
 	step("pods rolled", func() error {
@@ -204,20 +207,20 @@ func (w *edgeWorld) setReplicas(ctx context.Context, n int) error {
 	return err
 }
 
-// servedSerial is the serial number of the certificate the HTTPS listener
-// serves a new connection (0: none could be had).
-func (w *edgeWorld) servedSerial(ctx context.Context) int64 {
+// servedCert is the certificate the HTTPS listener serves a new
+// connection (nil: none could be had).
+func (w *edgeWorld) servedCert(ctx context.Context) []byte {
 	raw, err := w.dial(ctx, "tcp", edgeHTTPS)
 	if err != nil {
-		return 0
+		return nil
 	}
-	c := tls.Client(raw, w.ca.tlsConfig())
+	c := tls.Client(raw, edgeTLS(w.ca))
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := c.HandshakeContext(ctx); err != nil {
-		return 0
+		return nil
 	}
-	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	return c.ConnectionState().PeerCertificates[0].Raw
 }
 
 // dataPlanePods are the Gateway's data plane pods by name, those being

@@ -4,17 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +30,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/testcert"
 )
 
 // The Gateway the edge tests attack, as a tenant of a shared cluster would
@@ -149,7 +145,7 @@ type edgeWorld struct {
 	vip string
 	// ca signs the listener's certificates; a client trusting it checks
 	// which one is served.
-	ca *testCA
+	ca *testcert.CA
 }
 
 // startEdgeWorld creates the Gateway's objects and waits until the
@@ -161,12 +157,12 @@ func startEdgeWorld(ctx context.Context, t *testing.T, c *Cluster) *edgeWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &edgeWorld{c: c, cl: cl, ca: newTestCA(t)}
-	cert := w.ca.leaf(t, edgeHost, 1)
+	w := &edgeWorld{c: c, cl: cl, ca: testcert.NewCA(t, "edge")}
+	certPEM, keyPEM := w.ca.IssueServer(t, []string{edgeHost})
 	if _, err := c.Client.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge-cert", Namespace: "default"},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: cert.certPEM, corev1.TLSPrivateKeyKey: cert.keyPEM},
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -331,67 +327,20 @@ func peakRSS(pid int) int64 {
 	return kb << 10
 }
 
-// testCA signs the listener's certificates.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-type testCert struct {
-	certPEM, keyPEM []byte
-	serial          *big.Int
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "edge test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
+// edgeTLS is a client configuration that trusts ca and names the
+// listener's host.
+func edgeTLS(ca *testcert.CA) *tls.Config {
 	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
+	pool.AppendCertsFromPEM(ca.PEM)
+	return &tls.Config{RootCAs: pool, ServerName: edgeHost, MinVersion: tls.VersionTLS12}
 }
 
-// leaf is a certificate for host with the given serial number.
-func (ca *testCA) leaf(t *testing.T, host string, serial int64) testCert {
+// leafDER is the certificate of a PEM chain's first block.
+func leafDER(t *testing.T, certPEM []byte) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	b, _ := pem.Decode(certPEM)
+	if b == nil {
+		t.Fatal("no PEM certificate")
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCert{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-		serial:  big.NewInt(serial),
-	}
-}
-
-// tlsConfig trusts the CA and names the listener's host.
-func (ca *testCA) tlsConfig() *tls.Config {
-	return &tls.Config{RootCAs: ca.pool, ServerName: edgeHost, MinVersion: tls.VersionTLS12}
+	return b.Bytes
 }
