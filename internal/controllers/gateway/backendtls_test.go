@@ -147,7 +147,7 @@ func TestABackendGetsItsPolicysTLSOrFails(t *testing.T) {
 		Spec:       corev1.ServiceSpec{ClusterIP: "198.18.0.11", Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
 	}
 	backend := func(name string, port int32) gwv1.HTTPBackendRef {
-		return gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(gwv1.PortNumber(port))}}}
+		return gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(name), Port: ptr.To(port)}}}
 	}
 	hr := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "infra", Name: "r"}, Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{
 		{BackendRefs: []gwv1.HTTPBackendRef{backend("web", 443), backend("web", 8443), backend("plain", 80)}},
