@@ -132,26 +132,22 @@ func resolvePolicy(p *gwv1.BackendTLSPolicy, w *world) *policyVerdict {
 		}
 		tls.WellKnownSystem = true
 	default:
-		for _, ref := range val.CACertificateRefs {
-			if ref.Group != "" || ref.Kind != kindConfigMap {
-				fail(gwv1.BackendTLSPolicyReasonInvalidKind, "caCertificateRef %s is a %s; only a ConfigMap (key %s) is served", ref.Name, ref.Kind, caCertKey)
-				continue
-			}
-			v.namesConfigMap = true
-			key := types.NamespacedName{Namespace: p.Namespace, Name: string(ref.Name)}
-			cm, ok := w.caMaps[key]
-			if !ok {
-				v.missing = true
-				fail(gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, "ConfigMap %s not found", key)
-				continue
-			}
-			data := caBundle(cm)
-			if data == nil {
-				fail(gwv1.BackendTLSPolicyReasonInvalidCACertificateRef, "ConfigMap %s holds no PEM certificate under %s", key, caCertKey)
-				continue
-			}
-			tls.CAPEM = append(tls.CAPEM, data...)
+		// A policy's refs are of its own namespace (LocalObjectReference).
+		refs := make([]gwv1.ObjectReference, 0, len(val.CACertificateRefs))
+		for _, r := range val.CACertificateRefs {
+			refs = append(refs, gwv1.ObjectReference{Group: r.Group, Kind: r.Kind, Name: r.Name})
+			v.namesConfigMap = v.namesConfigMap || r.Group == "" && r.Kind == kindConfigMap
 		}
+		tls.CAPEM = caRefsBundle(refs, w.caMaps, func(ref gwv1.ObjectReference) (types.NamespacedName, bool) {
+			return types.NamespacedName{Namespace: p.Namespace, Name: string(ref.Name)}, true
+		}, func(f caFault, msg string) {
+			v.missing = v.missing || f == caMissing
+			reason := gwv1.BackendTLSPolicyReasonInvalidCACertificateRef
+			if f == caWrongKind {
+				reason = gwv1.BackendTLSPolicyReasonInvalidKind
+			}
+			fail(reason, "%s", msg)
+		})
 		if tls.CAPEM == nil {
 			v.accepted = cond(string(gwv1.PolicyConditionAccepted), false, string(gwv1.BackendTLSPolicyReasonNoValidCACertificate),
 				"no caCertificateRef resolves to a certificate authority: "+v.resolved.Message, gen)

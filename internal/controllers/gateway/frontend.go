@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
@@ -93,40 +94,68 @@ type clientValidationOutcome struct {
 // authorities.
 func resolveClientValidation(v *gwv1.FrontendTLSValidation, w *world) clientValidationOutcome {
 	var out clientValidationOutcome
-	fail := func(reason gwv1.ListenerConditionReason, format string, args ...any) {
+	reasons := map[caFault]gwv1.ListenerConditionReason{
+		caWrongKind: gwv1.ListenerReasonInvalidCACertificateKind, caNotPermitted: gwv1.ListenerReasonRefNotPermitted,
+		caMissing: gwv1.ListenerReasonInvalidCACertificateRef, caNoCertificate: gwv1.ListenerReasonInvalidCACertificateRef,
+	}
+	bundle := caRefsBundle(v.CACertificateRefs, w.caMaps, func(ref gwv1.ObjectReference) (types.NamespacedName, bool) {
+		return readableCA(w.gateway, ref, w.grants)
+	}, func(f caFault, msg string) {
+		out.missing = out.missing || f == caMissing
 		if out.reason == "" {
-			out.reason, out.message = string(reason), fmt.Sprintf(format, args...)
+			out.reason, out.message = string(reasons[f]), msg
 		}
-	}
-	var bundle []byte
-	gw := w.gateway
-	for _, ref := range v.CACertificateRefs {
-		if ref.Group != "" || ref.Kind != kindConfigMap {
-			fail(gwv1.ListenerReasonInvalidCACertificateKind, "caCertificateRef %s is a %s; only a ConfigMap (key %s) is served", ref.Name, ref.Kind, caCertKey)
-			continue
-		}
-		key, ok := readableCA(gw, ref, w.grants)
-		if !ok {
-			fail(gwv1.ListenerReasonRefNotPermitted, "no ReferenceGrant in %s allows ConfigMap %s", string(*ref.Namespace), ref.Name)
-			continue
-		}
-		cm, ok := w.caMaps[key]
-		if !ok {
-			out.missing = true
-			fail(gwv1.ListenerReasonInvalidCACertificateRef, "ConfigMap %s not found", key)
-			continue
-		}
-		data := caBundle(cm)
-		if data == nil {
-			fail(gwv1.ListenerReasonInvalidCACertificateRef, "ConfigMap %s holds no PEM certificate under %s", key, caCertKey)
-			continue
-		}
-		bundle = append(bundle, data...)
-	}
+	})
 	if bundle != nil {
 		out.validation = &dataplane.ClientValidation{CAPEM: bundle, InsecureFallback: v.Mode == gwv1.AllowInsecureFallback}
 	}
 	return out
+}
+
+// caFault is why a caCertificateRef gives no certificate authority.
+type caFault int
+
+const (
+	// caWrongKind: not a ConfigMap.
+	caWrongKind caFault = iota + 1
+	// caNotPermitted: another namespace's, not granted.
+	caNotPermitted
+	// caMissing: the ConfigMap does not exist (yet).
+	caMissing
+	// caNoCertificate: no PEM certificate under ca.crt.
+	caNoCertificate
+)
+
+// caRefsBundle resolves caCertificateRefs (a Gateway's client validation,
+// a BackendTLSPolicy) into one PEM bundle of the usable ones, nil when
+// none is: key is the ConfigMap a ConfigMap ref may be read as (false: not
+// permitted), and fault is told of each unusable ref, with a message.
+func caRefsBundle(refs []gwv1.ObjectReference, caMaps map[types.NamespacedName]*corev1.ConfigMap,
+	key func(gwv1.ObjectReference) (types.NamespacedName, bool), fault func(caFault, string)) []byte {
+	var bundle []byte
+	for _, ref := range refs {
+		if ref.Group != "" || ref.Kind != kindConfigMap {
+			fault(caWrongKind, fmt.Sprintf("caCertificateRef %s is a %s; only a ConfigMap (key %s) is served", ref.Name, ref.Kind, caCertKey))
+			continue
+		}
+		k, ok := key(ref)
+		if !ok {
+			fault(caNotPermitted, fmt.Sprintf("no ReferenceGrant in %s allows ConfigMap %s", ptr.Deref(ref.Namespace, ""), ref.Name))
+			continue
+		}
+		cm, ok := caMaps[k]
+		if !ok {
+			fault(caMissing, fmt.Sprintf("ConfigMap %s not found", k))
+			continue
+		}
+		data := caBundle(cm)
+		if data == nil {
+			fault(caNoCertificate, fmt.Sprintf("ConfigMap %s holds no PEM certificate under %s", k, caCertKey))
+			continue
+		}
+		bundle = append(bundle, data...)
+	}
+	return bundle
 }
 
 // caBundle is a ConfigMap's ca.crt when it holds only certificates that
