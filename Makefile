@@ -339,7 +339,7 @@ gateway-conformance: cluster-binaries cluster-images gateway-images image
 ## gateway-conformance-publish: gateway-conformance, its report then committed as
 ## docs/gateway/conformance-report.yaml and summarized in docs/gateway.md.
 gateway-conformance-publish: cluster-binaries cluster-images gateway-images image
-	cd test/gatewayconformance && go run ./cmd/gateway-conformance -publish $(CURDIR)
+	cd test/gatewayconformance && go run ./cmd/gateway-conformance -publish $(CURDIR) $(GATEWAY_CONFORMANCE_FLAGS)
 
 ## image: Outrigger's container image, an OCI tarball (bin/outrigger-image.tar, no Docker): the
 ## static outrigger binary at /usr/local/bin/outrigger (and cloud-controller-manager, the name

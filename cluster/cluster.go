@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	// once the nodes and their pod networks are up; Up then waits for
 	// Outrigger to initialize every node.
 	Install func(ctx context.Context, c *Cluster) error
+	// GatewayAPIChannel is the channel of the Gateway API CRDs installed
+	// with deploy/'s manifests; default the standard one.
+	GatewayAPIChannel gatewayapi.Channel
 }
 
 // PauseImage is the sandbox image every node's containerd is configured

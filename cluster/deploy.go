@@ -57,7 +57,11 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 	// The Gateway API's CRDs, as a cluster offering Gateways has them:
 	// the gateway-controller serves them, each Gateway's data plane a
 	// Deployment of Outrigger's image.
-	if err := gatewayapi.Install(ctx, c.Config); err != nil {
+	channel := c.opts.GatewayAPIChannel
+	if channel == "" {
+		channel = gatewayapi.Standard
+	}
+	if err := gatewayapi.InstallChannel(ctx, c.Config, channel); err != nil {
 		return err
 	}
 	var objs []client.Object

@@ -1,6 +1,8 @@
-// Package gatewayapi installs the Gateway API's standard CRDs, read from
-// the sigs.k8s.io/gateway-api module this binary was built with (in the Go
-// module cache), into a development or test API server.
+// Package gatewayapi installs the Gateway API's CRDs (the standard
+// channel's, or the experimental one's), read from the
+// sigs.k8s.io/gateway-api module this binary was built with (in the Go
+// module cache), into a development or test API server, and says which of
+// their fields the API server serves.
 package gatewayapi
 
 import (
@@ -21,7 +23,26 @@ import (
 
 const module = "sigs.k8s.io/gateway-api"
 
-// kinds are the standard channel's CRDs Outrigger serves or reads.
+// Channel is a release channel of the Gateway API's CRDs: the
+// experimental channel's carry the standard fields and more (an
+// HTTPRoute rule's retry, sessionPersistence).
+type Channel string
+
+const (
+	Standard     Channel = "standard"
+	Experimental Channel = "experimental"
+)
+
+// ParseChannel checks a channel's name.
+func ParseChannel(s string) (Channel, error) {
+	switch c := Channel(s); c {
+	case Standard, Experimental:
+		return c, nil
+	}
+	return "", fmt.Errorf("Gateway API channel %q: want %s or %s", s, Standard, Experimental)
+}
+
+// kinds are the CRDs Outrigger serves or reads, of either channel.
 var kinds = []string{"gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "tcproutes", "udproutes", "tlsroutes", "backendtlspolicies", "listenersets"}
 
 // Version is the module version this binary links; a test binary, which
@@ -47,9 +68,9 @@ func Version(ctx context.Context) (string, error) {
 	return "", errors.New("go list -m named no version of " + module)
 }
 
-// CRDFiles are the standard CRD manifests of the linked version, downloaded
-// into the module cache if they are not there yet.
-func CRDFiles(ctx context.Context) ([]string, error) {
+// CRDFiles are the channel's CRD manifests of the linked version,
+// downloaded into the module cache if they are not there yet.
+func CRDFiles(ctx context.Context, channel Channel) ([]string, error) {
 	version, err := Version(ctx)
 	if err != nil {
 		return nil, err
@@ -68,7 +89,7 @@ func CRDFiles(ctx context.Context) ([]string, error) {
 	}
 	files := make([]string, 0, len(kinds))
 	for _, k := range kinds {
-		f := filepath.Join(dir, "config", "crd", "standard", "gateway.networking.k8s.io_"+k+".yaml")
+		f := filepath.Join(dir, "config", "crd", string(channel), "gateway.networking.k8s.io_"+k+".yaml")
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%s@%s: %w", module, version, err)
 		}
@@ -79,12 +100,18 @@ func CRDFiles(ctx context.Context) ([]string, error) {
 
 // Install installs the standard CRDs and waits until they are served.
 func Install(ctx context.Context, cfg *rest.Config) error {
-	files, err := CRDFiles(ctx)
+	return InstallChannel(ctx, cfg, Standard)
+}
+
+// InstallChannel installs (or replaces) the channel's CRDs and waits
+// until they are served.
+func InstallChannel(ctx context.Context, cfg *rest.Config, channel Channel) error {
+	files, err := CRDFiles(ctx, channel)
 	if err != nil {
 		return err
 	}
 	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: files, MaxTime: time.Minute}); err != nil {
-		return fmt.Errorf("installing the Gateway API CRDs: %w", err)
+		return fmt.Errorf("installing the Gateway API CRDs (%s channel): %w", channel, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,6 +37,8 @@ import (
 //   - GATEWAY_CONFORMANCE_CLASS: the GatewayClass (default outrigger-local).
 //   - GATEWAY_CONFORMANCE_RUN_TEST: one test's short name, to run only it.
 //   - GATEWAY_CONFORMANCE_SKIP: short names to skip, comma separated.
+//   - GATEWAY_CONFORMANCE_CHANNEL: the CRDs' channel; "experimental" adds
+//     the retry features to those of a single test's run.
 
 // Profiles are the conformance profiles Outrigger claims.
 var Profiles = []suite.ConformanceProfileName{
@@ -108,6 +111,9 @@ func TestGatewayConformance(t *testing.T) {
 	// status; the suite reads them there unless one test is picked.
 	if opts.RunTest != "" {
 		opts.SupportedFeatures = gateway.SupportedFeatures
+		if os.Getenv("GATEWAY_CONFORMANCE_CHANNEL") == "experimental" {
+			opts.SupportedFeatures = append(slices.Clip(opts.SupportedFeatures), gateway.RetryFeatures...)
+		}
 	}
 	if skip := os.Getenv("GATEWAY_CONFORMANCE_SKIP"); skip != "" {
 		opts.SkipTests = strings.Split(skip, ",")

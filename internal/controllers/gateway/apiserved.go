@@ -6,8 +6,11 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 )
 
 // The gateway controller runs only where the Gateway API CRDs are served
@@ -67,6 +70,23 @@ func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
 		if why := watchAllowed(ctx, mgr, gwv1.GroupName, res); why != "" {
 			return why
 		}
+	}
+	return ""
+}
+
+// httpRouteRetryServed says why HTTPRoute rules' retry stanza is not
+// served, or "": it is a field of the experimental channel's HTTPRoute
+// CRD only, and the standard CRD's schema prunes it, so a class states
+// the retry features only where the API server keeps the field. Read at
+// start: a CRD changed later takes a restart, as a kind installed later
+// does.
+func httpRouteRetryServed(ctx context.Context, cfg *rest.Config) string {
+	has, err := gatewayapi.RuleFieldServed(ctx, cfg, "retry")
+	switch {
+	case err != nil:
+		return err.Error()
+	case !has:
+		return "the HTTPRoute CRD has no rules[].retry (the experimental channel's has)"
 	}
 	return ""
 }

@@ -141,7 +141,7 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 			}
 			for mi, m := range matches {
 				e := ruleEntry{
-					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts, Mirrors: mirrors},
+					rule:    dataplane.Rule{Route: name, Match: m, Filters: rule.Filters, Backends: backends, Timeouts: rule.Timeouts, Retry: rule.Retry, Mirrors: mirrors},
 					created: rt.obj.GetCreationTimestamp(), route: name, index: ri,
 				}
 				if grpc != nil {
@@ -177,6 +177,11 @@ func resolveBackends(w *world, rt route) (string, string, resolvedBackends) {
 // Regular expressions and the filters' values are checked for the whole
 // route, by invalidValue.
 func validRule(rule gwv1.HTTPRouteRule) string {
+	// An experimental field the data plane does not serve is refused, not
+	// dropped (retry is served: retry.go).
+	if rule.SessionPersistence != nil {
+		return "sessionPersistence is not supported"
+	}
 	for _, f := range rule.Filters {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier, gwv1.HTTPRouteFilterResponseHeaderModifier,
@@ -207,13 +212,16 @@ func validRule(rule gwv1.HTTPRouteRule) string {
 // invalidValue names the first value of a route's rules that the data
 // plane cannot compile, as it compiles them: a regular expression of a
 // match (a path anchored whole, header and query values as given), a
-// timeout, a CORS filter's settings (an origin the CRD's pattern lets
+// timeout, a retry stanza, a CORS filter's settings (an origin the CRD's pattern lets
 // through, such as port 0); or "". The data plane refuses a whole
 // configuration holding one, so such a route is not accepted and nothing
 // of it is programmed: it costs only itself.
 func invalidValue(rules []gwv1.HTTPRouteRule) string {
 	for ri, rule := range rules {
 		if err := dataplane.CheckTimeouts(rule.Timeouts); err != nil {
+			return fmt.Sprintf("rule %d: %v", ri, err)
+		}
+		if err := dataplane.CheckRetry(rule.Retry); err != nil {
 			return fmt.Sprintf("rule %d: %v", ri, err)
 		}
 		for _, f := range rule.Filters {

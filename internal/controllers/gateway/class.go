@@ -65,6 +65,17 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportTLSRoute,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
+	// Experimental channel, served with the standard CRDs: the port of a
+	// parentRef (standard) is what it matches.
+	features.SupportHTTPRouteDestinationPortMatching,
+}
+
+// RetryFeatures are the experimental channel's retry features: stated
+// where the HTTPRoute CRD keeps rules[].retry (Options.HTTPRouteRetry).
+var RetryFeatures = []features.FeatureName{
+	features.SupportHTTPRouteRetry,
+	features.SupportHTTPRouteRetryBackendTimeout,
+	features.SupportHTTPRouteRetryConnectionError,
 }
 
 // staticAddressProviders are the providers whose load balancers take the
@@ -93,7 +104,11 @@ type classReconciler struct {
 // data plane, or the provider's load balancers) serves.
 func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
-	for _, f := range SupportedFeatures {
+	all := SupportedFeatures
+	if opts.HTTPRouteRetry {
+		all = append(slices.Clip(all), RetryFeatures...)
+	}
+	for _, f := range all {
 		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") ||
 			!opts.BackendTLSPolicy && strings.HasPrefix(string(f), "BackendTLSPolicy") {
 			continue

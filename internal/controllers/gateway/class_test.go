@@ -41,6 +41,16 @@ func TestClassFeatures(t *testing.T) {
 			t.Errorf("without GRPCRoute, TLSRoute and BackendTLSPolicy served, the class states %s", f)
 		}
 	}
+	// The retry features only where the HTTPRoute CRD keeps the field.
+	if slices.Contains(all, features.SupportHTTPRouteRetry) {
+		t.Error("without rules[].retry served, the class states HTTPRouteRetry")
+	}
+	withRetry := classFeatures(Options{HTTPRouteRetry: true, ProviderName: "local"}, &dataPlaneServing{})
+	for _, f := range RetryFeatures {
+		if !slices.Contains(withRetry, f) {
+			t.Errorf("with rules[].retry served, the class does not state %s: %v", f, withRetry)
+		}
+	}
 	cloud := &cloudServing{lb: featureCloud{features: []string{string(features.SupportGateway), string(features.SupportHTTPRoute), "SomethingElse"}}}
 	if got := classFeatures(Options{GRPCRoute: true}, cloud); !slices.Equal(got, []features.FeatureName{features.SupportGateway, features.SupportHTTPRoute}) {
 		t.Errorf("a cloud serving Gateway and HTTPRoute: %v, want those two", got)

@@ -105,6 +105,11 @@ type Options struct {
 	// as GRPCRoute: unset, they are neither watched nor applied, and
 	// their features are not claimed.
 	BackendTLSPolicy bool
+	// HTTPRouteRetry states the retry features: set where the HTTPRoute
+	// CRD keeps rules[].retry (the experimental channel's). The data
+	// plane serves a retry stanza either way; without the field there is
+	// none to serve.
+	HTTPRouteRetry bool
 	// Parameters reads the ConfigMaps that parametersRefs name (those
 	// labelled ParametersLabel): set where the controller may watch
 	// ConfigMaps. Unset, a class or Gateway naming one is refused

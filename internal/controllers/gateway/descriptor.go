@@ -64,6 +64,10 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 	if backendTLS != "" {
 		klog.FromContext(ctx).Info("Not serving BackendTLSPolicies", "provider", p.Name, "reason", backendTLS)
 	}
+	retry := httpRouteRetryServed(ctx, mgr.GetConfig())
+	if retry != "" {
+		klog.FromContext(ctx).V(2).Info("Not stating the retry features", "provider", p.Name, "reason", retry)
+	}
 	params := configMapsAllowed(ctx, mgr)
 	if params != "" {
 		klog.FromContext(ctx).Info("Not reading parametersRefs", "provider", p.Name, "reason", params)
@@ -83,6 +87,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			GRPCRoute:         grpc == "",
 			TLSRoute:          tlsRoutes == "",
 			BackendTLSPolicy:  backendTLS == "",
+			HTTPRouteRetry:    retry == "",
 			Parameters:        params == "",
 		}); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
@@ -240,5 +241,23 @@ func TestBackendRefFiltersServedOrRefused(t *testing.T) {
 		if got := validRule(rule) == ""; got != ok {
 			t.Errorf("filter %s on a backendRef: served %v, want %v (%q)", typ, got, ok, validRule(rule))
 		}
+	}
+}
+
+// The experimental channel's rule fields: a retry stanza is served when the
+// data plane can parse it and refuses its route otherwise (it costs only
+// itself); sessionPersistence, which the data plane does not serve, is
+// refused rather than accepted and ignored.
+func TestExperimentalRuleFieldsServedOrRefused(t *testing.T) {
+	ok := []gwv1.HTTPRouteRule{{Retry: &gwv1.HTTPRouteRetry{Codes: []gwv1.HTTPRouteRetryStatusCode{500}, Attempts: ptr.To(3), Backoff: ptr.To(gwv1.Duration("100ms"))}}}
+	if msg := invalidValue(ok); msg != "" {
+		t.Errorf("a valid retry stanza refused: %s", msg)
+	}
+	tooMany := []gwv1.HTTPRouteRule{{}, {Retry: &gwv1.HTTPRouteRetry{Attempts: ptr.To(1000)}}}
+	if msg := invalidValue(tooMany); !strings.Contains(msg, "rule 1") || !strings.Contains(msg, "at most") {
+		t.Errorf("1000 retry attempts: %q, want rule 1 refused with the limit", msg)
+	}
+	if msg := validRule(gwv1.HTTPRouteRule{SessionPersistence: &gwv1.SessionPersistence{}}); msg == "" {
+		t.Error("sessionPersistence accepted, though nothing serves it")
 	}
 }

@@ -59,7 +59,9 @@ type rule struct {
 	tls      []*backendTLSConn
 	grpc     bool
 	timeouts routeTimeouts
-	mirrors  []Mirror
+	// retry is the rule's retry stanza (retry.go); nil, none.
+	retry   *retryPolicy
+	mirrors []Mirror
 }
 
 type valueMatch struct {
@@ -128,6 +130,9 @@ func compileRule(cr Rule) (*rule, error) {
 		return nil, err
 	}
 	ru.timeouts = t
+	if ru.retry, err = parseRetry(cr.Retry, t.backend); err != nil {
+		return nil, err
+	}
 	for i, b := range cr.Backends {
 		tb, err := compileBackendTLS(b.TLS)
 		if err != nil {
@@ -377,7 +382,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 	}
 	// The backend's own mirrors see its filters' work too.
 	defer r.mirrors.start(req, ru.route, b.Mirrors)()
-	ctx, cancel := ru.timeouts.bound(req.Context())
+	ctx, cancel := ru.timeouts.bound(req.Context(), ru.retry != nil)
 	defer cancel()
 	if fl != nil {
 		var revoke context.CancelFunc
@@ -386,7 +391,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		fl.add(f)
 		defer fl.done(f)
 	}
-	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, tls: tb, respMods: respMods, cors: cors})
+	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, tls: tb, respMods: respMods, cors: cors, retry: ru.retry})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

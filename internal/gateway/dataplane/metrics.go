@@ -16,6 +16,7 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	upstream    *prometheus.CounterVec
+	retries     *prometheus.CounterVec
 	applies     *prometheus.CounterVec
 	connections prometheus.GaugeFunc
 	evicted     prometheus.CounterFunc
@@ -39,6 +40,10 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 			Name: "outrigger_gateway_upstream_errors_total",
 			Help: "Requests whose backend could not be reached or timed out, by route.",
 		}, []string{"route"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outrigger_gateway_retries_total",
+			Help: "Requests sent to a backend again under their rule's retry stanza, by route and why: code (an answer with a retried status), connection (the backend could not be reached) or timeout (the attempt ran out the backendRequest timeout).",
+		}, []string{"route", "reason"}),
 		applies: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outrigger_gateway_config_applies_total",
 			Help: "Programmings applied (result ok) or refused (error).",
@@ -60,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 			Help: "Mirrored requests (RequestMirror) not sent because as many as the limit were in flight.",
 		}, func() float64 { return float64(p.mirrors.dropped.Load()) }),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.applies, m.connections, m.evicted, m.refused, m.mirrors)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.retries, m.applies, m.connections, m.evicted, m.refused, m.mirrors)
 	p.metrics = m
 	return m
 }
@@ -71,6 +76,13 @@ func (m *Metrics) observe(route string, code int, took time.Duration) {
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 	m.duration.WithLabelValues(route).Observe(took.Seconds())
+}
+
+func (m *Metrics) retry(route, why string) {
+	if m == nil {
+		return
+	}
+	m.retries.WithLabelValues(route, why).Inc()
 }
 
 func (m *Metrics) upstreamError(route string) {

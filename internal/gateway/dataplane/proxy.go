@@ -40,6 +40,8 @@ type Options struct {
 type Proxy struct {
 	opts    Options
 	reverse *httputil.ReverseProxy
+	// backends reach the backends, under the reverse proxy's retries.
+	backends *backendTransport
 	// mirrors sends the rules' mirrored requests (mirror.go).
 	mirrors *mirrorer
 	conns   *connTable
@@ -113,8 +115,10 @@ func New(o Options) *Proxy {
 	p := &Proxy{opts: o, ports: map[portKey]*served{}, conns: newConnTable(o.Limits.MaxConnections)}
 	st := settingsOf(o.Limits, nil)
 	p.settings.Store(&st)
+	backends := newBackendTransport(o.Dial)
+	p.backends = backends
 	p.reverse = &httputil.ReverseProxy{
-		Transport: newBackendTransport(o.Dial),
+		Transport: &retryTransport{next: backends, retried: func(route, why string) { p.metrics.retry(route, why) }},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := targetOf(pr.In.Context())
 			pr.Out.URL.Scheme = "http"
@@ -142,12 +146,17 @@ func New(o Options) *Proxy {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
 			p.metrics.upstreamError(targetOf(r.Context()).route)
-			if timedOut(r.Context()) {
+			// The request's own clock ended it, or the last attempt's
+			// backend timeout (retry.go).
+			if cause := context.Cause(r.Context()); timedOut(r.Context()) || errors.Is(err, errBackendTimeout) {
+				if !timedOut(r.Context()) {
+					cause = errBackendTimeout
+				}
 				if isGRPC(r) {
-					grpcError(w, grpcDeadlineExceeded, context.Cause(r.Context()).Error())
+					grpcError(w, grpcDeadlineExceeded, cause.Error())
 					return
 				}
-				http.Error(w, context.Cause(r.Context()).Error(), http.StatusGatewayTimeout)
+				http.Error(w, cause.Error(), http.StatusGatewayTimeout)
 				return
 			}
 			if isGRPC(r) {
@@ -158,7 +167,7 @@ func New(o Options) *Proxy {
 		},
 		ErrorLog: nil,
 	}
-	p.mirrors = newMirrorer(p.reverse.Transport, o.Limits, func() int { return p.settings.Load().trustedHops }, o.Log)
+	p.mirrors = newMirrorer(backends, o.Limits, func() int { return p.settings.Load().trustedHops }, o.Log)
 	return p
 }
 
@@ -174,6 +183,8 @@ type target struct {
 	// cors is the answer of the rule's CORS filter, whose headers are set
 	// on the response already; nil without one.
 	cors *corsAnswer
+	// retry is the rule's retry stanza; nil, the request is sent once.
+	retry *retryPolicy
 }
 
 func withTarget(ctx context.Context, t target) context.Context {
@@ -269,17 +280,15 @@ func (p *Proxy) Apply(cfg *Config) error {
 			delete(p.ports, k)
 		}
 	}
-	if bt, ok := p.reverse.Transport.(*backendTransport); ok {
-		keep := map[string]bool{}
-		for _, c := range want {
-			if c.router != nil {
-				for _, k := range c.router.tlsKeys {
-					keep[k] = true
-				}
+	keepTLS := map[string]bool{}
+	for _, c := range want {
+		if c.router != nil {
+			for _, k := range c.router.tlsKeys {
+				keepTLS[k] = true
 			}
 		}
-		bt.retainTLS(keep)
 	}
+	p.backends.retainTLS(keepTLS)
 	return nil
 }
 

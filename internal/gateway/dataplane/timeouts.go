@@ -67,10 +67,15 @@ func parseTimeouts(t *gwv1.HTTPRouteTimeouts) (routeTimeouts, error) {
 }
 
 // bound ends ctx after the rule's timeouts: the request timeout covers the
-// whole exchange, the backend one the request to the backend (one attempt:
-// the data plane does not retry), so the shorter applies.
-func (rt routeTimeouts) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+// whole exchange, the backend one each request to the backend. Without
+// retries there is one, so the shorter applies; with them (retry.go) each
+// attempt has its own backend timeout, and only the request's bounds the
+// whole.
+func (rt routeTimeouts) bound(ctx context.Context, retries bool) (context.Context, context.CancelFunc) {
 	switch {
+	case retries && rt.request > 0:
+		return context.WithTimeoutCause(ctx, rt.request, errRequestTimeout)
+	case retries:
 	case rt.request > 0 && (rt.backend == 0 || rt.request <= rt.backend):
 		return context.WithTimeoutCause(ctx, rt.request, errRequestTimeout)
 	case rt.backend > 0:

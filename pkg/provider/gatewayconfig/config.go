@@ -153,6 +153,11 @@ type Rule struct {
 	// Timeouts are an HTTPRoute rule's request and backend request
 	// timeouts; an expired one is answered 504.
 	Timeouts *gwv1.HTTPRouteTimeouts `json:"timeouts,omitempty"`
+	// Retry is an HTTPRoute rule's retry stanza (experimental channel):
+	// a request answered with one of its codes, whose backend cannot be
+	// reached, or whose attempt runs out the backendRequest timeout is
+	// sent again, up to its attempts.
+	Retry *gwv1.HTTPRouteRetry `json:"retry,omitempty"`
 	// Mirrors are the rule's RequestMirror filters with their backendRefs
 	// resolved (the filters themselves stay in Filters): each is sent a
 	// copy of a share of the rule's requests, and its answers are

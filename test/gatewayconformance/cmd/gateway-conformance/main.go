@@ -25,6 +25,7 @@ import (
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/cluster/e2e"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 )
 
 func main() {
@@ -51,7 +52,12 @@ func run() error {
 	waitFree := fs.Duration("wait-for-other-cluster", 20*time.Minute, "how long to wait for another run's cluster to stop")
 	publish := fs.String("publish", "", "the repository's root: copy the report to docs/gateway/conformance-report.yaml and its summary into docs/gateway.md (a full run only)")
 	publishReport := fs.String("publish-report", "", "publish this report of an earlier full run (with -publish) and start nothing")
+	channelName := fs.String("channel", "standard", "the Gateway API CRDs' channel: standard, or experimental (its retry features then stated and tested too); the report is published as that channel's")
 	_ = fs.Parse(os.Args[1:])
+	channel, err := gatewayapi.ParseChannel(*channelName)
+	if err != nil {
+		return err
+	}
 	if *publishReport != "" {
 		if *publish == "" {
 			return errors.New("-publish-report needs -publish")
@@ -98,17 +104,18 @@ func run() error {
 	release()
 	start := time.Now()
 	c, err := cluster.Up(ctx, cluster.Options{
-		WorkDir:        *work,
-		Nodes:          *nodes,
-		OutriggerImage: *outrigger,
-		Images:         imgs,
-		LogDir:         filepath.Join(*reportDir, "logs"),
+		WorkDir:           *work,
+		Nodes:             *nodes,
+		OutriggerImage:    *outrigger,
+		Images:            imgs,
+		LogDir:            filepath.Join(*reportDir, "logs"),
+		GatewayAPIChannel: channel,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "Cluster up in %s\n", time.Since(start).Round(time.Second))
-	runErr := runSuite(ctx, c, testBin, tmp, *reportDir, *runTest, *skip, *timeout)
+	runErr := runSuite(ctx, c, testBin, tmp, *reportDir, *runTest, *skip, channel, *timeout)
 	fmt.Fprintln(os.Stderr, "Stopping the cluster")
 	downErr := c.Down()
 	if runErr != nil {
@@ -161,7 +168,7 @@ func printFailures(path string) {
 }
 
 // runSuite runs the compiled test in the harness's network namespace.
-func runSuite(ctx context.Context, c *cluster.Cluster, testBin, tmp, reportDir, runTest, skip string, timeout time.Duration) error {
+func runSuite(ctx context.Context, c *cluster.Cluster, testBin, tmp, reportDir, runTest, skip string, channel gatewayapi.Channel, timeout time.Duration) error {
 	kubeconfig := filepath.Join(tmp, "harness.kubeconfig")
 	if err := e2e.RewriteKubeconfig(c.Kubeconfig, kubeconfig, c.APIServerAddress()); err != nil {
 		return err
@@ -180,6 +187,7 @@ func runSuite(ctx context.Context, c *cluster.Cluster, testBin, tmp, reportDir, 
 		"GATEWAY_CONFORMANCE_REPORT="+filepath.Join(reportDir, "report.yaml"),
 		"GATEWAY_CONFORMANCE_RUN_TEST="+runTest,
 		"GATEWAY_CONFORMANCE_SKIP="+skip,
+		"GATEWAY_CONFORMANCE_CHANNEL="+string(channel),
 	)
 	// The suite's -v output (megabytes) goes to the log only; a failed
 	// run ends with each failed test's last lines.
