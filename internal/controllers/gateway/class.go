@@ -62,6 +62,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteRequestPercentageMirror,
 	features.SupportBackendTLSPolicy,
 	features.SupportBackendTLSPolicySANValidation,
+	features.SupportGatewayBackendClientCertificate,
 	features.SupportTLSRoute,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
@@ -99,9 +100,10 @@ type classReconciler struct {
 }
 
 // classFeatures are the features a class states: what Outrigger compiles
-// (GRPCRoute's, TLSRoute's and BackendTLSPolicy's only where it serves
-// those kinds) and what serves it (its
-// data plane, or the provider's load balancers) serves.
+// (GRPCRoute's, TLSRoute's and BackendTLSPolicy's, with
+// GatewayBackendClientCertificate, only where it serves those kinds) and
+// what serves it (its data plane, or the provider's load balancers)
+// serves.
 func classFeatures(opts Options, s serving) []features.FeatureName {
 	var fs []features.FeatureName
 	all := SupportedFeatures
@@ -110,7 +112,9 @@ func classFeatures(opts Options, s serving) []features.FeatureName {
 	}
 	for _, f := range all {
 		if !opts.GRPCRoute && strings.HasPrefix(string(f), "GRPCRoute") || !opts.TLSRoute && strings.HasPrefix(string(f), "TLSRoute") ||
-			!opts.BackendTLSPolicy && strings.HasPrefix(string(f), "BackendTLSPolicy") {
+			!opts.BackendTLSPolicy && (strings.HasPrefix(string(f), "BackendTLSPolicy") || f == features.SupportGatewayBackendClientCertificate) {
+			// The backend client certificate is presented to backends
+			// reached over TLS, which only a BackendTLSPolicy asks for.
 			continue
 		}
 		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.ProviderName) {

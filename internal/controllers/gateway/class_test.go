@@ -33,11 +33,15 @@ func TestClassFeatures(t *testing.T) {
 	if slices.Contains(classFeatures(Options{GRPCRoute: true, TLSRoute: true, ProviderName: "aws"}, &dataPlaneServing{}), features.SupportGatewayStaticAddresses) {
 		t.Error("a provider that may ignore spec.loadBalancerIP states GatewayStaticAddresses")
 	}
+	if !slices.Contains(all, features.SupportGatewayBackendClientCertificate) {
+		t.Errorf("BackendTLSPolicy served, the class does not state GatewayBackendClientCertificate: %v", all)
+	}
 	if !slices.Contains(all, features.SupportTLSRoute) {
 		t.Errorf("TLSRoute served, the class does not state it: %v", all)
 	}
 	for _, f := range classFeatures(Options{}, &dataPlaneServing{}) {
-		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") || strings.HasPrefix(string(f), "BackendTLSPolicy") {
+		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") || strings.HasPrefix(string(f), "BackendTLSPolicy") ||
+			f == features.SupportGatewayBackendClientCertificate {
 			t.Errorf("without GRPCRoute, TLSRoute and BackendTLSPolicy served, the class states %s", f)
 		}
 	}

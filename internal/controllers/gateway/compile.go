@@ -29,7 +29,8 @@ type world struct {
 	routes []route
 	// services by namespace/name.
 	services map[types.NamespacedName]*corev1.Service
-	// secrets by namespace/name: the certificates listeners refer to.
+	// secrets by namespace/name: the certificates listeners refer to,
+	// and the backend client certificate (backendclient.go).
 	secrets map[types.NamespacedName]*corev1.Secret
 	// caMaps by namespace/name: the ConfigMaps spec.tls.frontend's
 	// caCertificateRefs name, read as secrets are (frontend.go).
@@ -64,6 +65,13 @@ type result struct {
 	// accepted is the Gateway's Accepted condition (listeners may still
 	// be invalid one by one).
 	accepted metav1.Condition
+	// resolvedRefs is the Gateway's ResolvedRefs condition: its
+	// backend client certificate's, else its listeners' summed up
+	// (backendclient.go).
+	resolvedRefs metav1.Condition
+	// backendClient: the Gateway names a backend client certificate,
+	// read again every certificateRecheck.
+	backendClient bool
 	// routeParents are the parent statuses of every route that names
 	// this Gateway, by kind and namespace/name.
 	routeParents map[routeKey][]gwv1.RouteParentStatus
@@ -387,6 +395,11 @@ func compile(w *world) *result {
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen)
 	}
 	r.insecureFrontend = insecureFrontend(gw)
+	bc := resolveBackendClient(w)
+	r.config.BackendClientCertificate = bc.cert
+	r.missingSecrets = r.missingSecrets || bc.missing
+	r.backendClient = backendClientRef(gw) != nil
+	r.resolvedRefs = gatewayResolvedRefs(r.listeners, bc, gen)
 	return r
 }
 

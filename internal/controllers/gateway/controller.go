@@ -318,8 +318,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return recheck(&gw, res), nil
 }
 
-// recheck is when to read a reconciled Gateway's certificates (and its
-// backends' CA ConfigMaps) again: they are read, not watched, so one made
+// recheck is when to read a reconciled Gateway's certificates (its
+// listeners' and its backend client certificate, and its backends' CA
+// ConfigMaps) again: they are read, not watched, so one made
 // or renewed after its Gateway is seen at the next read.
 func recheck(gw *gwv1.Gateway, res *result) reconcile.Result {
 	if res.missingSecrets {
@@ -328,7 +329,7 @@ func recheck(gw *gwv1.Gateway, res *result) reconcile.Result {
 	if res.backendCA {
 		return reconcile.Result{RequeueAfter: backendCARecheck}
 	}
-	if slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
+	if res.backendClient || slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
 		return reconcile.Result{RequeueAfter: certificateRecheck}
 	}
 	return reconcile.Result{}

@@ -72,30 +72,35 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 			errs = append(errs, addService(rt.obj.GetNamespace(), ref))
 		}
 	}
-	// Certificates, read from the API: Outrigger caches no Secrets.
+	// Certificates, read from the API: Outrigger caches no Secrets. The
+	// listeners' and the one presented to backends (backendclient.go).
+	var certRefs []gwv1.SecretObjectReference
 	for _, l := range gw.Spec.Listeners {
-		if l.TLS == nil {
+		if l.TLS != nil {
+			certRefs = append(certRefs, l.TLS.CertificateRefs...)
+		}
+	}
+	if ref := backendClientRef(gw); ref != nil {
+		certRefs = append(certRefs, *ref)
+	}
+	for _, ref := range certRefs {
+		key, ok := readableSecret(gw, ref, w.grants)
+		if _, done := w.secrets[key]; !ok || done {
+			continue // read already, or compile says why: not a Secret, or not granted
+		}
+		if r.secretReads != nil {
+			if err := r.secretReads.Wait(ctx); err != nil {
+				return w, err
+			}
+		}
+		var s corev1.Secret
+		if err := r.reader.Get(ctx, key, &s); err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+				errs = append(errs, fmt.Errorf("reading certificate Secret %s: %w", key, err))
+			}
 			continue
 		}
-		for _, ref := range l.TLS.CertificateRefs {
-			key, ok := readableSecret(gw, ref, w.grants)
-			if !ok {
-				continue // compile says why: not a Secret, or not granted
-			}
-			if r.secretReads != nil {
-				if err := r.secretReads.Wait(ctx); err != nil {
-					return w, err
-				}
-			}
-			var s corev1.Secret
-			if err := r.reader.Get(ctx, key, &s); err != nil {
-				if !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
-					errs = append(errs, fmt.Errorf("reading certificate Secret %s: %w", key, err))
-				}
-				continue
-			}
-			w.secrets[key] = &s
-		}
+		w.secrets[key] = &s
 	}
 	// The certificate authorities client validation names, read as the
 	// certificates are.

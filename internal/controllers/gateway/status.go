@@ -111,6 +111,9 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	gw.Status.Addresses = addrs
 	setCondition(&gw.Status.Conditions, res.accepted)
 	setCondition(&gw.Status.Conditions, programmed)
+	if res.resolvedRefs.Type != "" {
+		setCondition(&gw.Status.Conditions, res.resolvedRefs)
+	}
 	if res.insecureFrontend {
 		setCondition(&gw.Status.Conditions, cond(string(gwv1.GatewayConditionInsecureFrontendValidationMode), true, string(gwv1.GatewayReasonConfigurationChanged),
 			"a client validation is AllowInsecureFallback: clients without a valid certificate are served", gen))

@@ -32,11 +32,13 @@ type backendTLSConn struct {
 // CheckBackendTLS says why the data plane would refuse a BackendTLS, as
 // it compiles it; the controller refuses the same first.
 func CheckBackendTLS(t *BackendTLS) error {
-	_, err := compileBackendTLS(t)
+	_, err := compileBackendTLS(t, nil)
 	return err
 }
 
-func compileBackendTLS(t *BackendTLS) (*backendTLSConn, error) {
+// compileBackendTLS compiles t; client (nil: none) is the certificate
+// presented to the backend when it asks for one.
+func compileBackendTLS(t *BackendTLS, client *backendClient) (*backendTLSConn, error) {
 	if t == nil {
 		return nil, nil
 	}
@@ -71,9 +73,14 @@ func compileBackendTLS(t *BackendTLS) (*backendTLSConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend TLS: %w", err)
 	}
+	if client != nil {
+		// Backends of the same settings share a transport only when
+		// they present the same client certificate too.
+		enc = append(enc, client.sum...)
+	}
 	sum := sha256.Sum256(enc)
 	hostname, sans := t.Hostname, t.SubjectAltNames
-	return &backendTLSConn{
+	conn := &backendTLSConn{
 		key: hex.EncodeToString(sum[:]),
 		config: &tls.Config{
 			ServerName: hostname,
@@ -86,7 +93,9 @@ func compileBackendTLS(t *BackendTLS) (*backendTLSConn, error) {
 				return verifyBackend(cs.PeerCertificates, roots, hostname, sans)
 			},
 		},
-	}, nil
+	}
+	client.present(conn.config)
+	return conn, nil
 }
 
 // verifyBackend checks a backend's certificate chain against roots (nil:

@@ -22,6 +22,10 @@ type compiled struct {
 // cannot be served; it opens nothing.
 func compileConfig(cfg *Config, reverse *httputil.ReverseProxy) (map[portKey]compiled, error) {
 	want := map[portKey]compiled{}
+	client, err := compileBackendClient(cfg.BackendClientCertificate)
+	if err != nil {
+		return nil, err
+	}
 	for _, port := range cfg.Ports {
 		k := portKey{port: port.Port, udp: port.Protocol == UDP}
 		if _, dup := want[k]; dup {
@@ -30,7 +34,7 @@ func compileConfig(cfg *Config, reverse *httputil.ReverseProxy) (map[portKey]com
 		c := compiled{port: port, backends: port.Backends}
 		switch port.Protocol {
 		case HTTP, HTTPS:
-			r, err := compileHTTP(port, reverse)
+			r, err := compileHTTP(port, reverse, client)
 			if err != nil {
 				return nil, fmt.Errorf("port %d: %w", port.Port, err)
 			}

@@ -83,7 +83,7 @@ func (m valueMatch) holds(got string, present bool) bool {
 // compileHTTP turns a port's virtual hosts into a router; an invalid
 // regular expression is an error (the controller refuses the route before
 // it gets here).
-func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
+func compileHTTP(p Port, proxy *httputil.ReverseProxy, client *backendClient) (*router, error) {
 	r := &router{port: p.Port, exact: map[string]*vhost{}, wild: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
 	if r.tls {
 		for _, c := range p.Certificates {
@@ -94,7 +94,7 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 		v := &vhost{name: h.Hostname}
 		rules := make([]*rule, 0, len(h.Rules))
 		for _, cr := range h.Rules {
-			ru, err := compileRule(cr)
+			ru, err := compileRule(cr, client)
 			if err != nil {
 				return nil, fmt.Errorf("route %s: %w", cr.Route, err)
 			}
@@ -123,7 +123,9 @@ func compileHTTP(p Port, proxy *httputil.ReverseProxy) (*router, error) {
 	return r, nil
 }
 
-func compileRule(cr Rule) (*rule, error) {
+// compileRule compiles one rule; client is the certificate its TLS
+// backends are presented (nil: none).
+func compileRule(cr Rule, client *backendClient) (*rule, error) {
 	ru := &rule{route: cr.Route, filters: cr.Filters, backends: cr.Backends, grpc: cr.GRPC, mirrors: cr.Mirrors, path: gwv1.PathMatchPathPrefix, value: "/"}
 	t, err := parseTimeouts(cr.Timeouts)
 	if err != nil {
@@ -134,7 +136,7 @@ func compileRule(cr Rule) (*rule, error) {
 		return nil, err
 	}
 	for i, b := range cr.Backends {
-		tb, err := compileBackendTLS(b.TLS)
+		tb, err := compileBackendTLS(b.TLS, client)
 		if err != nil {
 			return nil, err
 		}

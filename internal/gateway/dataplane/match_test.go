@@ -49,7 +49,7 @@ func TestRuleIndexAnswersAsTheScan(t *testing.T) {
 			if rnd.IntN(3) == 0 {
 				m.Headers = []gwv1.HTTPHeaderMatch{{Name: "X-Env", Value: "canary"}}
 			}
-			ru, err := compileRule(Rule{Route: fmt.Sprintf("r%d", i), Match: m})
+			ru, err := compileRule(Rule{Route: fmt.Sprintf("r%d", i), Match: m}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,13 +88,13 @@ func TestRuleIndexManyPrefixesOfOnePath(t *testing.T) {
 	p := ""
 	for i := range maxLists + 4 {
 		p += fmt.Sprintf("/s%d", i)
-		ru, err := compileRule(Rule{Route: p, Match: gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(p)}, Method: ptr.To(gwv1.HTTPMethodPost)}})
+		ru, err := compileRule(Rule{Route: p, Match: gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(p)}, Method: ptr.To(gwv1.HTTPMethodPost)}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rules = append([]*rule{ru}, rules...) // the longest first
 	}
-	last, err := compileRule(Rule{Route: "last", Match: gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/s0")}}})
+	last, err := compileRule(Rule{Route: "last", Match: gwv1.HTTPRouteMatch{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/s0")}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestWildcardHostsLongestFirst(t *testing.T) {
 		{Hostname: "*.a.example.com", Rules: []Rule{{Route: "long"}}},
 		{Hostname: "b.a.example.com", Rules: []Rule{{Route: "exact"}}},
 		{Rules: []Rule{{Route: "any"}}},
-	}}, nil)
+	}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func BenchmarkRouterRoutes(b *testing.B) {
 					Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To(fmt.Sprintf("/svc%d", i))},
 				}})
 			}
-			r, err := compileHTTP(Port{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Hostname: "shop.example.com", Rules: rules}}}, nil)
+			r, err := compileHTTP(Port{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Hostname: "shop.example.com", Rules: rules}}}, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -149,7 +149,7 @@ func FuzzRouter(f *testing.F) {
 	r, err := compileHTTP(Port{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{
 		{Hostname: "*.example.com", Rules: []Rule{{Route: "wild", Match: gwv1.HTTPRouteMatch{Path: prefix("/")}}}},
 		{Rules: []Rule{{Route: "public", Match: gwv1.HTTPRouteMatch{Path: prefix("/public")}}}},
-	}}, nil)
+	}}, nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -44,6 +44,11 @@ type Config struct {
 	// (docs/gateway.md, "Settings"); nil, or a zero field, is the
 	// default.
 	Settings *Settings `json:"settings,omitempty"`
+	// BackendClientCertificate is the certificate and key (PEM; Hostname
+	// unused) presented to every backend reached over TLS (BackendTLS)
+	// that asks for a client certificate: the Gateway's
+	// spec.tls.backend.clientCertificateRef. nil presents none.
+	BackendClientCertificate *Certificate `json:"backendClientCertificate,omitempty"`
 }
 
 // Settings tune how a Gateway serves: its edge timeouts, how far it
