@@ -113,13 +113,43 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
-	return c.waitUntil(ctx, 2*time.Minute, "Outrigger's Deployment to be ready", func(ctx context.Context) (bool, error) {
+	err = c.waitUntil(ctx, 2*time.Minute, "Outrigger's Deployment to be ready", func(ctx context.Context) (bool, error) {
 		var d appsv1.Deployment
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "cloud-controller-manager"}, &d); err != nil {
 			return false, nil
 		}
 		return d.Status.ReadyReplicas == *d.Spec.Replicas, c.anyExited()
 	})
+	if err != nil {
+		// The pods' logs go with the cluster: say here why they failed.
+		return fmt.Errorf("%w%s", err, c.logTails(ctx, "kube-system", "cloud-controller-manager", 20))
+	}
+	return nil
+}
+
+// logTails are the last lines of the logs of a Deployment's pods (of the
+// container's previous run, when it restarted), for an error message.
+func (c *Cluster) logTails(ctx context.Context, namespace, deployment string, lines int64) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	d, err := c.Client.AppsV1().Deployments(namespace).Get(ctx, deployment, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	pods, err := c.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(d.Spec.Selector)})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		previous := len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].RestartCount > 0
+		out, err := c.Client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{Previous: previous, TailLines: &lines}).DoRaw(ctx)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\n--- pod %s/%s (previous run: %v), its last %d lines:\n%s", namespace, p.Name, previous, lines, out)
+	}
+	return b.String()
 }
 
 // secretMountPath is where the container mounts the Secret named secret.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi/served"
 	"github.com/outrigger-ccm/outrigger/internal/poll"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
@@ -22,23 +23,23 @@ func TestRuleFieldServedFollowsTheChannel(t *testing.T) {
 	if err := gatewayapi.Install(ctx, testenv.Config); err != nil {
 		t.Fatal(err)
 	}
-	served := func(field string) bool {
+	has := func(field string) bool {
 		t.Helper()
-		has, err := gatewayapi.RuleFieldServed(ctx, testenv.Config, field)
+		ok, err := served.RuleField(ctx, testenv.Config, field)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return has
+		return ok
 	}
 	// A standard field, to show the document is read at all.
-	poll.Until(t, time.Minute, "rules[].timeouts in the standard HTTPRoute's schema", func() bool { return served("timeouts") })
-	if served("retry") {
+	poll.Until(t, time.Minute, "rules[].timeouts in the standard HTTPRoute's schema", func() bool { return has("timeouts") })
+	if has("retry") {
 		t.Fatal("the standard channel's HTTPRoute serves rules[].retry")
 	}
 	if err := gatewayapi.InstallChannel(ctx, testenv.Config, gatewayapi.Experimental); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Minute, "rules[].retry in the experimental HTTPRoute's schema", func() bool { return served("retry") })
+	poll.Until(t, time.Minute, "rules[].retry in the experimental HTTPRoute's schema", func() bool { return has("retry") })
 	if _, err := gatewayapi.ParseChannel("beta"); err == nil {
 		t.Fatal(`ParseChannel("beta") took an unknown channel`)
 	}

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
+	"github.com/outrigger-ccm/outrigger/internal/gatewayapi/served"
 )
 
 // The gateway controller runs only where the Gateway API CRDs are served
@@ -81,7 +81,7 @@ func gatewayAPIAllowed(ctx context.Context, mgr manager.Manager) string {
 // start: a CRD changed later takes a restart, as a kind installed later
 // does.
 func httpRouteRetryServed(ctx context.Context, cfg *rest.Config) string {
-	has, err := gatewayapi.RuleFieldServed(ctx, cfg, "retry")
+	has, err := served.RuleField(ctx, cfg, "retry")
 	switch {
 	case err != nil:
 		return err.Error()

@@ -1,4 +1,9 @@
-package gatewayapi
+// Package served says which of the Gateway API's fields the API server
+// serves. It is apart from package gatewayapi, which installs CRDs with
+// controller-runtime's envtest: Outrigger's binary links this one, and
+// envtest's testing packages must not be linked into a binary that runs
+// in a container (they make directories under /tmp when loaded).
+package served
 
 import (
 	"context"
@@ -12,13 +17,13 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// RuleFieldServed says whether the API server keeps field in an
+// RuleField says whether the API server keeps field in an
 // HTTPRoute's spec.rules[] items: an experimental field (retry,
 // sessionPersistence) is in the experimental channel's CRD only, and the
 // standard CRD's schema prunes it. It reads the API server's OpenAPI v3
 // document, which every authenticated identity may read: no RBAC of its
 // own.
-func RuleFieldServed(ctx context.Context, cfg *rest.Config, field string) (bool, error) {
+func RuleField(ctx context.Context, cfg *rest.Config, field string) (bool, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return false, fmt.Errorf("reading the OpenAPI document: %w", err)
