@@ -9,30 +9,33 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestDocsTableIsTheReports: docs/gateway.md shows the committed report,
-// as Publish writes it.
+// TestDocsTableIsTheReports: docs/gateway.md shows the committed reports,
+// each channel's as Publish writes it.
 func TestDocsTableIsTheReports(t *testing.T) {
-	data, err := os.ReadFile("../../../../docs/gateway/conformance-report.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r confv1.ConformanceReport
-	if err := yaml.UnmarshalStrict(data, &r); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.ProfileReports) == 0 {
-		t.Fatal("the committed report has no profiles")
-	}
 	md, err := os.ReadFile("../../../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, got, ok := strings.Cut(string(md), Marker)
-	if !ok {
-		t.Fatalf("docs/gateway.md has no line %s", Marker)
-	}
-	if want := "\n\n" + Table(r); got != want {
-		t.Errorf("docs/gateway.md's summary is not the committed report's: run make gateway-conformance-publish\ngot:%s\nwant:%s", got, want)
+	for _, channel := range []string{"standard", "experimental"} {
+		name, marker := reportFile(channel)
+		data, err := os.ReadFile("../../../../docs/gateway/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r confv1.ConformanceReport
+		if err := yaml.UnmarshalStrict(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.ProfileReports) == 0 || r.GatewayAPIChannel != channel {
+			t.Fatalf("the committed %s has no profiles, or is of the %q channel", name, r.GatewayAPIChannel)
+		}
+		_, rest, ok := strings.Cut(string(md), marker)
+		if !ok {
+			t.Fatalf("docs/gateway.md has no line %s", marker)
+		}
+		if got, _ := generatedPart(rest); got != "\n\n"+Table(r) && got != "\n\n"+Table(r)+"\n" {
+			t.Errorf("docs/gateway.md's %s summary is not the committed report's: run make gateway-conformance-publish\ngot:%s\nwant:%s", channel, got, Table(r))
+		}
 	}
 }
 
@@ -58,5 +61,53 @@ func TestTableNamesFailedTests(t *testing.T) {
 				t.Errorf("the summary does not say %q:\n%s", tc.want, got)
 			}
 		})
+	}
+}
+
+// TestPublishKeepsTheOtherChannelAndTheText: publishing one channel's
+// report replaces its own summary only; the prose between the summaries and
+// the other channel's summary stay as they were.
+func TestPublishKeepsTheOtherChannelAndTheText(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(root+"/docs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	doc := "# Gateway\n\nintro\n\n" + Marker + "\n\nold standard\n\n### The experimental channel\n\nprose\n\n" + ExperimentalMarker + "\n\nold experimental\n"
+	if err := os.WriteFile(root+"/docs/gateway.md", []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(channel, project string) {
+		t.Helper()
+		r := confv1.ConformanceReport{GatewayAPIChannel: channel, Implementation: confv1.Implementation{Project: project}}
+		data, err := yaml.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		report := t.TempDir() + "/report.yaml"
+		if err := os.WriteFile(report, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := Publish(report, root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 { // twice: publishing is stable
+		publish("standard", "std-run")
+		publish("experimental", "exp-run")
+	}
+	got, err := os.ReadFile(root + "/docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	std := Table(confv1.ConformanceReport{GatewayAPIChannel: "standard", Implementation: confv1.Implementation{Project: "std-run"}})
+	exp := Table(confv1.ConformanceReport{GatewayAPIChannel: "experimental", Implementation: confv1.Implementation{Project: "exp-run"}})
+	want := "# Gateway\n\nintro\n\n" + Marker + "\n\n" + std + "\n### The experimental channel\n\nprose\n\n" + ExperimentalMarker + "\n\n" + exp
+	if string(got) != want {
+		t.Errorf("docs/gateway.md after publishing both channels:\n%s\nwant:\n%s", got, want)
+	}
+	for _, name := range []string{"conformance-report.yaml", "conformance-report-experimental.yaml"} {
+		if _, err := os.Stat(root + "/docs/gateway/" + name); err != nil {
+			t.Error(err)
+		}
 	}
 }
