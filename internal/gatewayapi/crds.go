@@ -39,7 +39,7 @@ func ParseChannel(s string) (Channel, error) {
 	case Standard, Experimental:
 		return c, nil
 	}
-	return "", fmt.Errorf("Gateway API channel %q: want %s or %s", s, Standard, Experimental)
+	return "", fmt.Errorf("unknown Gateway API channel %q: want %s or %s", s, Standard, Experimental)
 }
 
 // kinds are the CRDs Outrigger serves or reads, of either channel.

@@ -126,7 +126,7 @@ func (t *retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	for n := 0; ; n++ {
 		last := n >= p.retries || !replay
-		resp, err, why := t.attempt(r, p, body)
+		resp, why, err := t.attempt(r, p, body)
 		if why == "" || last {
 			if err != nil && why == "timeout" {
 				err = fmt.Errorf("%w: %w", errBackendTimeout, err)
@@ -152,7 +152,7 @@ func (t *retryTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // is worth sending again ("" not): an answer with one of the codes, a
 // connection that failed, an attempt that timed out. An answer returned
 // keeps its attempt's context until its body is closed.
-func (t *retryTransport) attempt(r *http.Request, p *retryPolicy, body []byte) (*http.Response, error, string) {
+func (t *retryTransport) attempt(r *http.Request, p *retryPolicy, body []byte) (*http.Response, string, error) {
 	ctx, cancel := r.Context(), context.CancelFunc(func() {})
 	if p.perTry > 0 {
 		ctx, cancel = context.WithTimeoutCause(ctx, p.perTry, errBackendTimeout)
@@ -168,11 +168,11 @@ func (t *retryTransport) attempt(r *http.Request, p *retryPolicy, body []byte) (
 		case r.Context().Err() != nil:
 			// The client left, or the request timeout ended the exchange:
 			// nothing to retry for.
-			return nil, err, ""
+			return nil, "", err
 		case errors.Is(context.Cause(ctx), errBackendTimeout):
-			return nil, err, "timeout"
+			return nil, "timeout", err
 		}
-		return nil, err, "connection"
+		return nil, "connection", err
 	}
 	if rw, ok := resp.Body.(io.ReadWriteCloser); ok {
 		// An upgraded connection (101) is written to as well.
@@ -181,9 +181,9 @@ func (t *retryTransport) attempt(r *http.Request, p *retryPolicy, body []byte) (
 		resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	}
 	if slices.Contains(p.codes, resp.StatusCode) {
-		return resp, nil, "code"
+		return resp, "code", nil
 	}
-	return resp, nil, ""
+	return resp, "", nil
 }
 
 // keepBody reads a request's body so that it can be sent again: nil and
