@@ -13,8 +13,10 @@ import (
 )
 
 // attachRoutes attaches the world's routes to the listeners, recording
-// each route's parent statuses in r.
-func attachRoutes(w *world, listeners []*listenerState, r *result) {
+// each route's parent statuses in r: through a parentRef to the Gateway to
+// its own listeners, through one to a ListenerSet of it to that set's.
+func attachRoutes(w *world, listeners []*listenerState, sets []*setState, r *result) {
+	own := slices.DeleteFunc(slices.Clone(listeners), func(ls *listenerState) bool { return ls.set != nil })
 	routes := slices.Clone(w.routes)
 	// Oldest first, then by name: the order rule precedence ties break by.
 	slices.SortStableFunc(routes, func(a, b route) int {
@@ -29,10 +31,14 @@ func attachRoutes(w *world, listeners []*listenerState, r *result) {
 		key := rt.key()
 		gen := rt.obj.GetGeneration()
 		for _, ref := range rt.kind.parentRefs(rt.obj) {
-			if !refersTo(ref, rt.obj.GetNamespace(), gw) {
+			var accepted, resolved metav1.Condition
+			if refersTo(ref, rt.obj.GetNamespace(), gw) {
+				accepted, resolved = attachOne(w, own, rt, ref)
+			} else if i := slices.IndexFunc(sets, func(s *setState) bool { return refersToSet(ref, rt.obj.GetNamespace(), s.obj) }); i >= 0 {
+				accepted, resolved = attachToSet(w, sets[i], rt, ref)
+			} else {
 				continue
 			}
-			accepted, resolved := attachOne(w, listeners, rt, ref)
 			accepted.ObservedGeneration, resolved.ObservedGeneration = gen, gen
 			r.routeParents[key] = append(r.routeParents[key], gwv1.RouteParentStatus{
 				ParentRef:      ref,
@@ -41,6 +47,16 @@ func attachRoutes(w *world, listeners []*listenerState, r *result) {
 			})
 		}
 	}
+}
+
+// attachToSet attaches a route through a parentRef to a ListenerSet of
+// the Gateway: to its listeners, when the Gateway takes it.
+func attachToSet(w *world, s *setState, rt route, ref gwv1.ParentReference) (metav1.Condition, metav1.Condition) {
+	if s.notAllowed != "" {
+		return cond(string(gwv1.RouteConditionAccepted), false, string(gwv1.RouteReasonNotAllowedByListeners), "the ListenerSet is not attached: "+s.notAllowed, 0),
+			cond(string(gwv1.RouteConditionResolvedRefs), true, string(gwv1.RouteReasonResolvedRefs), "", 0)
+	}
+	return attachOne(w, s.listeners, rt, ref)
 }
 
 // refersTo says whether a parentRef names gw.
@@ -201,7 +217,8 @@ func namespaceAllowed(w *world, ls *listenerState, ns string) bool {
 		n, ok := w.namespaces[ns]
 		return ok && s.Matches(labels.Set(n.Labels))
 	case gwv1.NamespacesFromSame:
-		return ns == w.gateway.Namespace
+		own, _ := ls.namespace(w.gateway)
+		return ns == own
 	}
 	return false
 }

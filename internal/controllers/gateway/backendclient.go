@@ -61,7 +61,7 @@ func resolveBackendClient(w *world) backendClientOutcome {
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindSecret) {
 		return invalid("clientCertificateRef %s is not a Secret; only a Secret (keys %s and %s) is served", ref.Name, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	}
-	key, ok := readableSecret(w.gateway, *ref, w.grants)
+	key, ok := readableSecret(w.gateway.Namespace, kindGateway, *ref, w.grants)
 	if !ok {
 		return backendClientOutcome{reason: string(gwv1.GatewayReasonRefNotPermitted),
 			message: fmt.Sprintf("no ReferenceGrant in %s allows Secret %s", ptr.Deref(ref.Namespace, ""), ref.Name)}

@@ -66,6 +66,7 @@ var SupportedFeatures = []features.FeatureName{
 	features.SupportTLSRoute,
 	features.SupportTLSRouteModeTerminate,
 	features.SupportTLSRouteModeMixed,
+	features.SupportListenerSet,
 	// Experimental channel, served with the standard CRDs: the port of a
 	// parentRef (standard) is what it matches.
 	features.SupportHTTPRouteDestinationPortMatching,
@@ -115,6 +116,9 @@ func classFeatures(opts Options, s serving) []features.FeatureName {
 			!opts.BackendTLSPolicy && (strings.HasPrefix(string(f), "BackendTLSPolicy") || f == features.SupportGatewayBackendClientCertificate) {
 			// The backend client certificate is presented to backends
 			// reached over TLS, which only a BackendTLSPolicy asks for.
+			continue
+		}
+		if f == features.SupportListenerSet && !opts.ListenerSet {
 			continue
 		}
 		if f == features.SupportGatewayStaticAddresses && !slices.Contains(staticAddressProviders, opts.ProviderName) {

@@ -24,9 +24,9 @@ func (c featureCloud) GatewayFeatures() []string { return c.features }
 // the data plane all of it, a provider's own load balancers what they
 // name.
 func TestClassFeatures(t *testing.T) {
-	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, BackendTLSPolicy: true, ProviderName: "local"}, &dataPlaneServing{})
+	all := classFeatures(Options{GRPCRoute: true, TLSRoute: true, BackendTLSPolicy: true, ListenerSet: true, ProviderName: "local"}, &dataPlaneServing{})
 	if !slices.Equal(all, SupportedFeatures) {
-		t.Errorf("data plane with GRPCRoute, TLSRoute and BackendTLSPolicy: %v, want SupportedFeatures", all)
+		t.Errorf("data plane with GRPCRoute, TLSRoute, BackendTLSPolicy and ListenerSet: %v, want SupportedFeatures", all)
 	}
 	// Static addresses only where the provider's load balancers honour
 	// or refuse a requested address.
@@ -41,8 +41,8 @@ func TestClassFeatures(t *testing.T) {
 	}
 	for _, f := range classFeatures(Options{}, &dataPlaneServing{}) {
 		if strings.HasPrefix(string(f), "GRPCRoute") || strings.HasPrefix(string(f), "TLSRoute") || strings.HasPrefix(string(f), "BackendTLSPolicy") ||
-			f == features.SupportGatewayBackendClientCertificate {
-			t.Errorf("without GRPCRoute, TLSRoute and BackendTLSPolicy served, the class states %s", f)
+			f == features.SupportGatewayBackendClientCertificate || f == features.SupportListenerSet {
+			t.Errorf("without GRPCRoute, TLSRoute, BackendTLSPolicy and ListenerSet served, the class states %s", f)
 		}
 	}
 	// The retry features only where the HTTPRoute CRD keeps the field.

@@ -54,6 +54,9 @@ type world struct {
 	// decided of them, set on its own copy (backendtls.go).
 	tlsPolicies []*gwv1.BackendTLSPolicy
 	policies    backendPolicies
+	// listenerSets are the ListenerSets whose parentRef names the Gateway
+	// (none where the CRD is not served), allowed or not (listenerset.go).
+	listenerSets []*gwv1.ListenerSet
 }
 
 // result is what one Gateway compiles to: the data plane's programming,
@@ -91,6 +94,13 @@ type result struct {
 	// those of its load balancer's Service and Deployment here, those of
 	// the data plane in config.
 	params parameters
+	// sets are the statuses of the ListenerSets that name the Gateway,
+	// in precedence order; attachedSets how many are attached.
+	sets         []setResult
+	attachedSets int32
+	// setCertificates: a ListenerSet taken has an HTTPS listener, whose
+	// certificates are read again every certificateRecheck.
+	setCertificates bool
 }
 
 type routeKey struct {
@@ -121,7 +131,10 @@ func transport(p gwv1.ProtocolType) corev1.Protocol {
 
 // listenerState is one listener as compiled so far.
 type listenerState struct {
-	spec   gwv1.Listener
+	spec gwv1.Listener
+	// set is the ListenerSet the listener is an entry of, nil for the
+	// Gateway's own.
+	set    *gwv1.ListenerSet
 	status gwv1.ListenerStatus
 	valid  bool // accepted, not conflicted, refs resolved: programmed
 	// attachable: accepted and not conflicted. Routes attach (and count)
@@ -146,6 +159,15 @@ type listenerState struct {
 	// tlsHosts are a TLS listener's server names, each the oldest
 	// TLSRoute's that gave it (in the order given).
 	tlsHosts []dataplane.TLSHost
+}
+
+// namespace is where the listener is defined: its Gateway's, or its
+// ListenerSet's; fromKind the kind that refers to what it names.
+func (ls *listenerState) namespace(gw *gwv1.Gateway) (ns, fromKind string) {
+	if ls.set != nil {
+		return ls.set.Namespace, kindListenerSet
+	}
+	return gw.Namespace, kindGateway
 }
 
 // terminates says whether a TLS listener ends TLS itself: its mode,
@@ -200,11 +222,40 @@ func compile(w *world) *result {
 		r.params = defaultParameters()
 	}
 
-	listeners := make([]*listenerState, 0, len(gw.Spec.Listeners))
+	// The Gateway's listeners, then those of the ListenerSets it takes,
+	// in precedence order (listenerset.go).
+	type source struct {
+		spec gwv1.Listener
+		set  *setState
+	}
+	sources := make([]source, 0, len(gw.Spec.Listeners))
+	for _, l := range gw.Spec.Listeners {
+		sources = append(sources, source{spec: l})
+	}
+	sets := make([]*setState, 0, len(w.listenerSets))
+	for _, obj := range slices.SortedStableFunc(slices.Values(w.listenerSets), setPrecedence) {
+		s := &setState{obj: obj, notAllowed: setAllowed(w, obj)}
+		sets = append(sets, s)
+		if s.notAllowed != "" {
+			continue
+		}
+		for _, e := range obj.Spec.Listeners {
+			sources = append(sources, source{spec: entryListener(e), set: s})
+		}
+	}
+	gatewayGen := gen
+	listeners := make([]*listenerState, 0, len(sources))
 	portProto := map[gwv1.PortNumber]gwv1.ProtocolType{}
 	hostSeen := map[string]bool{}
-	for _, l := range gw.Spec.Listeners {
+	for _, src := range sources {
+		l := src.spec
 		ls := &listenerState{spec: l, valid: true, hosts: map[string][]ruleEntry{}, l7hosts: map[string][]string{}}
+		// A ListenerSet's listener's conditions observe the ListenerSet.
+		gen := gatewayGen
+		if src.set != nil {
+			ls.set, gen = src.set.obj, src.set.obj.Generation
+			src.set.listeners = append(src.set.listeners, ls)
+		}
 		if l.Hostname != nil {
 			ls.hostname = strings.ToLower(string(*l.Hostname))
 		}
@@ -242,16 +293,22 @@ func compile(w *world) *result {
 		}
 		if ls.valid {
 			// Protocols share a port only as TCP with UDP, or as equals;
-			// HTTP listeners on one port differ by hostname.
-			key := string(l.Protocol)
+			// HTTP listeners on one port differ by hostname. Of two that
+			// conflict, the first (in precedence order) is served and the
+			// other not accepted (where the specification is heading:
+			// ListenerSets' conformance asks it).
+			hk := fmt.Sprintf("%d/%s/%s", l.Port, l.Protocol, ls.hostname)
 			if prev, ok := portProto[l.Port]; ok && prev != l.Protocol && !(isL4(prev) && isL4(l.Protocol) && prev != l.Protocol) {
 				conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonProtocolConflict),
 					fmt.Sprintf("port %d is already %s", l.Port, prev), gen)
 				ls.valid = false
-			} else if hk := fmt.Sprintf("%d/%s/%s", l.Port, key, ls.hostname); hostSeen[hk] {
+			} else if hostSeen[hk] {
 				conflicted = cond(string(gwv1.ListenerConditionConflicted), true, string(gwv1.ListenerReasonHostnameConflict),
 					fmt.Sprintf("another listener on port %d has the same hostname", l.Port), gen)
 				ls.valid = false
+			}
+			if conflicted.Status == metav1.ConditionTrue {
+				accepted = cond(string(gwv1.ListenerConditionAccepted), false, conflicted.Reason, conflicted.Message, gen)
 			} else {
 				if _, ok := portProto[l.Port]; !ok || isL4(l.Protocol) {
 					portProto[l.Port] = l.Protocol
@@ -283,7 +340,10 @@ func compile(w *world) *result {
 			ls.clientValidation = out.validation
 		}
 		programmed := cond(string(gwv1.ListenerConditionProgrammed), ls.valid, string(gwv1.ListenerReasonProgrammed), "", gen)
-		if !ls.valid {
+		switch {
+		case conflicted.Status == metav1.ConditionTrue:
+			programmed.Reason, programmed.Message = conflicted.Reason, conflicted.Message
+		case !ls.valid:
 			programmed.Reason = string(gwv1.ListenerReasonInvalid)
 			programmed.Message = "the listener is not valid; see its other conditions"
 		}
@@ -291,7 +351,7 @@ func compile(w *world) *result {
 		listeners = append(listeners, ls)
 	}
 
-	attachRoutes(w, listeners, r)
+	attachRoutes(w, listeners, sets, r)
 
 	// Ports: one per port and protocol, listeners of a port merged.
 	type portBuild struct {
@@ -315,8 +375,10 @@ func compile(w *world) *result {
 		}
 	}
 	for _, ls := range listeners {
-		ls.status.AttachedRoutes = ls.attached
-		r.listeners = append(r.listeners, ls.status)
+		if ls.set == nil {
+			ls.status.AttachedRoutes = ls.attached
+			r.listeners = append(r.listeners, ls.status)
+		}
 		if !ls.valid {
 			continue
 		}
@@ -376,23 +438,45 @@ func compile(w *world) *result {
 		r.ports = append(r.ports, sp)
 	}
 
-	valid := 0
+	for _, s := range sets {
+		sr := compileSet(s)
+		r.setCertificates = r.setCertificates || sr.attached() && slices.ContainsFunc(s.listeners, func(ls *listenerState) bool { return ls.spec.Protocol == gwv1.HTTPSProtocolType })
+		r.sets = append(r.sets, sr)
+		if sr.attached() {
+			r.attachedSets++
+		}
+	}
+	// The Gateway's conditions are its own listeners'.
+	valid, own := 0, 0
 	for _, ls := range listeners {
-		if ls.valid {
-			valid++
+		if ls.set == nil {
+			own++
+			if ls.valid {
+				valid++
+			}
 		}
 	}
 	switch {
-	case len(listeners) > 0 && valid == 0:
+	case own > 0 && valid == 0:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonListenersNotValid), "no listener is valid", gen)
 	case invalidParams != "":
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonInvalidParameters), invalidParams, gen)
 	case addressUnsupported(gw) != "":
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), false, string(gwv1.GatewayReasonUnsupportedAddress), addressUnsupported(gw), gen)
-	case valid < len(listeners):
+	case valid < own:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonListenersNotValid), "some listeners are not valid", gen)
 	default:
 		r.accepted = cond(string(gwv1.GatewayConditionAccepted), true, string(gwv1.GatewayReasonAccepted), "", gen)
+	}
+	if r.accepted.Status == metav1.ConditionFalse {
+		// A Gateway not accepted takes no ListenerSet.
+		r.attachedSets = 0
+		for i := range r.sets {
+			if r.sets[i].attached() {
+				r.sets[i].accepted = cond(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonParentNotAccepted),
+					"Gateway not accepted: "+r.accepted.Message, r.sets[i].accepted.ObservedGeneration)
+			}
+		}
 	}
 	r.insecureFrontend = insecureFrontend(gw)
 	bc := resolveBackendClient(w)
@@ -480,16 +564,16 @@ func (ls *listenerState) resolveCertificates(w *world) (reason, msg string, miss
 	if tlsc.Mode != nil && *tlsc.Mode != gwv1.TLSModeTerminate {
 		return string(gwv1.ListenerReasonInvalidCertificateRef), "HTTPS listeners terminate TLS; Passthrough is not served", false
 	}
-	gw := w.gateway
+	from, fromKind := ls.namespace(w.gateway)
 	for _, ref := range tlsc.CertificateRefs {
 		if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindSecret) {
 			return string(gwv1.ListenerReasonInvalidCertificateRef), fmt.Sprintf("certificateRef %s is not a Secret", ref.Name), false
 		}
-		ns := gw.Namespace
+		ns := from
 		if ref.Namespace != nil {
 			ns = string(*ref.Namespace)
 		}
-		if ns != gw.Namespace && !granted(w.grants, groupGateway, kindGateway, gw.Namespace, "", kindSecret, ns, string(ref.Name)) {
+		if ns != from && !granted(w.grants, groupGateway, fromKind, from, "", kindSecret, ns, string(ref.Name)) {
 			return string(gwv1.ListenerReasonRefNotPermitted), fmt.Sprintf("no ReferenceGrant in %s allows Secret %s", ns, ref.Name), false
 		}
 		s, ok := w.secrets[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]

@@ -105,6 +105,10 @@ type Options struct {
 	// as GRPCRoute: unset, they are neither watched nor applied, and
 	// their features are not claimed.
 	BackendTLSPolicy bool
+	// ListenerSet serves ListenerSets (standard since v1.5), as
+	// GRPCRoute: unset, they are neither watched nor attached, and a
+	// parentRef naming one matches nothing.
+	ListenerSet bool
 	// HTTPRouteRetry states the retry features: set where the HTTPRoute
 	// CRD keeps rules[].retry (the experimental channel's). The data
 	// plane serves a retry stanza either way; without the field there is
@@ -311,6 +315,9 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if err := r.writeListenerSetStatuses(ctx, w, res, programmed); err != nil {
+		return reconcile.Result{}, err
+	}
 	if f.retry != nil {
 		return reconcile.Result{}, f.retry
 	}
@@ -329,7 +336,7 @@ func recheck(gw *gwv1.Gateway, res *result) reconcile.Result {
 	if res.backendCA {
 		return reconcile.Result{RequeueAfter: backendCARecheck}
 	}
-	if res.backendClient || slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
+	if res.backendClient || res.setCertificates || slices.ContainsFunc(gw.Spec.Listeners, func(l gwv1.Listener) bool { return l.Protocol == gwv1.HTTPSProtocolType }) {
 		return reconcile.Result{RequeueAfter: certificateRecheck}
 	}
 	return reconcile.Result{}

@@ -64,6 +64,10 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 	if backendTLS != "" {
 		klog.FromContext(ctx).Info("Not serving BackendTLSPolicies", "provider", p.Name, "reason", backendTLS)
 	}
+	listenerSets := routeKindServed(ctx, mgr, "ListenerSet", "listenersets")
+	if listenerSets != "" {
+		klog.FromContext(ctx).Info("Not serving ListenerSets", "provider", p.Name, "reason", listenerSets)
+	}
 	retry := httpRouteRetryServed(ctx, mgr.GetConfig())
 	if retry != "" {
 		klog.FromContext(ctx).V(2).Info("Not stating the retry features", "provider", p.Name, "reason", retry)
@@ -87,6 +91,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			GRPCRoute:         grpc == "",
 			TLSRoute:          tlsRoutes == "",
 			BackendTLSPolicy:  backendTLS == "",
+			ListenerSet:       listenerSets == "",
 			HTTPRouteRetry:    retry == "",
 			Parameters:        params == "",
 		}); err != nil {

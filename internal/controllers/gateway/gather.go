@@ -24,13 +24,24 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 		caMaps:     map[types.NamespacedName]*corev1.ConfigMap{},
 		namespaces: map[string]*corev1.Namespace{},
 	}
+	if r.opts.ListenerSet {
+		var sets gwv1.ListenerSetList
+		if err := r.client.List(ctx, &sets); err != nil {
+			return nil, fmt.Errorf("listing ListenerSets: %w", err)
+		}
+		for i := range sets.Items {
+			if setNames(&sets.Items[i], gw) {
+				w.listenerSets = append(w.listenerSets, &sets.Items[i])
+			}
+		}
+	}
 	for _, k := range r.kinds {
 		list := k.list()
 		if err := r.client.List(ctx, list); err != nil {
 			return nil, fmt.Errorf("listing %ss: %w", k.name, err)
 		}
 		for _, o := range k.items(list) {
-			if rt := (route{kind: k, obj: o}); r.names(rt, gw) {
+			if rt := (route{kind: k, obj: o}); r.names(rt, w) {
 				w.routes = append(w.routes, rt)
 			}
 		}
@@ -74,17 +85,37 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 	}
 	// Certificates, read from the API: Outrigger caches no Secrets. The
 	// listeners' and the one presented to backends (backendclient.go).
-	var certRefs []gwv1.SecretObjectReference
+	// Those of a ListenerSet's listeners are read for the ListenerSet,
+	// once the Gateway takes it.
+	type certRef struct {
+		fromNS, fromKind string
+		ref              gwv1.SecretObjectReference
+	}
+	var certRefs []certRef
 	for _, l := range gw.Spec.Listeners {
 		if l.TLS != nil {
-			certRefs = append(certRefs, l.TLS.CertificateRefs...)
+			for _, ref := range l.TLS.CertificateRefs {
+				certRefs = append(certRefs, certRef{gw.Namespace, kindGateway, ref})
+			}
+		}
+	}
+	for _, set := range w.listenerSets {
+		if setAllowed(w, set) != "" {
+			continue
+		}
+		for _, l := range set.Spec.Listeners {
+			if l.TLS != nil {
+				for _, ref := range l.TLS.CertificateRefs {
+					certRefs = append(certRefs, certRef{set.Namespace, kindListenerSet, ref})
+				}
+			}
 		}
 	}
 	if ref := backendClientRef(gw); ref != nil {
-		certRefs = append(certRefs, *ref)
+		certRefs = append(certRefs, certRef{gw.Namespace, kindGateway, *ref})
 	}
-	for _, ref := range certRefs {
-		key, ok := readableSecret(gw, ref, w.grants)
+	for _, cr := range certRefs {
+		key, ok := readableSecret(cr.fromNS, cr.fromKind, cr.ref, w.grants)
 		if _, done := w.secrets[key]; !ok || done {
 			continue // read already, or compile says why: not a Secret, or not granted
 		}
@@ -132,16 +163,17 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 	return w, errors.Join(errs...)
 }
 
-// names says whether a route names gw as a parent, or carries a status of
-// Outrigger's for it (so that status is cleaned up).
-func (r *reconciler) names(rt route, gw *gwv1.Gateway) bool {
+// names says whether a route names the Gateway (or one of its
+// ListenerSets) as a parent, or carries a status of Outrigger's for it (so
+// that status is cleaned up).
+func (r *reconciler) names(rt route, w *world) bool {
 	for _, p := range rt.kind.parentRefs(rt.obj) {
-		if refersTo(p, rt.obj.GetNamespace(), gw) {
+		if w.isParent(p, rt.obj.GetNamespace()) {
 			return true
 		}
 	}
 	for _, s := range *rt.kind.parentStatuses(rt.obj) {
-		if s.ControllerName == r.opts.ControllerName && refersTo(s.ParentRef, rt.obj.GetNamespace(), gw) {
+		if s.ControllerName == r.opts.ControllerName && w.isParent(s.ParentRef, rt.obj.GetNamespace()) {
 			return true
 		}
 	}
@@ -155,19 +187,20 @@ const (
 )
 
 // readableSecret is the Secret a certificateRef names, when Outrigger may
-// read it for gw: a Secret (no other group or kind), in the Gateway's
-// namespace or in one whose ReferenceGrant allows the Gateway's. A ref
+// read it for the object of fromKind in fromNS (the Gateway, or a
+// ListenerSet): a Secret (no other group or kind), in that object's
+// namespace or in one whose ReferenceGrant allows that kind of it. A ref
 // that is neither is never read, so that a Gateway cannot make Outrigger
 // read another namespace's Secret, or learn whether it exists.
-func readableSecret(gw *gwv1.Gateway, ref gwv1.SecretObjectReference, grants []*gwv1.ReferenceGrant) (types.NamespacedName, bool) {
+func readableSecret(fromNS, fromKind string, ref gwv1.SecretObjectReference, grants []*gwv1.ReferenceGrant) (types.NamespacedName, bool) {
 	if (ref.Group != nil && *ref.Group != "") || (ref.Kind != nil && *ref.Kind != kindSecret) {
 		return types.NamespacedName{}, false
 	}
-	ns := gw.Namespace
+	ns := fromNS
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
-	if ns != gw.Namespace && !granted(grants, groupGateway, kindGateway, gw.Namespace, "", kindSecret, ns, string(ref.Name)) {
+	if ns != fromNS && !granted(grants, groupGateway, fromKind, fromNS, "", kindSecret, ns, string(ref.Name)) {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: ns, Name: string(ref.Name)}, true

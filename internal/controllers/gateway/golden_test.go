@@ -45,6 +45,16 @@ type goldenStatus struct {
 	// Parameters are the Service's and Deployment's settings, when not
 	// the defaults (the data plane's are in config.json).
 	Parameters *goldenParameters `json:"parameters,omitempty"`
+	// ListenerSets are the statuses of the ListenerSets naming the
+	// Gateway, and AttachedListenerSets how many it takes.
+	ListenerSets         []goldenSet `json:"listenerSets,omitempty"`
+	AttachedListenerSets int32       `json:"attachedListenerSets,omitempty"`
+}
+
+type goldenSet struct {
+	Name      string                `json:"name"`
+	Accepted  metav1.Condition      `json:"accepted"`
+	Listeners []gwv1.ListenerStatus `json:"listeners,omitempty"`
 }
 
 type goldenParameters struct {
@@ -138,6 +148,10 @@ func goldenStatusOf(res *result) goldenStatus {
 	if p := res.params; p.replicas != nil || p.externalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
 		out.Parameters = &goldenParameters{Replicas: p.replicas, ExternalTrafficPolicy: string(p.externalTrafficPolicy)}
 	}
+	for _, s := range res.sets {
+		out.ListenerSets = append(out.ListenerSets, goldenSet{Name: s.key.String(), Accepted: s.accepted, Listeners: s.listeners})
+	}
+	out.AttachedListenerSets = res.attachedSets
 	for key, parents := range res.routeParents {
 		out.Routes = append(out.Routes, goldenRoute{Kind: key.kind, Namespace: key.name.Namespace, Name: key.name.Name, Parents: parents})
 	}
@@ -197,6 +211,8 @@ func worldOf(t *testing.T, name string, data []byte) *world {
 	if w.gateway == nil {
 		t.Fatalf("%s holds no Gateway", name)
 	}
+	// As the reconciler gathers them: those naming the Gateway.
+	w.listenerSets = slices.DeleteFunc(w.listenerSets, func(s *gwv1.ListenerSet) bool { return !setNames(s, w.gateway) })
 	// Routes in the order the reconciler gathers them: by kind.
 	slices.SortStableFunc(w.routes, func(a, b route) int {
 		return slices.Index(routeKindTable, a.kind) - slices.Index(routeKindTable, b.kind)
@@ -231,6 +247,9 @@ func addToWorld(t *testing.T, w *world, obj runtime.Object) {
 		w.grants = append(w.grants, o)
 	case *corev1.Namespace:
 		w.namespaces[o.Name] = o
+	case *gwv1.ListenerSet:
+		// Those naming the Gateway are kept once it is read (worldOf).
+		w.listenerSets = append(w.listenerSets, o)
 	default:
 		w.routes = append(w.routes, routesOf(obj.(client.Object))...)
 	}
@@ -250,6 +269,9 @@ func snapshot(w *world) []runtime.Object {
 	}
 	for _, g := range w.grants {
 		out = append(out, g.DeepCopy())
+	}
+	for _, s := range w.listenerSets {
+		out = append(out, s.DeepCopy())
 	}
 	for _, key := range sortedKeys(w.configMaps) {
 		out = append(out, w.configMaps[key].DeepCopy())

@@ -120,28 +120,10 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	} else {
 		meta.RemoveStatusCondition(&gw.Status.Conditions, string(gwv1.GatewayConditionInsecureFrontendValidationMode))
 	}
-	listeners := make([]gwv1.ListenerStatus, 0, len(res.listeners))
-	for _, ls := range res.listeners {
-		var prev []metav1.Condition
-		for _, old := range orig.Status.Listeners {
-			if old.Name == ls.Name {
-				prev = old.Conditions
-			}
-		}
-		conds := slices.Clone(prev)
-		for _, c := range ls.Conditions {
-			if c.Type == string(gwv1.ListenerConditionProgrammed) && c.Status == metav1.ConditionTrue && programmed.Status != metav1.ConditionTrue {
-				c = cond(c.Type, false, string(gwv1.ListenerReasonPending), "waiting for the load balancer", gen)
-			}
-			setCondition(&conds, c)
-		}
-		conds = slices.DeleteFunc(conds, func(c metav1.Condition) bool {
-			return !slices.ContainsFunc(ls.Conditions, func(n metav1.Condition) bool { return n.Type == c.Type })
-		})
-		ls.Conditions = conds
-		listeners = append(listeners, ls)
+	gw.Status.Listeners = listenerStatuses(orig.Status.Listeners, res.listeners, programmed.Status == metav1.ConditionTrue)
+	if r.opts.ListenerSet {
+		gw.Status.AttachedListenerSets = &res.attachedSets
 	}
-	gw.Status.Listeners = listeners
 	if equality.Semantic.DeepEqual(orig.Status, gw.Status) {
 		return programmed.Status == metav1.ConditionTrue, nil
 	}
@@ -165,6 +147,33 @@ func (r *reconciler) writeGatewayStatus(ctx context.Context, gw *gwv1.Gateway, r
 	return programmed.Status == metav1.ConditionTrue, nil
 }
 
+// listenerStatuses are compiled listener statuses as written: the
+// transition times of conditions that did not change kept, and Programmed
+// pending while the Gateway is not programmed.
+func listenerStatuses(prev, compiled []gwv1.ListenerStatus, gatewayProgrammed bool) []gwv1.ListenerStatus {
+	out := make([]gwv1.ListenerStatus, 0, len(compiled))
+	for _, ls := range compiled {
+		var conds []metav1.Condition
+		for _, old := range prev {
+			if old.Name == ls.Name {
+				conds = slices.Clone(old.Conditions)
+			}
+		}
+		for _, c := range ls.Conditions {
+			if c.Type == string(gwv1.ListenerConditionProgrammed) && c.Status == metav1.ConditionTrue && !gatewayProgrammed {
+				c = cond(c.Type, false, string(gwv1.ListenerReasonPending), "waiting for the load balancer", c.ObservedGeneration)
+			}
+			setCondition(&conds, c)
+		}
+		conds = slices.DeleteFunc(conds, func(c metav1.Condition) bool {
+			return !slices.ContainsFunc(ls.Conditions, func(n metav1.Condition) bool { return n.Type == c.Type })
+		})
+		ls.Conditions = conds
+		out = append(out, ls)
+	}
+	return out
+}
+
 // setCondition sets a condition, keeping its transition time when its
 // status did not change.
 func setCondition(conds *[]metav1.Condition, c metav1.Condition) {
@@ -181,7 +190,7 @@ func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w
 		before := slices.Clone(*parents)
 		var next []gwv1.RouteParentStatus
 		for _, p := range *parents {
-			if p.ControllerName == r.opts.ControllerName && refersTo(p.ParentRef, o.GetNamespace(), gw) {
+			if p.ControllerName == r.opts.ControllerName && w.isParent(p.ParentRef, o.GetNamespace()) {
 				continue // replaced below
 			}
 			next = append(next, p)

@@ -32,6 +32,9 @@ func (r *reconciler) watch(mgr ctrl.Manager, own, params cache.Cache) error {
 	if r.opts.BackendTLSPolicy {
 		b = b.Watches(&gwv1.BackendTLSPolicy{}, handler.EnqueueRequestsFromMapFunc(r.gatewaysOfPolicy))
 	}
+	if r.opts.ListenerSet {
+		b = b.Watches(&gwv1.ListenerSet{}, handler.EnqueueRequestsFromMapFunc(r.gatewayOfSet))
+	}
 	return b.
 		Named(r.opts.name(Name)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
@@ -80,16 +83,23 @@ func (r *reconciler) allGateways(ctx context.Context, _ client.Object) []reconci
 
 // parentsOfKind maps a route of kind k to its parents.
 func (r *reconciler) parentsOfKind(k *routeKind) handler.MapFunc {
-	return func(_ context.Context, o client.Object) []reconcile.Request {
-		return r.parentsOf(route{kind: k, obj: o})
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.parentsOf(ctx, route{kind: k, obj: o})
 	}
 }
 
-// parentsOf is the Gateways a route names now, and those whose status it
-// still carries from Outrigger (so a removed parentRef is cleaned up).
-func (r *reconciler) parentsOf(rt route) []reconcile.Request {
+// parentsOf is the Gateways a route names now (itself or through one of
+// its ListenerSets), and those whose status it still carries from
+// Outrigger (so a removed parentRef is cleaned up).
+func (r *reconciler) parentsOf(ctx context.Context, rt route) []reconcile.Request {
 	seen := map[types.NamespacedName]bool{}
 	add := func(ref gwv1.ParentReference) {
+		if r.opts.ListenerSet && (ref.Group == nil || *ref.Group == groupGateway) && ref.Kind != nil && *ref.Kind == kindListenerSet {
+			if key, ok := r.setParent(ctx, ref, rt.obj.GetNamespace()); ok {
+				seen[key] = true
+			}
+			return
+		}
 		if (ref.Group != nil && *ref.Group != groupGateway) || (ref.Kind != nil && *ref.Kind != kindGateway) {
 			return
 		}
@@ -128,7 +138,7 @@ func (r *reconciler) gatewaysOfService(ctx context.Context, o client.Object) []r
 				ns = string(*ref.Namespace)
 			}
 			if ns == o.GetNamespace() && string(ref.Name) == o.GetName() {
-				out = append(out, r.parentsOf(rt)...)
+				out = append(out, r.parentsOf(ctx, rt)...)
 				break
 			}
 		}
