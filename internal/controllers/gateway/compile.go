@@ -57,6 +57,11 @@ type world struct {
 	// listenerSets are the ListenerSets whose parentRef names the Gateway
 	// (none where the CRD is not served), allowed or not (listenerset.go).
 	listenerSets []*gwv1.ListenerSet
+	// setsServed: ListenerSets are watched, and setsExisting are those
+	// that exist (any Gateway's), so a route's entry for one deleted is
+	// seen as such.
+	setsServed   bool
+	setsExisting map[types.NamespacedName]bool
 }
 
 // result is what one Gateway compiles to: the data plane's programming,

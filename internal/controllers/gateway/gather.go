@@ -29,7 +29,9 @@ func (r *reconciler) gather(ctx context.Context, gw *gwv1.Gateway) (*world, erro
 		if err := r.client.List(ctx, &sets); err != nil {
 			return nil, fmt.Errorf("listing ListenerSets: %w", err)
 		}
+		w.setsServed, w.setsExisting = true, make(map[types.NamespacedName]bool, len(sets.Items))
 		for i := range sets.Items {
+			w.setsExisting[client.ObjectKeyFromObject(&sets.Items[i])] = true
 			if setNames(&sets.Items[i], gw) {
 				w.listenerSets = append(w.listenerSets, &sets.Items[i])
 			}
@@ -173,7 +175,7 @@ func (r *reconciler) names(rt route, w *world) bool {
 		}
 	}
 	for _, s := range *rt.kind.parentStatuses(rt.obj) {
-		if s.ControllerName == r.opts.ControllerName && w.isParent(s.ParentRef, rt.obj.GetNamespace()) {
+		if s.ControllerName == r.opts.ControllerName && (w.isParent(s.ParentRef, rt.obj.GetNamespace()) || w.goneSet(s.ParentRef, rt.obj.GetNamespace())) {
 			return true
 		}
 	}

@@ -179,3 +179,18 @@ func (w *world) isParent(ref gwv1.ParentReference, routeNS string) bool {
 	}
 	return false
 }
+
+// goneSet says whether a parentRef names a ListenerSet that no longer
+// exists: a route's entry for it, written when it named a Gateway of
+// Outrigger's, is removed by whichever Gateway sees it first (which
+// Gateway it named is gone with it).
+func (w *world) goneSet(ref gwv1.ParentReference, routeNS string) bool {
+	if !w.setsServed || ref.Group != nil && *ref.Group != groupGateway || ref.Kind == nil || *ref.Kind != kindListenerSet {
+		return false
+	}
+	ns := routeNS
+	if ref.Namespace != nil {
+		ns = string(*ref.Namespace)
+	}
+	return !w.setsExisting[types.NamespacedName{Namespace: ns, Name: string(ref.Name)}]
+}

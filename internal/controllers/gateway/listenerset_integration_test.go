@@ -27,7 +27,8 @@ import (
 // serves a route attached to it through a parentRef of kind ListenerSet,
 // on the ListenerSet's hostname only; a ListenerSet of another namespace
 // is NotAllowed (with a Warning Event) until the Gateway allows All; the
-// Gateway counts what it takes in attachedListenerSets.
+// Gateway counts what it takes in attachedListenerSets; a ListenerSet
+// deleted leaves no route entry for it behind.
 func TestListenerSets(t *testing.T) {
 	c := setup(t)
 	cloud := testenv.StartCloud(t)
@@ -129,4 +130,19 @@ func TestListenerSets(t *testing.T) {
 	}
 	testenv.Eventually(t, time.Minute, "the other namespace's ListenerSet accepted once allowed", accepted(foreign, gwv1.ListenerSetReasonAccepted))
 	testenv.Eventually(t, time.Minute, "the Gateway attaching both ListenerSets", attachedSets(2))
+
+	// A ListenerSet deleted: its listener no longer served, and the
+	// route's entry for it removed.
+	if err := c.Delete(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the Gateway attaching the one left", attachedSets(1))
+	testenv.Eventually(t, time.Minute, "the route's entry for the deleted ListenerSet removed", func() (bool, error) {
+		var got gwv1.HTTPRoute
+		if err := c.Get(ctx, client.ObjectKeyFromObject(route), &got); err != nil {
+			return false, err
+		}
+		return parentCondition(got.Status.Parents, "team", string(gwv1.RouteConditionAccepted)) == nil, nil
+	})
+	testenv.Eventually(t, time.Minute, "the deleted ListenerSet's hostname no longer served", func() (bool, error) { return get("set.example.com") == http.StatusNotFound, nil })
 }

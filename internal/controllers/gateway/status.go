@@ -190,7 +190,7 @@ func (r *reconciler) writeRouteStatuses(ctx context.Context, gw *gwv1.Gateway, w
 		before := slices.Clone(*parents)
 		var next []gwv1.RouteParentStatus
 		for _, p := range *parents {
-			if p.ControllerName == r.opts.ControllerName && w.isParent(p.ParentRef, o.GetNamespace()) {
+			if p.ControllerName == r.opts.ControllerName && (w.isParent(p.ParentRef, o.GetNamespace()) || w.goneSet(p.ParentRef, o.GetNamespace())) {
 				continue // replaced below
 			}
 			next = append(next, p)
