@@ -99,7 +99,7 @@ func setPrecedence(a, b *gwv1.ListenerSet) int {
 // entryListener is a ListenerSet's entry as a Gateway listener: the same
 // fields.
 func entryListener(e gwv1.ListenerEntry) gwv1.Listener {
-	return gwv1.Listener{Name: e.Name, Hostname: e.Hostname, Port: e.Port, Protocol: e.Protocol, TLS: e.TLS, AllowedRoutes: e.AllowedRoutes}
+	return gwv1.Listener(e)
 }
 
 // setResult is a ListenerSet's status as compiled; Programmed is decided
