@@ -9,7 +9,8 @@
 //
 //	go run ./bench/gateway -gateways 100 -routes 1000
 //
-// It writes the table to -out (markdown) and prints it.
+// With -cluster it measures route changes on the real cluster instead
+// (cluster.go). It writes the table to -out (markdown) and prints it.
 package main
 
 import (
@@ -63,11 +64,20 @@ func main() {
 	flag.IntVar(&cfg.changes, "changes", 50, "route changes timed")
 	flag.IntVar(&cfg.samples, "samples", 2000, "requests timed through a Gateway and directly")
 	flag.DurationVar(&cfg.bound, "bound", 5*time.Minute, "bound on each wait")
+	onCluster := flag.Bool("cluster", false, "measure route changes on the real cluster instead (root; after make cluster-binaries cluster-images image): -changes at -rate a second while -rps requests a second flow")
+	rate := flag.Int("rate", 10, "with -cluster: route changes a second")
+	rps := flag.Int("rps", 200, "with -cluster: requests a second through the Gateways during the changes")
 	out := flag.String("out", "docs/performance/gateway.md", "markdown table to write")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	table, err := run(ctx, cfg)
+	var table string
+	var err error
+	if *onCluster {
+		table, err = runOnCluster(ctx, cfg, *rate, *rps)
+	} else {
+		table, err = run(ctx, cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/gateway:", err)
 		os.Exit(1)
