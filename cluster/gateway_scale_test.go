@@ -46,6 +46,8 @@ type scaleWorld struct {
 	hostA, hostB             string   // the pods' hostnames
 	routeBackend             []string // by route: "a" or "b"
 	sent, failed             atomic.Int64
+	errMu                    sync.Mutex
+	errs                     []string // the first failures, for the report
 	// achieved is the rate the changes were written at.
 	achieved float64
 }
@@ -118,7 +120,7 @@ func TestGatewayRouteChangesAtScale(t *testing.T) {
 			}
 		}
 		if n := w.failed.Load(); n > 0 {
-			t.Errorf("%d of %d requests failed while routes changed", n, w.sent.Load())
+			t.Errorf("%d of %d requests failed while routes changed; the first:\n%s", n, w.sent.Load(), strings.Join(w.errs, "\n"))
 		}
 	})
 }
@@ -308,8 +310,14 @@ func (w *scaleWorld) load(ctx context.Context) (stop func()) {
 					return
 				}
 				w.sent.Add(1)
-				if _, err := w.get(ctx, hc, int(next.Add(1))%w.routes); err != nil {
+				i := int(next.Add(1)) % w.routes
+				if _, err := w.get(ctx, hc, i); err != nil {
 					w.failed.Add(1)
+					w.errMu.Lock()
+					if len(w.errs) < 10 {
+						w.errs = append(w.errs, fmt.Sprintf("%s route %d (Gateway %d at %s): %v", time.Now().Format(time.TimeOnly), i, i%w.gateways, w.vips[i%w.gateways], err))
+					}
+					w.errMu.Unlock()
 				}
 			}
 		}()
