@@ -234,6 +234,19 @@ cloudConfig:
 			checkRBACEquals(t, objs, "rbac-service-account-credentials.yaml", "rbac-gateway.yaml")
 		},
 	}, {
+		// Each Gateway's data plane in its own namespace: the flag, and
+		// deploy/rbac-gateway-namespaces.yaml's ClusterRole granting the
+		// data plane's kinds in every namespace (in that mode only: the
+		// defaults above compare equal without it).
+		name: "gateway namespace mode",
+		sets: []string{"cloudProvider=sim", "gateway.namespaceMode=gateway"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if c := container(t, deployment(t, objs)); !hasArg(c, "--gateway-namespace-mode=gateway") {
+				t.Errorf("args %q lack --gateway-namespace-mode=gateway", c.Args)
+			}
+			checkRBACEquals(t, objs, "rbac.yaml", "rbac-gateway.yaml", "rbac-gateway-namespaces.yaml")
+		},
+	}, {
 		name: "controllers, cluster CIDR, routes, extra args as a map",
 		values: `
 cloudProvider: sim
