@@ -26,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/internal/providers/sim/simcloud"
@@ -67,6 +68,11 @@ type Options struct {
 	// GatewayAPIChannel is the channel of the Gateway API CRDs installed
 	// with deploy/'s manifests; default the standard one.
 	GatewayAPIChannel gatewayapi.Channel
+	// GatewayNamespaceMode is where Outrigger makes each Gateway's data
+	// plane (--gateway-namespace-mode): default shared, in
+	// outrigger-gateways; gateway, in the Gateway's own namespace, with
+	// deploy/rbac-gateway-namespaces.yaml applied too.
+	GatewayNamespaceMode gateway.NamespaceMode
 }
 
 // PauseImage is the sandbox image every node's containerd is configured

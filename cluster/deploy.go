@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outrigger-ccm/outrigger/deploy"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/internal/version"
 )
@@ -64,8 +65,9 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 	if err := gatewayapi.InstallChannel(ctx, c.Config, channel); err != nil {
 		return err
 	}
+	files, gatewayArgs := deployManifests(c.opts.GatewayNamespaceMode)
 	var objs []client.Object
-	for _, file := range []string{"rbac.yaml", "rbac-gateway.yaml", "deployment.yaml"} {
+	for _, file := range files {
 		data, err := deploy.Manifests.ReadFile(file)
 		if err != nil {
 			return err
@@ -98,7 +100,7 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 			if d := secretMountPath(spec, ct, cloudConfigSecret); d != "" {
 				dir = d
 			}
-			ct.Args = append(c.outriggerArgs(ct.Args, dir), "--gateway-data-plane-image="+c.opts.OutriggerImageName)
+			ct.Args = append(append(c.outriggerArgs(ct.Args, dir), "--gateway-data-plane-image="+c.opts.OutriggerImageName), gatewayArgs...)
 		}
 	}
 	if dir == "" {
@@ -125,6 +127,20 @@ func (c *Cluster) deployOutrigger(ctx context.Context) error {
 		return fmt.Errorf("%w%s", err, c.logTails(ctx, "kube-system", "cloud-controller-manager", 20))
 	}
 	return nil
+}
+
+// deployManifests are the files of deploy/ a user applies for the
+// gateway namespace mode, and the flags Outrigger then takes beyond
+// deploy/deployment.yaml's.
+func deployManifests(mode gateway.NamespaceMode) (files, args []string) {
+	files = []string{"rbac.yaml", "rbac-gateway.yaml", "deployment.yaml"}
+	if mode == gateway.NamespaceGateway {
+		// Each Gateway's data plane in its own namespace: the rights to
+		// make it there.
+		files = append(files, "rbac-gateway-namespaces.yaml")
+		args = append(args, "--gateway-namespace-mode="+string(gateway.NamespaceGateway))
+	}
+	return files, args
 }
 
 // logTails are the last lines of the logs of a Deployment's pods (of the

@@ -234,6 +234,19 @@ cloudConfig:
 			checkRBACEquals(t, objs, "rbac-service-account-credentials.yaml", "rbac-gateway.yaml")
 		},
 	}, {
+		// Each Gateway's data plane in its own namespace: the flag, and
+		// deploy/rbac-gateway-namespaces.yaml's ClusterRole granting the
+		// data plane's kinds in every namespace (in that mode only: the
+		// defaults above compare equal without it).
+		name: "gateway namespace mode",
+		sets: []string{"cloudProvider=sim", "gateway.namespaceMode=gateway"},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if c := container(t, deployment(t, objs)); !hasArg(c, "--gateway-namespace-mode=gateway") {
+				t.Errorf("args %q lack --gateway-namespace-mode=gateway", c.Args)
+			}
+			checkRBACEquals(t, objs, "rbac.yaml", "rbac-gateway.yaml", "rbac-gateway-namespaces.yaml")
+		},
+	}, {
 		name: "controllers, cluster CIDR, routes, extra args as a map",
 		values: `
 cloudProvider: sim
@@ -445,6 +458,7 @@ func TestRenderRejects(t *testing.T) {
 		{name: "extraArgs map of lists", values: "cloudProvider: sim\nextraArgs: {v: [2]}\n", want: []string{"extraArgs"}},
 		{name: "digest not sha256:<64 hex>", sets: []string{"cloudProvider=sim", "image.digest=latest"}, want: []string{"digest"}},
 		{name: "bad pull policy", sets: []string{"cloudProvider=sim", "image.pullPolicy=Sometimes"}, want: []string{"pullPolicy"}},
+		{name: "bad gateway namespace mode", sets: []string{"cloudProvider=sim", "gateway.namespaceMode=per-gateway"}, want: []string{"namespaceMode"}},
 		{name: "local load balancer with another provider", values: "cloudProvider: sim\nlocalLoadBalancer: {enabled: true}\n", want: []string{"needs cloudProvider=local"}},
 		{name: "local load balancer without a cloud-config", values: "cloudProvider: local\nlocalLoadBalancer: {enabled: true}\n", want: []string{"VIP pool"}},
 		{name: "both cloud config sources", values: "cloudProvider: sim\ncloudConfig: {content: x, existingSecret: mine}\n", want: []string{"content or existingSecret, not both"}},

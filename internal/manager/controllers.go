@@ -127,6 +127,7 @@ func (o *Options) controllerConfig(enabled []string) *descriptor.Config {
 		NodeCIDRMaskSizeIPv6:      o.NodeCIDRMaskSizeIPv6,
 		ConfigureCloudRoutes:      o.ConfigureCloudRoutes,
 		GatewayNamespace:          o.GatewayNamespace,
+		GatewayInGatewayNamespace: o.GatewayNamespaceMode == gateway.NamespaceGateway,
 		GatewayDataPlaneImage:     o.GatewayDataPlaneImage,
 	}
 }

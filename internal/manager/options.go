@@ -103,6 +103,7 @@ type Options struct {
 	CloudCallTimeout             time.Duration
 	DisableMetricsAuthentication bool
 	GatewayNamespace             string
+	GatewayNamespaceMode         gateway.NamespaceMode
 	GatewayDataPlaneImage        string
 	TenantsNamespace             string
 	TenantsSelector              string
@@ -174,6 +175,7 @@ func NewOptions() *Options {
 		ProviderIDWait:       node.ProviderIDWait,
 		OrphanSweepPeriod:    5 * time.Minute,
 		GatewayNamespace:     gateway.DefaultNamespace,
+		GatewayNamespaceMode: gateway.NamespaceShared,
 	}
 }
 
@@ -271,7 +273,8 @@ func (o *Options) flagSets() cliflag.NamedFlagSets {
 	fs.Float64Var(&o.CloudQPS, "cloud-qps", o.CloudQPS, "Hard ceiling on calls per second to the cloud provider, across all controllers; 0 (the default) sets none: each method family's limits adapt to the cloud's latency and throttling.")
 	fs.IntVar(&o.CloudBurst, "cloud-burst", o.CloudBurst, "Burst of calls to the cloud provider above --cloud-qps, when it is set; 0 means --cloud-qps.")
 	fs.DurationVar(&o.CloudCallTimeout, "cloud-call-timeout", o.CloudCallTimeout, "Deadline of one cloud provider call; a call past it fails and is retried with backoff.")
-	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "Namespace of every Gateway's data plane (its programming, its load balancer Service, its pods); the gateway-controller writes nowhere else, and makes it when missing.")
+	fs.StringVar(&o.GatewayNamespace, "gateway-namespace", o.GatewayNamespace, "Namespace of every Gateway's data plane (its programming, its load balancer Service, its pods) with --gateway-namespace-mode=shared (the default); the gateway-controller then writes nowhere else, and makes it when missing.")
+	fs.Var(&o.GatewayNamespaceMode, "gateway-namespace-mode", "Where each Gateway's data plane (its programming, its load balancer Service, its pods and their identity) is made: shared, in --gateway-namespace; or gateway, in the Gateway's own namespace, which needs the right to write Secrets, Deployments, Services, ServiceAccounts, Roles, RoleBindings and PodDisruptionBudgets in every namespace (deploy/rbac-gateway-namespaces.yaml) and lets GatewayClasses state GatewayInfrastructure.")
 	fs.StringVar(&o.GatewayDataPlaneImage, "gateway-data-plane-image", o.GatewayDataPlaneImage, "Image of the Gateways' data plane pods (Outrigger's own image, which runs `outrigger gateway-dataplane`). Empty: no pods are made, and something else must serve the programming (as `outrigger dev` does).")
 	fs.StringVar(&o.TenantsNamespace, "tenants-namespace", o.TenantsNamespace, "Tenant mode: serve many clusters from this process. The namespace, in the cluster of --kubeconfig (the management cluster), of the tenants' kubeconfig Secrets and of the Leases that spread the tenants over the replicas (docs/tenants.md).")
 	fs.StringVar(&o.TenantsSelector, "tenants-selector", o.TenantsSelector, "Tenant mode: label selector of the tenants' Secrets in --tenants-namespace (key kubeconfig; optional cloud-config and account). Empty: no Secrets, only --tenants-dir.")

@@ -27,6 +27,7 @@ var ownFlagUsers = map[string]string{
 	"node-cidr-mask-size-ipv4": nodeipam.Name,
 	"node-cidr-mask-size-ipv6": nodeipam.Name,
 	"gateway-namespace":        gateway.Name,
+	"gateway-namespace-mode":   gateway.Name,
 	"gateway-data-plane-image": gateway.Name,
 }
 

@@ -24,6 +24,7 @@ import (
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	conformanceconfig "sigs.k8s.io/gateway-api/conformance/utils/config"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
+	"sigs.k8s.io/gateway-api/pkg/features"
 
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
@@ -110,7 +111,9 @@ func TestGatewayConformance(t *testing.T) {
 	// The features tested are those the GatewayClass states in its
 	// status; the suite reads them there unless one test is picked.
 	if opts.RunTest != "" {
-		opts.SupportedFeatures = gateway.SupportedFeatures
+		// The runner deploys Outrigger in gateway namespace mode, whose
+		// classes state GatewayInfrastructure besides SupportedFeatures.
+		opts.SupportedFeatures = append(slices.Clip(gateway.SupportedFeatures), features.SupportGatewayInfrastructure)
 		if os.Getenv("GATEWAY_CONFORMANCE_CHANNEL") == "experimental" {
 			opts.SupportedFeatures = append(slices.Clip(opts.SupportedFeatures), gateway.RetryFeatures...)
 		}

@@ -144,6 +144,9 @@ refusing a runAsUser set elsewhere to another.
 {{- if ne .Values.gateway.namespace "outrigger-gateways" }}
 - --gateway-namespace={{ .Values.gateway.namespace }}
 {{- end }}
+{{- if eq .Values.gateway.namespaceMode "gateway" }}
+- --gateway-namespace-mode=gateway
+{{- end }}
 {{- end }}
 {{- if kindIs "slice" .Values.extraArgs }}
 {{- range .Values.extraArgs }}

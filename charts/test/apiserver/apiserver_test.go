@@ -98,6 +98,7 @@ podAnnotations: {example.com/team: cloud}
 		// The PrometheusRule needs the Prometheus Operator's CRD, which this
 		// API server does not serve; charts/test/monitoring loads its rules.
 		{name: "grafana dashboard", namespace: charttest.Namespace, values: "cloudProvider: sim\nmonitoring: {grafanaDashboard: {enabled: true, annotations: {grafana_folder: Kubernetes}}}\n"},
+		{name: "gateway namespace mode", namespace: charttest.Namespace, values: "cloudProvider: sim\ngateway: {namespaceMode: gateway}\n"},
 		{name: "overrides in another namespace", namespace: "outrigger-system", values: `
 cloudProvider: sim
 replicaCount: 3

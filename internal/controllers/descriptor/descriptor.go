@@ -125,8 +125,12 @@ type Config struct {
 	NodeCIDRMaskSizeIPv6 int
 	ConfigureCloudRoutes bool
 
-	GatewayNamespace      string
-	GatewayDataPlaneImage string
+	GatewayNamespace string
+	// GatewayInGatewayNamespace makes each Gateway's data plane in the
+	// Gateway's own namespace rather than in GatewayNamespace
+	// (--gateway-namespace-mode=gateway).
+	GatewayInGatewayNamespace bool
+	GatewayDataPlaneImage     string
 }
 
 // PerProvider is the Build of a controller whose instances share nothing.

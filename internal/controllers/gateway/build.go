@@ -60,12 +60,14 @@ func (r *reconciler) writeConfig(ctx context.Context, gw *gwv1.Gateway, data []b
 
 // key is where the Gateway's data plane objects are.
 func (r *reconciler) key(gw *gwv1.Gateway) types.NamespacedName {
-	return types.NamespacedName{Namespace: r.opts.Namespace, Name: DataPlaneName(gw.Namespace, gw.Name)}
+	return types.NamespacedName{Namespace: r.opts.dataPlaneNamespace(gw), Name: DataPlaneName(gw.Namespace, gw.Name)}
 }
 
 // ownedMeta is the metadata of an object made for gw: in the data plane
 // namespace, labeled with the Gateway's name, namespace and UID (owner
-// references cannot cross namespaces). withInfrastructure adds the
+// references cannot cross namespaces), and with the Gateway API's own
+// gateway-name label, by which users and the conformance suite find what
+// an implementation made for a Gateway. withInfrastructure adds the
 // labels and annotations of spec.infrastructure, which the specification
 // asks to carry to what is made for the Gateway (and through which a
 // user gives a provider its load balancer annotations).
@@ -82,7 +84,9 @@ func (r *reconciler) ownedMeta(gw *gwv1.Gateway, withInfrastructure bool) metav1
 	}
 	maps.Copy(labels, r.selector(gw))
 	labels[GatewayLabel], labels[GatewayNamespaceLabel] = gw.Name, gw.Namespace
-	return metav1.ObjectMeta{Name: DataPlaneName(gw.Namespace, gw.Name), Namespace: r.opts.Namespace, Labels: labels, Annotations: annotations}
+	labels[gwv1.GatewayNameLabelKey] = gw.Name
+	key := r.key(gw)
+	return metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: labels, Annotations: annotations}
 }
 
 // selector picks the Gateway's data plane pods.
@@ -298,7 +302,7 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort, re
 					Containers: []corev1.Container{{
 						Name:  "dataplane",
 						Image: r.opts.DataPlaneImage,
-						Args:  []string{"gateway-dataplane", "--namespace=" + r.opts.Namespace, "--secret=" + meta.Name},
+						Args:  []string{"gateway-dataplane", "--namespace=" + meta.Namespace, "--secret=" + meta.Name},
 						Ports: cports,
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(dataplane.HealthPort)}},

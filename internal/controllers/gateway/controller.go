@@ -12,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -75,10 +74,15 @@ type Options struct {
 	// annotation asks its load balancer for PROXY protocol
 	// (proxyprotocol.go).
 	ProviderName string
-	// Namespace holds every Gateway's data plane: its programming (a
-	// Secret), its load balancer (a Service) and its pods. Outrigger writes
-	// nowhere else; it is made when missing. Default DefaultNamespace.
+	// Namespace holds every Gateway's data plane in NamespaceShared mode:
+	// its programming (a Secret), its load balancer (a Service) and its
+	// pods. Outrigger writes nowhere else; it is made when missing.
+	// Default DefaultNamespace. Unused in NamespaceGateway mode.
 	Namespace string
+	// NamespaceMode is where each Gateway's data plane is made: Namespace
+	// (NamespaceShared, the default) or the Gateway's own namespace
+	// (NamespaceGateway).
+	NamespaceMode NamespaceMode
 	// DataPlaneImage runs each Gateway's data plane as a Deployment of
 	// this image (`outrigger gateway-dataplane`). Empty: no Deployment;
 	// something else serves the programming (`outrigger dev` does, on its
@@ -150,7 +154,9 @@ func ClassNameFor(provider, class string) string {
 }
 
 // DataPlaneName is the name of the Secret, Service and Deployment made for
-// the Gateway namespace/name: readable, and unique by a hash of both.
+// the Gateway namespace/name: readable, and unique by a hash of both (in
+// a shared namespace, Gateways of many namespaces meet; the same name
+// serves in the Gateway's own namespace).
 func DataPlaneName(namespace, name string) string {
 	sum := sha256.Sum256([]byte(namespace + "/" + name))
 	base := namespace + "-" + name
@@ -173,8 +179,9 @@ type reconciler struct {
 	// read waiting for secretReads (nil: no wait).
 	reader      client.Reader
 	secretReads *rate.Limiter
-	// own reads what Outrigger made, from a cache of the data plane
-	// namespace holding only objects labeled as Outrigger's.
+	// own reads what Outrigger made, from a cache holding only objects
+	// labeled as Outrigger's: of the data plane namespace, or of every
+	// namespace in NamespaceGateway mode (ownCacheOptions).
 	own      client.Reader
 	recorder record.EventRecorder
 	opts     Options
@@ -192,6 +199,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
+	if opts.NamespaceMode == "" {
+		opts.NamespaceMode = NamespaceShared
+	}
+	if _, err := ParseNamespaceMode(string(opts.NamespaceMode)); err != nil {
+		return err
+	}
 	// Registered at init in client-go's scheme, the managers' default;
 	// another scheme gets them here, before its manager runs.
 	if !mgr.GetScheme().Recognizes(schema.GroupVersionKind{Group: gwv1.GroupName, Version: gwv1.GroupVersion.Version, Kind: kindGateway}) {
@@ -199,15 +212,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("registering Gateway API types: %w", err)
 		}
 	}
-	own, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:               mgr.GetScheme(),
-		Mapper:               mgr.GetRESTMapper(),
-		DefaultNamespaces:    map[string]cache.Config{opts.Namespace: {}},
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{managedByLabel: managedBy}),
-		DefaultTransform:     cache.TransformStripManagedFields(),
-	})
+	ownOpts, err := opts.ownCacheOptions()
 	if err != nil {
-		return fmt.Errorf("cache of namespace %s: %w", opts.Namespace, err)
+		return err
+	}
+	ownOpts.Scheme, ownOpts.Mapper, ownOpts.DefaultTransform = mgr.GetScheme(), mgr.GetRESTMapper(), cache.TransformStripManagedFields()
+	own, err := cache.New(mgr.GetConfig(), ownOpts)
+	if err != nil {
+		return fmt.Errorf("cache of the data planes (%s mode): %w", opts.NamespaceMode, err)
 	}
 	if err := mgr.Add(own); err != nil {
 		return err
@@ -228,7 +240,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Cloud != nil {
 		r.serving = &cloudServing{r: r, lb: opts.Cloud}
 	} else {
-		r.serving = &dataPlaneServing{r: r}
+		r.serving = &dataPlaneServing{r: r, mode: opts.NamespaceMode}
 	}
 	var params cache.Cache
 	if opts.Parameters {

@@ -76,6 +76,10 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 	if params != "" {
 		klog.FromContext(ctx).Info("Not reading parametersRefs", "provider", p.Name, "reason", params)
 	}
+	mode := NamespaceShared
+	if cfg.GatewayInGatewayNamespace {
+		mode = NamespaceGateway
+	}
 	for _, class := range p.Classes {
 		if err := Setup(mgr, Options{
 			ControllerName:    ControllerNameFor(p.Name, class),
@@ -84,6 +88,7 @@ func setupClasses(ctx context.Context, mgr manager.Manager, p descriptor.Provide
 			Provider:          p.ClassTag(class),
 			ProviderName:      p.Name,
 			Namespace:         cfg.GatewayNamespace,
+			NamespaceMode:     mode,
 			DataPlaneImage:    cfg.GatewayDataPlaneImage,
 			Cloud:             cloudGateways,
 			ClusterName:       cfg.ClusterName,

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,7 +22,11 @@ import (
 // keys, and a pod of one Gateway (serving the internet, holding a tenant's
 // routes) must not read another's. A PodDisruptionBudget keeps one of the
 // pods serving through node drains. These companions of the Deployment
-// carry the Gateway's name and are deleted with its data plane.
+// carry the Gateway's name and are deleted with its data plane. The
+// ServiceAccount carries spec.infrastructure's labels and annotations too,
+// as the pods and the Service do: it is the pods' identity, which the
+// Gateway API asks to carry them (a workload identity annotation is given
+// there), and what the GatewayInfrastructure conformance test reads first.
 
 // companions are the objects a Gateway's data plane Deployment needs: its
 // pods' identity (ServiceAccount, Role, RoleBinding) and their disruption
@@ -29,7 +34,7 @@ import (
 func (r *reconciler) companions(gw *gwv1.Gateway, replicas int32) []client.Object {
 	meta := r.ownedMeta(gw, false)
 	name := meta.Name
-	sa := &corev1.ServiceAccount{ObjectMeta: meta, AutomountServiceAccountToken: ptrTo(true)}
+	sa := &corev1.ServiceAccount{ObjectMeta: r.ownedMeta(gw, true), AutomountServiceAccountToken: ptrTo(true)}
 	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"secrets"},
 		// list and watch by name: the data plane watches its Secret
@@ -65,7 +70,17 @@ func (r *reconciler) ensureCompanions(ctx context.Context, gw *gwv1.Gateway, rep
 		if !owned(cur, gw) {
 			return fmt.Errorf("%T %s/%s is not Outrigger's for this Gateway (UID %s); not using it", want, want.GetNamespace(), want.GetName(), gw.UID)
 		}
-		// The budget follows the replicas; the rest never changes.
+		// The ServiceAccount follows the infrastructure's labels and
+		// annotations, added as on the Service (one removed from the
+		// Gateway stays); the budget follows the replicas; the rest never
+		// changes.
+		if sa, ok := cur.(*corev1.ServiceAccount); ok {
+			if upd, changed := withMeta(sa, want.(*corev1.ServiceAccount).ObjectMeta); changed {
+				if err := r.client.Update(ctx, upd); err != nil {
+					return fmt.Errorf("updating the data plane's ServiceAccount %s: %w", want.GetName(), err)
+				}
+			}
+		}
 		if pdb, ok := cur.(*policyv1.PodDisruptionBudget); ok && !equality.Semantic.DeepEqual(pdb.Spec, want.(*policyv1.PodDisruptionBudget).Spec) {
 			upd := pdb.DeepCopy()
 			upd.Spec = want.(*policyv1.PodDisruptionBudget).Spec
@@ -88,4 +103,19 @@ func disruptionBudget(replicas int32, selector map[string]string) policyv1.PodDi
 		spec.MaxUnavailable = ptrTo(intstr.FromInt32(1))
 	}
 	return spec
+}
+
+// withMeta is sa with want's labels and annotations added (none removed),
+// and whether that changed it.
+func withMeta(sa *corev1.ServiceAccount, want metav1.ObjectMeta) (*corev1.ServiceAccount, bool) {
+	upd := sa.DeepCopy()
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	maps.Copy(upd.Labels, want.Labels)
+	if upd.Annotations == nil && len(want.Annotations) > 0 {
+		upd.Annotations = map[string]string{}
+	}
+	maps.Copy(upd.Annotations, want.Annotations)
+	return upd, !maps.Equal(upd.Labels, sa.Labels) || !maps.Equal(upd.Annotations, sa.Annotations)
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,9 +46,16 @@ type serving interface {
 // serves as any other.
 type dataPlaneServing struct {
 	r *reconciler
+	// mode is Options.NamespaceMode: where the data plane objects are
+	// made, and so whether the class states GatewayInfrastructure.
+	mode NamespaceMode
 }
 
 func (s *dataPlaneServing) setup(mgr ctrl.Manager) error {
+	if s.mode == NamespaceGateway {
+		// Each data plane goes to its Gateway's namespace, which exists.
+		return nil
+	}
 	return mgr.Add(leaderRunnable(s.ensureNamespace))
 }
 
@@ -107,8 +115,14 @@ func (s *dataPlaneServing) serve(ctx context.Context, gw *gwv1.Gateway, w *world
 }
 
 // supported is every feature: Outrigger's data plane serves all it
-// compiles.
+// compiles. GatewayInfrastructure is stated in NamespaceGateway mode only:
+// spec.infrastructure's labels and annotations reach the data plane's
+// objects in both modes, but the feature's conformance test looks for
+// them in the Gateway's own namespace, where only that mode makes them.
 func (s *dataPlaneServing) supported(fs []features.FeatureName) []features.FeatureName {
+	if s.mode == NamespaceGateway {
+		return append(slices.Clip(fs), features.SupportGatewayInfrastructure)
+	}
 	return fs
 }
 

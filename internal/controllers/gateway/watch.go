@@ -49,7 +49,7 @@ func (r *reconciler) watch(mgr ctrl.Manager, own, params cache.Cache) error {
 // gatewayOf maps an object Outrigger made to its Gateway.
 func (r *reconciler) gatewayOf(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
-	if l[managedByLabel] != managedBy || l[GatewayLabel] == "" || o.GetNamespace() != r.opts.Namespace {
+	if l[managedByLabel] != managedBy || l[GatewayLabel] == "" || !r.opts.placedRight(o) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l[GatewayNamespaceLabel], Name: l[GatewayLabel]}}}

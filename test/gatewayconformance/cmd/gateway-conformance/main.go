@@ -24,6 +24,7 @@ import (
 
 	"github.com/outrigger-ccm/outrigger/cluster"
 	"github.com/outrigger-ccm/outrigger/cluster/e2e"
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 	"github.com/outrigger-ccm/outrigger/internal/dev/apiserver"
 	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 )
@@ -110,6 +111,10 @@ func run() error {
 		Images:            imgs,
 		LogDir:            filepath.Join(*reportDir, "logs"),
 		GatewayAPIChannel: channel,
+		// Each Gateway's data plane in the Gateway's own namespace, where
+		// the GatewayInfrastructure tests look for it: the class states
+		// that feature in this mode only.
+		GatewayNamespaceMode: gateway.NamespaceGateway,
 	})
 	if err != nil {
 		return fmt.Errorf("starting the cluster: %w", err)
