@@ -64,6 +64,8 @@ type portKey struct {
 // served is one open port; its programming is swapped atomically.
 type served struct {
 	protocol Protocol
+	// listener is the port's listenerName, for the metrics.
+	listener string
 	router   atomic.Pointer[router]
 	certs    atomic.Pointer[[]certificate]
 	// clientAuth is an HTTPS port's check of client certificates (nil
@@ -145,7 +147,8 @@ func New(o Options) *Proxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
-			p.metrics.upstreamError(targetOf(r.Context()).route)
+			t := targetOf(r.Context())
+			p.metrics.upstreamError(t.listener, t.route)
 			// The request's own clock ended it, or the last attempt's
 			// backend timeout (retry.go).
 			if cause := context.Cause(r.Context()); timedOut(r.Context()) || errors.Is(err, errBackendTimeout) {
@@ -174,9 +177,11 @@ func New(o Options) *Proxy {
 type targetKey struct{}
 
 type target struct {
-	route   string
-	address string
-	h2c     bool
+	// listener is the port's listenerName, for the metrics.
+	listener string
+	route    string
+	address  string
+	h2c      bool
 	// tls: the backend is reached over TLS (backendtls.go); nil, plain.
 	tls      *backendTLSConn
 	respMods []*gwv1.HTTPHeaderFilter
@@ -240,7 +245,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 			s.close()
 			delete(p.ports, k)
 		}
-		s := &served{protocol: c.port.Protocol}
+		s := &served{protocol: c.port.Protocol, listener: listenerName(c.port.Protocol, k.port)}
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
 		s.clientAuth.Store(c.clientAuth)
@@ -309,8 +314,8 @@ func (p *Proxy) Drain(ctx context.Context) {
 }
 
 // observe records a request's outcome in the metrics (when registered).
-func (p *Proxy) observe(route string, code int, took time.Duration) {
-	p.metrics.observe(route, code, took)
+func (p *Proxy) observe(listener, route string, code int, took time.Duration) {
+	p.metrics.observe(listener, route, code, took)
 }
 
 // Close stops every port.
