@@ -312,6 +312,7 @@ func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) 
 		return
 	}
 	req.URL.Path, req.URL.RawPath = np.decoded, np.escaped
+	exchangeOf(w).path = np.escaped
 	v := r.host(req.Host)
 	if v == nil {
 		notFound(w, req, "no route for this host")
@@ -335,7 +336,8 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 }
 
 func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
-	takenBy(w, ru.route)
+	x := exchangeOf(w)
+	x.route = ru.route
 	var cors *corsAnswer
 	if ru.cors != nil {
 		var done bool
@@ -368,6 +370,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		return
 	}
 	b := ru.backends[bi]
+	x.backend = b.Address
 	var tb *backendTLSConn
 	if ru.tls != nil {
 		tb = ru.tls[bi]

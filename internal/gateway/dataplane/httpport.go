@@ -153,8 +153,8 @@ func (l *handoff) Addr() net.Addr { return l.addr }
 func (p *Proxy) httpServer(s *served, requestHeader, idle time.Duration) *http.Server {
 	lim := p.opts.Limits
 	srv := &http.Server{
-		Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, func(route string, code int, took time.Duration) {
-			p.observe(s.listener, route, code, took)
+		Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, func(r *http.Request, x *exchange) {
+			p.observe(s.listener, r, x)
 		}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.router.Load().serveOn(w, r, &s.flights)
 		})),

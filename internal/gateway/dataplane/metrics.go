@@ -24,6 +24,7 @@ type Metrics struct {
 	evicted     prometheus.CounterFunc
 	refused     prometheus.CounterFunc
 	mirrors     prometheus.CounterFunc
+	accessLogs  prometheus.CounterFunc
 }
 
 // NewMetrics registers the data plane's metrics of p on reg.
@@ -66,8 +67,12 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 			Name: "outrigger_gateway_mirrors_dropped_total",
 			Help: "Mirrored requests (RequestMirror) not sent because as many as the limit were in flight.",
 		}, func() float64 { return float64(p.mirrors.dropped.Load()) }),
+		accessLogs: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outrigger_gateway_access_log_dropped_total",
+			Help: "Access log lines dropped because the output (standard output) was slower than the requests.",
+		}, func() float64 { return float64(p.access.dropped.Load()) }),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.retries, m.applies, m.connections, m.evicted, m.refused, m.mirrors)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.retries, m.applies, m.connections, m.evicted, m.refused, m.mirrors, m.accessLogs)
 	p.metrics = m
 	return m
 }
