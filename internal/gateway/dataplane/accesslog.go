@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"math/rand/v2"
@@ -51,9 +52,10 @@ type accessLog struct {
 	random  func() float64
 	dropped atomic.Uint64
 
-	start sync.Once // the writer starts with the first line
-	stop  chan struct{}
-	once  sync.Once
+	start   sync.Once // the writer starts with the first line
+	started atomic.Bool
+	stop    chan struct{}
+	once    sync.Once
 	// done is closed when the writer has written what was queued at
 	// close.
 	done chan struct{}
@@ -86,7 +88,10 @@ func (a *accessLog) log(share float64, gateway, listener string, r *http.Request
 	if err != nil {
 		return // strings and numbers only: cannot fail
 	}
-	a.start.Do(func() { go a.write() })
+	a.start.Do(func() {
+		a.started.Store(true)
+		go a.write()
+	})
 	select {
 	case a.lines <- append(line, '\n'):
 	default:
@@ -123,4 +128,17 @@ func (a *accessLog) write() {
 // logged after are dropped when the queue is full.
 func (a *accessLog) close() {
 	a.once.Do(func() { close(a.stop) })
+}
+
+// flush closes, and waits until what is queued is written or ctx ends:
+// a stopping pod's last lines are not lost with its process.
+func (a *accessLog) flush(ctx context.Context) {
+	a.close()
+	if !a.started.Load() {
+		return
+	}
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+	}
 }

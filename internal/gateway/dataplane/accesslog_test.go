@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"math/rand/v2"
@@ -258,5 +259,30 @@ func TestAccessLogDropsRatherThanBlocks(t *testing.T) {
 	defer out.mu.Unlock()
 	if out.n+int(dropped) != requests {
 		t.Errorf("%d lines written and %v dropped, want %d in all", out.n, dropped, requests)
+	}
+}
+
+// A pod told to stop writes the lines of the requests it served before
+// Drain returns (and the process exits).
+func TestAccessLogDrainWritesWhatIsQueued(t *testing.T) {
+	backend := sized(t)
+	out := newLineWriter()
+	var l loopback
+	o := l.options()
+	o.AccessLog = out
+	p := New(o)
+	t.Cleanup(p.Close)
+	if err := p.Apply(accessConfig(backend, &Settings{AccessLog: 1})); err != nil {
+		t.Fatal(err)
+	}
+	addr := l.at(t, "tcp/80")
+	for range 10 {
+		fetchPath(t, "http://"+addr+"/web", nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Drain(ctx)
+	if n := len(out.lines); n != 10 {
+		t.Errorf("%d lines written when Drain returned, want 10", n)
 	}
 }

@@ -323,7 +323,7 @@ func (p *Proxy) Drain(ctx context.Context) {
 		wg.Go(func() { s.drain(ctx) })
 	}
 	wg.Wait()
-	p.access.close()
+	p.access.flush(ctx)
 }
 
 // observe records a request's outcome in the metrics (when registered)
