@@ -273,6 +273,8 @@ func (r *reconciler) deployment(gw *gwv1.Gateway, ports []corev1.ServicePort, re
 	for _, p := range ports {
 		cports = append(cports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.Port, Protocol: p.Protocol})
 	}
+	// The health port serves /metrics: named, a PodMonitor (the chart's) scrapes it by name.
+	cports = append(cports, corev1.ContainerPort{Name: "metrics", ContainerPort: dataplane.HealthPort, Protocol: corev1.ProtocolTCP})
 	d := &appsv1.Deployment{
 		ObjectMeta: meta,
 		Spec: appsv1.DeploymentSpec{

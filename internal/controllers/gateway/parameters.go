@@ -68,6 +68,15 @@ var parameterKeys = []parameterKey{
 	{name: "idleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().IdleTimeout = v.(time.Duration) }},
 	{name: "streamIdleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().StreamIdleTimeout = v.(time.Duration) }},
 	{name: "tcpIdleTimeout", parse: durationBetween(time.Second, 24*time.Hour), set: func(p *parameters, v any) { p.dataplane().TCPIdleTimeout = v.(time.Duration) }},
+	{name: "accessLog", parse: accessLogShare, set: func(p *parameters, v any) {
+		// Off is the data plane's default: it adds no settings, so that
+		// a Gateway's programming is as it was without the key (a
+		// Gateway's Off over its class's All replaces the class's value
+		// before this is called).
+		if share := v.(float64); share > 0 {
+			p.dataplane().AccessLog = share
+		}
+	}},
 }
 
 // proxyProtocol says whether the data plane expects, and the load
@@ -113,6 +122,27 @@ func boolean(s string) (any, error) {
 		return false, nil
 	}
 	return nil, fmt.Errorf("%q is not true or false", s)
+}
+
+// accessLogShare reads the accessLog key: Off, All, or the share of
+// requests sampled written as a decimal fraction above 0 and at most 1
+// ("0.01"); not strconv.ParseFloat's exponents, hexadecimal or Inf.
+func accessLogShare(s string) (any, error) {
+	switch s {
+	case "Off":
+		return 0.0, nil
+	case "All":
+		return 1.0, nil
+	}
+	bad := fmt.Errorf("%q is not Off, All or a fraction above 0 and at most 1 (0.01 logs one request in a hundred)", s)
+	if s == "" || strings.Trim(s, "0123456789.") != "" || strings.Count(s, ".") > 1 {
+		return nil, bad
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f > 1 {
+		return nil, bad
+	}
+	return f, nil
 }
 
 func oneOf(values ...string) func(string) (any, error) {

@@ -57,6 +57,19 @@ func TestParseParametersIsStrict(t *testing.T) {
 		{name: "a duration too long", data: map[string]string{"tcpIdleTimeout": "25h"}, wantErr: `key "tcpIdleTimeout": "25h"`},
 		{name: "the first bad key by name", data: map[string]string{"replicas": "x", "idleTimeout": "y"}, wantErr: `key "idleTimeout"`},
 		{name: "binary data", binary: map[string][]byte{"replicas": []byte("3")}, wantErr: "binaryData is not read"},
+		{name: "accessLog Off", data: map[string]string{"accessLog": "Off"}, want: map[string]any{"accessLog": 0.0}},
+		{name: "accessLog All", data: map[string]string{"accessLog": "All"}, want: map[string]any{"accessLog": 1.0}},
+		{name: "accessLog a fraction", data: map[string]string{"accessLog": "0.01"}, want: map[string]any{"accessLog": 0.01}},
+		{name: "accessLog 1", data: map[string]string{"accessLog": "1"}, want: map[string]any{"accessLog": 1.0}},
+		{name: "accessLog .5", data: map[string]string{"accessLog": ".5"}, want: map[string]any{"accessLog": 0.5}},
+		{name: "accessLog in lower case", data: map[string]string{"accessLog": "all"}, wantErr: `key "accessLog": "all" is not Off, All or a fraction above 0 and at most 1`},
+		{name: "accessLog zero", data: map[string]string{"accessLog": "0"}, wantErr: `key "accessLog": "0" is not Off, All`},
+		{name: "accessLog above one", data: map[string]string{"accessLog": "1.5"}, wantErr: `key "accessLog": "1.5"`},
+		{name: "accessLog negative", data: map[string]string{"accessLog": "-0.1"}, wantErr: `key "accessLog": "-0.1"`},
+		{name: "accessLog an exponent", data: map[string]string{"accessLog": "1e-2"}, wantErr: `key "accessLog": "1e-2"`},
+		{name: "accessLog a percentage", data: map[string]string{"accessLog": "1%"}, wantErr: `key "accessLog": "1%"`},
+		{name: "accessLog two dots", data: map[string]string{"accessLog": "0.1.2"}, wantErr: `key "accessLog": "0.1.2"`},
+		{name: "accessLog empty", data: map[string]string{"accessLog": ""}, wantErr: `key "accessLog": ""`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := makeConfigMap("ns", "p", tc.data)
@@ -97,6 +110,10 @@ func TestMergeParametersGatewayOverClass(t *testing.T) {
 			want: parameters{externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, settings: &dataplane.Settings{}}},
 		{name: "proxyProtocol the class's", class: map[string]any{"proxyProtocol": true},
 			want: parameters{externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, settings: &dataplane.Settings{ProxyProtocol: true}}},
+		{name: "accessLog sampled", gateway: map[string]any{"accessLog": 0.01},
+			want: parameters{externalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, settings: &dataplane.Settings{AccessLog: 0.01}}},
+		{name: "accessLog the class's, turned off by the Gateway: no settings", class: map[string]any{"accessLog": 1.0}, gateway: map[string]any{"accessLog": 0.0},
+			want: defaultParameters()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := mergeParameters(tc.class, tc.gateway); !reflect.DeepEqual(got, tc.want) {

@@ -16,8 +16,10 @@ import (
 
 // router is one HTTP port's compiled virtual hosts.
 type router struct {
-	port  int32
-	exact map[string]*vhost
+	port int32
+	// listener is the port's listenerName, for the metrics.
+	listener string
+	exact    map[string]*vhost
 	// wild are the wildcard hosts by their suffix: "*.example.com" by
 	// ".example.com".
 	wild map[string]*vhost
@@ -84,7 +86,7 @@ func (m valueMatch) holds(got string, present bool) bool {
 // regular expression is an error (the controller refuses the route before
 // it gets here).
 func compileHTTP(p Port, proxy *httputil.ReverseProxy, client *backendClient) (*router, error) {
-	r := &router{port: p.Port, exact: map[string]*vhost{}, wild: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
+	r := &router{port: p.Port, listener: listenerName(p.Protocol, p.Port), exact: map[string]*vhost{}, wild: map[string]*vhost{}, tls: p.Protocol == HTTPS, proxy: proxy, allowed: map[allowKey]struct{}{}}
 	if r.tls {
 		for _, c := range p.Certificates {
 			r.listeners = append(r.listeners, strings.ToLower(c.Hostname))
@@ -310,6 +312,7 @@ func (r *router) serveOn(w http.ResponseWriter, req *http.Request, fl *flights) 
 		return
 	}
 	req.URL.Path, req.URL.RawPath = np.decoded, np.escaped
+	exchangeOf(w).path = np.escaped
 	v := r.host(req.Host)
 	if v == nil {
 		notFound(w, req, "no route for this host")
@@ -333,7 +336,8 @@ func notFound(w http.ResponseWriter, req *http.Request, msg string) {
 }
 
 func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *flights) {
-	takenBy(w, ru.route)
+	x := exchangeOf(w)
+	x.route = ru.route
 	var cors *corsAnswer
 	if ru.cors != nil {
 		var done bool
@@ -366,6 +370,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		return
 	}
 	b := ru.backends[bi]
+	x.backend = b.Address
 	var tb *backendTLSConn
 	if ru.tls != nil {
 		tb = ru.tls[bi]
@@ -393,7 +398,7 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 		fl.add(f)
 		defer fl.done(f)
 	}
-	ctx = withTarget(ctx, target{route: ru.route, address: b.Address, h2c: b.H2C, tls: tb, respMods: respMods, cors: cors, retry: ru.retry})
+	ctx = withTarget(ctx, target{listener: r.listener, route: ru.route, address: b.Address, h2c: b.H2C, tls: tb, respMods: respMods, cors: cors, retry: ru.retry})
 	r.proxy.ServeHTTP(w, req.WithContext(ctx))
 }
 

@@ -153,7 +153,9 @@ func (l *handoff) Addr() net.Addr { return l.addr }
 func (p *Proxy) httpServer(s *served, requestHeader, idle time.Duration) *http.Server {
 	lim := p.opts.Limits
 	srv := &http.Server{
-		Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, p.observe, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Handler: guardIdle(func() time.Duration { return p.settings.Load().streamIdle }, func(r *http.Request, x *exchange) {
+			p.observe(s.listener, r, x)
+		}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.router.Load().serveOn(w, r, &s.flights)
 		})),
 		ReadHeaderTimeout: requestHeader,

@@ -9,9 +9,11 @@ import (
 
 // Metrics are the data plane's own Prometheus metrics, served on its health
 // port at /metrics. A data plane serves one Gateway, so Gateway is a label
-// of the registry's scrape target, not of each series; route is the
-// HTTPRoute or GRPCRoute (namespace/name) that took a request, "" for a
-// request no route took.
+// of the registry's scrape target, not of each series; listener is the
+// port a request came in on (listenerName: "HTTP/80", "HTTPS/443"), route
+// the HTTPRoute or GRPCRoute (namespace/name) that took it, "" for a
+// request no route took. Both come from the programming, never from a
+// request, so the series are as many as the Gateway's ports and routes.
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
@@ -22,6 +24,7 @@ type Metrics struct {
 	evicted     prometheus.CounterFunc
 	refused     prometheus.CounterFunc
 	mirrors     prometheus.CounterFunc
+	accessLogs  prometheus.CounterFunc
 }
 
 // NewMetrics registers the data plane's metrics of p on reg.
@@ -29,17 +32,17 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outrigger_gateway_requests_total",
-			Help: "HTTP requests answered, by the route that took them and the status code.",
-		}, []string{"route", "code"}),
+			Help: "HTTP requests answered, by the listener (protocol/port) they came in on, the route that took them and the status code.",
+		}, []string{"listener", "route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "outrigger_gateway_request_duration_seconds",
-			Help:    "Time from a request's headers to the end of its answer, by route.",
+			Help:    "Time from a request's headers to the end of its answer, by listener and route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}, []string{"route"}),
+		}, []string{"listener", "route"}),
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outrigger_gateway_upstream_errors_total",
-			Help: "Requests whose backend could not be reached or timed out, by route.",
-		}, []string{"route"}),
+			Help: "Requests whose backend could not be reached or timed out, by listener and route.",
+		}, []string{"listener", "route"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outrigger_gateway_retries_total",
 			Help: "Requests sent to a backend again under their rule's retry stanza, by route and why: code (an answer with a retried status), connection (the backend could not be reached) or timeout (the attempt ran out the backendRequest timeout).",
@@ -64,18 +67,22 @@ func NewMetrics(reg prometheus.Registerer, p *Proxy) *Metrics {
 			Name: "outrigger_gateway_mirrors_dropped_total",
 			Help: "Mirrored requests (RequestMirror) not sent because as many as the limit were in flight.",
 		}, func() float64 { return float64(p.mirrors.dropped.Load()) }),
+		accessLogs: prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "outrigger_gateway_access_log_dropped_total",
+			Help: "Access log lines dropped because the output (standard output) was slower than the requests.",
+		}, func() float64 { return float64(p.access.dropped.Load()) }),
 	}
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.retries, m.applies, m.connections, m.evicted, m.refused, m.mirrors)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.retries, m.applies, m.connections, m.evicted, m.refused, m.mirrors, m.accessLogs)
 	p.metrics = m
 	return m
 }
 
-func (m *Metrics) observe(route string, code int, took time.Duration) {
+func (m *Metrics) observe(listener, route string, code int, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.duration.WithLabelValues(route).Observe(took.Seconds())
+	m.requests.WithLabelValues(listener, route, strconv.Itoa(code)).Inc()
+	m.duration.WithLabelValues(listener, route).Observe(took.Seconds())
 }
 
 func (m *Metrics) retry(route, why string) {
@@ -85,11 +92,18 @@ func (m *Metrics) retry(route, why string) {
 	m.retries.WithLabelValues(route, why).Inc()
 }
 
-func (m *Metrics) upstreamError(route string) {
+func (m *Metrics) upstreamError(listener, route string) {
 	if m == nil {
 		return
 	}
-	m.upstream.WithLabelValues(route).Inc()
+	m.upstream.WithLabelValues(listener, route).Inc()
+}
+
+// listenerName is the listener label of a port: its protocol and number,
+// "HTTP/80". Several Gateway listeners (HTTPS hostnames) may share a port,
+// and the programming carries ports, not listener names.
+func listenerName(protocol Protocol, port int32) string {
+	return string(protocol) + "/" + strconv.Itoa(int(port))
 }
 
 // Applied counts a programming's outcome.

@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +36,10 @@ type Options struct {
 	// their defaults.
 	Limits Limits
 	Log    logr.Logger
+	// AccessLog is where access log lines go, when the settings ask for
+	// them (accesslog.go). Default: standard output (the process's own
+	// log goes to standard error).
+	AccessLog io.Writer
 }
 
 // Proxy serves one Gateway's Config; Apply reprograms it in place.
@@ -47,6 +53,8 @@ type Proxy struct {
 	conns   *connTable
 	// metrics, when NewMetrics registered them; nil counts nothing.
 	metrics *Metrics
+	// access writes the access log lines the settings ask for.
+	access *accessLog
 	// settings are the timeouts and trusted hops served now: the Limits',
 	// with the programming's settings over them.
 	settings atomic.Pointer[settings]
@@ -64,6 +72,8 @@ type portKey struct {
 // served is one open port; its programming is swapped atomically.
 type served struct {
 	protocol Protocol
+	// listener is the port's listenerName, for the metrics.
+	listener string
 	router   atomic.Pointer[router]
 	certs    atomic.Pointer[[]certificate]
 	// clientAuth is an HTTPS port's check of client certificates (nil
@@ -111,8 +121,11 @@ func New(o Options) *Proxy {
 	if o.UDPIdle <= 0 {
 		o.UDPIdle = time.Minute
 	}
+	if o.AccessLog == nil {
+		o.AccessLog = os.Stdout
+	}
 	o.Limits = o.Limits.withDefaults()
-	p := &Proxy{opts: o, ports: map[portKey]*served{}, conns: newConnTable(o.Limits.MaxConnections)}
+	p := &Proxy{opts: o, ports: map[portKey]*served{}, conns: newConnTable(o.Limits.MaxConnections), access: newAccessLog(o.AccessLog, accessLogBuffer)}
 	st := settingsOf(o.Limits, nil)
 	p.settings.Store(&st)
 	backends := newBackendTransport(o.Dial)
@@ -145,7 +158,8 @@ func New(o Options) *Proxy {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			o.Log.V(2).Info("Backend failed", "address", targetOf(r.Context()).address, "err", err)
-			p.metrics.upstreamError(targetOf(r.Context()).route)
+			t := targetOf(r.Context())
+			p.metrics.upstreamError(t.listener, t.route)
 			// The request's own clock ended it, or the last attempt's
 			// backend timeout (retry.go).
 			if cause := context.Cause(r.Context()); timedOut(r.Context()) || errors.Is(err, errBackendTimeout) {
@@ -174,9 +188,11 @@ func New(o Options) *Proxy {
 type targetKey struct{}
 
 type target struct {
-	route   string
-	address string
-	h2c     bool
+	// listener is the port's listenerName, for the metrics.
+	listener string
+	route    string
+	address  string
+	h2c      bool
 	// tls: the backend is reached over TLS (backendtls.go); nil, plain.
 	tls      *backendTLSConn
 	respMods []*gwv1.HTTPHeaderFilter
@@ -205,6 +221,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		return err
 	}
 	st := settingsOf(p.opts.Limits, cfg.Settings)
+	st.gateway = cfg.Gateway
 	for _, c := range want {
 		if c.router != nil {
 			c.router.mirrors = p.mirrors
@@ -240,7 +257,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 			s.close()
 			delete(p.ports, k)
 		}
-		s := &served{protocol: c.port.Protocol}
+		s := &served{protocol: c.port.Protocol, listener: listenerName(c.port.Protocol, k.port)}
 		s.router.Store(c.router)
 		s.certs.Store(&c.certs)
 		s.clientAuth.Store(c.clientAuth)
@@ -306,11 +323,16 @@ func (p *Proxy) Drain(ctx context.Context) {
 		wg.Go(func() { s.drain(ctx) })
 	}
 	wg.Wait()
+	p.access.flush(ctx)
 }
 
-// observe records a request's outcome in the metrics (when registered).
-func (p *Proxy) observe(route string, code int, took time.Duration) {
-	p.metrics.observe(route, code, took)
+// observe records a request's outcome in the metrics (when registered)
+// and, when the settings draw it, in the access log.
+func (p *Proxy) observe(listener string, r *http.Request, x *exchange) {
+	p.metrics.observe(listener, x.route, x.code, x.took)
+	if st := p.settings.Load(); st.accessLog > 0 {
+		p.access.log(st.accessLog, st.gateway, listener, r, x)
+	}
 }
 
 // Close stops every port.
@@ -322,6 +344,7 @@ func (p *Proxy) Close() {
 		s.close()
 		delete(p.ports, k)
 	}
+	p.access.close()
 }
 
 func (p *Proxy) open(k portKey, s *served, st settings) error {

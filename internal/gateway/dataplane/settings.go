@@ -24,6 +24,11 @@ type settings struct {
 	// proxyProtocol: every connection of a TCP-based port starts with a
 	// PROXY protocol header (proxyprotocol.go).
 	proxyProtocol bool
+	// accessLog is the share of HTTP requests logged (accesslog.go): 0
+	// none, 1 every one.
+	accessLog float64
+	// gateway is the Gateway served (namespace/name), for the access log.
+	gateway string
 }
 
 func settingsOf(l Limits, s *Settings) settings {
@@ -42,6 +47,11 @@ func settingsOf(l Limits, s *Settings) settings {
 	set(&out.tcpIdle, s.TCPIdleTimeout)
 	out.trustedHops = min(max(s.TrustedHops, 0), MaxTrustedHops)
 	out.proxyProtocol = s.ProxyProtocol
+	// NaN and anything out of [0, 1] the controller refuses; here it
+	// logs nothing or everything.
+	if s.AccessLog > 0 {
+		out.accessLog = min(s.AccessLog, 1)
+	}
 	return out
 }
 

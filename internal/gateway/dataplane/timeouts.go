@@ -99,11 +99,29 @@ type idleGuard struct {
 	deadline atomic.Int64
 }
 
-// guardIdle serves next with the stream idle timeout, and tells observe
-// each request's route, status and duration.
-func guardIdle(timeoutNow func() time.Duration, observe func(route string, code int, took time.Duration), next http.Handler) http.Handler {
+// exchange is what the metrics and the access log learn of one request:
+// guardIdle times it and counts what is answered, the router says which
+// route and backend served it.
+type exchange struct {
+	start time.Time
+	took  time.Duration
+	// route is the route that took the request, "" none; backend the
+	// address it was sent to, "" none.
+	route, backend string
+	// path is the request's path once normalized (escaped, no query);
+	// until the router normalizes it, the path as it came.
+	path  string
+	code  int
+	bytes int64
+}
+
+// guardIdle serves next with the stream idle timeout, and hands done each
+// request's exchange once it is answered.
+func guardIdle(timeoutNow func() time.Duration, done func(r *http.Request, x *exchange), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		// The router rewrites the URL the request shares with this one.
+		in := *r.URL
 		timeout := timeoutNow()
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
@@ -114,13 +132,17 @@ func guardIdle(timeoutNow func() time.Duration, observe func(route string, code 
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
-		gw := &guardedWriter{ResponseWriter: w, g: g}
+		gw := &guardedWriter{ResponseWriter: w, g: g, x: exchange{start: start}}
 		next.ServeHTTP(gw, r.WithContext(ctx))
-		code := gw.code
-		if code == 0 {
-			code = http.StatusOK
+		x := &gw.x
+		if x.code == 0 {
+			x.code = http.StatusOK
 		}
-		observe(gw.route, code, time.Since(start))
+		if x.path == "" {
+			x.path = in.EscapedPath()
+		}
+		x.took = time.Since(start)
+		done(r, x)
 	})
 }
 
@@ -161,34 +183,37 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 type guardedWriter struct {
 	http.ResponseWriter
 	g *idleGuard
-	// route is the route that took the request (the router sets it),
-	// code the status answered: for the metrics.
-	route string
-	code  int
+	// x is the request's exchange: the status and bytes answered here,
+	// the rest by the router.
+	x exchange
 }
 
 func (w *guardedWriter) Write(p []byte) (int, error) {
 	w.g.touch()
-	if w.code == 0 {
-		w.code = http.StatusOK
+	if w.x.code == 0 {
+		w.x.code = http.StatusOK
 	}
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	w.x.bytes += int64(n)
+	return n, err
 }
 
 func (w *guardedWriter) WriteHeader(code int) {
 	w.g.touch()
-	if w.code == 0 && code >= 200 {
-		w.code = code
+	if w.x.code == 0 && code >= 200 {
+		w.x.code = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// takenBy records the route that took a request on its writer (when it is
-// the guard's).
-func takenBy(w http.ResponseWriter, route string) {
+// exchangeOf is the exchange of the request a writer answers, for the
+// router to say how it served it; a writer not the guard's (a test's
+// recorder) gets one nobody reads.
+func exchangeOf(w http.ResponseWriter) *exchange {
 	if gw, ok := w.(*guardedWriter); ok {
-		gw.route = route
+		return &gw.x
 	}
+	return &exchange{}
 }
 
 // Unwrap lets http.ResponseController (the reverse proxy's flushes,

@@ -82,6 +82,11 @@ type Settings struct {
 	// (provider.Gateways) terminates the client's connection itself and
 	// has no use for it.
 	ProxyProtocol bool `json:"proxyProtocol,omitempty"`
+	// AccessLog is the share of HTTP requests the data plane writes an
+	// access log line for (JSON, on its standard output): 0 none, 1
+	// every one, 0.01 about one in a hundred, each request drawn at
+	// random. A provider's own load balancer logs as its cloud does.
+	AccessLog float64 `json:"accessLog,omitempty"`
 }
 
 // Port is one listening port; several Gateway listeners (HTTPS hostnames,
