@@ -158,7 +158,7 @@ func TestPlacedRight(t *testing.T) {
 // where its conformance test finds the objects; a cloud's load balancers
 // never make such objects.
 func TestGatewayInfrastructureOnlyInGatewayMode(t *testing.T) {
-	opts := Options{GRPCRoute: true, TLSRoute: true, BackendTLSPolicy: true, ProviderName: "local"}
+	opts := Options{GRPCRoute: true, TLSRoute: true, BackendTLSPolicy: true, ListenerSet: true, ProviderName: "local"}
 	if slices.Contains(classFeatures(opts, &dataPlaneServing{mode: NamespaceShared}), features.SupportGatewayInfrastructure) {
 		t.Error("shared mode states GatewayInfrastructure")
 	}
