@@ -32,6 +32,10 @@ type Options struct {
 	// UDPIdle is how long a UDP flow without packets keeps its backend.
 	// Default 60 s.
 	UDPIdle time.Duration
+	// RevokeGrace is how long a request in flight goes on once a new
+	// programming no longer allows its route and backend (revoke.go).
+	// Default: revokeGrace.
+	RevokeGrace time.Duration
 	// Limits bound what clients can hold (limits.go); zero fields take
 	// their defaults.
 	Limits Limits
@@ -117,6 +121,9 @@ func New(o Options) *Proxy {
 	if o.Dial == nil {
 		d := &net.Dialer{Timeout: 5 * time.Second}
 		o.Dial = d.DialContext
+	}
+	if o.RevokeGrace <= 0 {
+		o.RevokeGrace = revokeGrace
 	}
 	if o.UDPIdle <= 0 {
 		o.UDPIdle = time.Minute
@@ -283,7 +290,7 @@ func (p *Proxy) Apply(cfg *Config) error {
 		s.clientAuth.Store(c.clientAuth)
 		s.backends.Store(&c.backends)
 		s.sni.Store(c.sni)
-		s.flights.revoke(c.router)
+		s.flights.revoke(c.router, p.opts.RevokeGrace)
 		switch {
 		case s.tcp != nil && s.protocol == TLS:
 			s.tcp.revoke(c.sni.keep())

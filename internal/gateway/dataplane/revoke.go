@@ -4,18 +4,29 @@ import (
 	"context"
 	"net"
 	"sync"
+	"time"
 )
 
 // Removing a route, a backend or the ReferenceGrant that allowed it revokes
 // access (Gateway API: removal MUST revoke), also for what is already
 // flowing: WebSockets, gRPC streams and TCP connections that outlive the
 // programming they started under are ended when it changes without them.
+// An HTTP request is ended revokeGrace after the change, not at once: a
+// route moved to another backend under load costs no ordinary request (it
+// finishes within the grace), while a stream or WebSocket still ends.
+
+// revokeGrace is how long a request in flight goes on once the
+// programming no longer allows its route and backend.
+const revokeGrace = 5 * time.Second
 
 // flight is a request in flight: the route that took it and the backend it
 // went to.
 type flight struct {
 	route, backend string
 	cancel         context.CancelFunc
+	// revoking ends the request once the grace is over; nil while the
+	// programming allows it.
+	revoking *time.Timer
 }
 
 // flights are a port's requests in flight.
@@ -36,17 +47,25 @@ func (f *flights) add(fl *flight) {
 func (f *flights) done(fl *flight) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if fl.revoking != nil {
+		fl.revoking.Stop()
+	}
 	delete(f.set, fl)
 }
 
-// revoke ends every request in flight the router no longer allows.
-func (f *flights) revoke(r *router) {
+// revoke ends, once the grace is over, every request in flight the router
+// no longer allows; one it allows again before then goes on.
+func (f *flights) revoke(r *router, grace time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for fl := range f.set {
-		if r == nil || !r.allows(fl.route, fl.backend) {
-			fl.cancel()
-			delete(f.set, fl)
+		allowed := r != nil && r.allows(fl.route, fl.backend)
+		switch {
+		case !allowed && fl.revoking == nil:
+			fl.revoking = time.AfterFunc(grace, fl.cancel)
+		case allowed && fl.revoking != nil:
+			fl.revoking.Stop()
+			fl.revoking = nil
 		}
 	}
 }

@@ -14,8 +14,9 @@ import (
 )
 
 // A stream that started under a route ends when the route is removed (or
-// its backend is no longer allowed): removal revokes access, also for what
-// is already flowing. A stream of a route that stays is untouched.
+// its backend is no longer allowed), once the grace is over: removal
+// revokes access, also for what is already flowing. A stream of a route
+// that stays is untouched.
 func TestRemovingARouteEndsItsStreams(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for {
@@ -39,7 +40,10 @@ func TestRemovingARouteEndsItsStreams(t *testing.T) {
 		return &Config{Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: rules}}}}}
 	}
 	var l loopback
-	p := New(l.options())
+	// A short grace: the stream outlives it.
+	o := l.options()
+	o.RevokeGrace = 100 * time.Millisecond
+	p := New(o)
 	t.Cleanup(p.Close)
 	if err := p.Apply(cfg(rule("ns/kept", "/kept"), rule("ns/removed", "/removed"))); err != nil {
 		t.Fatal(err)
@@ -111,5 +115,67 @@ func TestRemovingATCPBackendClosesItsConnections(t *testing.T) {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			t.Fatal("the connection to the removed backend is still open after 20 s")
 		}
+	}
+}
+
+// A request in flight when its route moves to another backend finishes
+// with the backend it reached: a route changed under load costs no
+// request (it would be ended only by outliving the grace).
+func TestMovingARouteFinishesItsRequests(t *testing.T) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(reached)
+		<-release
+		_, _ = io.WriteString(w, "old")
+	}))
+	t.Cleanup(old.Close)
+	next := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "next") }))
+	t.Cleanup(next.Close)
+	cfg := func(backend string) *Config {
+		return &Config{Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: []Rule{{
+			Route: "ns/moved", Match: gwv1.HTTPRouteMatch{Path: prefix("/")},
+			Backends: []Backend{{Address: strings.TrimPrefix(backend, "http://"), Weight: 1}},
+		}}}}}}}
+	}
+	var l loopback
+	p := New(l.options())
+	t.Cleanup(p.Close)
+	if err := p.Apply(cfg(old.URL)); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get("http://" + l.at(t, "tcp/80") + "/")
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, string(b), err}
+	}()
+	<-reached
+	if err := p.Apply(cfg(next.URL)); err != nil {
+		t.Fatal(err)
+	}
+	// The new programming is in place: a new request reaches the new
+	// backend, while the first is still held by the old one.
+	resp, err := http.Get("http://" + l.at(t, "tcp/80") + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "next" {
+		t.Fatalf("a request after the change reached %q, want the new backend", b)
+	}
+	close(release)
+	if a := <-got; a.err != nil || a.code != http.StatusOK || a.body != "old" {
+		t.Errorf("the request in flight during the change: %d %q %v, want 200 from the backend it reached", a.code, a.body, a.err)
 	}
 }
