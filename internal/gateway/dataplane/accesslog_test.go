@@ -63,6 +63,23 @@ func sized(t *testing.T) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
+// loggingProxy is a data plane writing its access log to out, programmed
+// with accessConfig(s) in front of a sized backend: the proxy, the
+// backend's address and the HTTP port's.
+func loggingProxy(t *testing.T, out io.Writer, s *Settings) (p *Proxy, backend, addr string) {
+	t.Helper()
+	backend = sized(t)
+	var l loopback
+	o := l.options()
+	o.AccessLog = out
+	p = New(o)
+	t.Cleanup(p.Close)
+	if err := p.Apply(accessConfig(backend, s)); err != nil {
+		t.Fatal(err)
+	}
+	return p, backend, l.at(t, "tcp/80")
+}
+
 func accessConfig(backend string, s *Settings) *Config {
 	return &Config{Gateway: "ns/gw", Settings: s, Ports: []Port{{Port: 80, Protocol: HTTP, Hosts: []VirtualHost{{Rules: []Rule{
 		{Route: "ns/web", Match: gwv1.HTTPRouteMatch{Path: prefix("/web")}, Backends: []Backend{{Address: backend, Weight: 1}}},
@@ -95,17 +112,9 @@ func fetchPath(t *testing.T, url string, header map[string]string) {
 // and answered (status, bytes, duration), and for whom; it never holds
 // the query, a header or a cookie, where secrets travel.
 func TestAccessLogLineHasTheFieldsAndNoSecrets(t *testing.T) {
-	backend := sized(t)
 	out := newLineWriter()
-	var l loopback
-	o := l.options()
-	o.AccessLog = out
-	p := New(o)
-	t.Cleanup(p.Close)
-	if err := p.Apply(accessConfig(backend, &Settings{AccessLog: 1})); err != nil {
-		t.Fatal(err)
-	}
-	fetchPath(t, "http://"+l.at(t, "tcp/80")+"/web//page?token=s3cret-query", map[string]string{
+	_, backend, addr := loggingProxy(t, out, &Settings{AccessLog: 1})
+	fetchPath(t, "http://"+addr+"/web//page?token=s3cret-query", map[string]string{
 		"Authorization": "Bearer s3cret-header", "Cookie": "session=s3cret-cookie", "Host": "shop.example.com",
 	})
 	line := out.next(t)
@@ -148,17 +157,8 @@ func TestAccessLogLineHasTheFieldsAndNoSecrets(t *testing.T) {
 // shown by order: the first line written is the request made after the
 // change, not one of those before it.
 func TestAccessLogOffWritesNothingUntilTurnedOn(t *testing.T) {
-	backend := sized(t)
 	out := newLineWriter()
-	var l loopback
-	o := l.options()
-	o.AccessLog = out
-	p := New(o)
-	t.Cleanup(p.Close)
-	if err := p.Apply(accessConfig(backend, nil)); err != nil {
-		t.Fatal(err)
-	}
-	addr := l.at(t, "tcp/80")
+	p, backend, addr := loggingProxy(t, out, nil)
 	for range 20 {
 		fetchPath(t, "http://"+addr+"/web/off", nil)
 	}
@@ -265,17 +265,8 @@ func TestAccessLogDropsRatherThanBlocks(t *testing.T) {
 // A pod told to stop writes the lines of the requests it served before
 // Drain returns (and the process exits).
 func TestAccessLogDrainWritesWhatIsQueued(t *testing.T) {
-	backend := sized(t)
 	out := newLineWriter()
-	var l loopback
-	o := l.options()
-	o.AccessLog = out
-	p := New(o)
-	t.Cleanup(p.Close)
-	if err := p.Apply(accessConfig(backend, &Settings{AccessLog: 1})); err != nil {
-		t.Fatal(err)
-	}
-	addr := l.at(t, "tcp/80")
+	p, _, addr := loggingProxy(t, out, &Settings{AccessLog: 1})
 	for range 10 {
 		fetchPath(t, "http://"+addr+"/web", nil)
 	}
