@@ -17,11 +17,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outrigger-ccm/outrigger/internal/gateway/dataplane"
 )
@@ -150,8 +152,23 @@ func serveDataplane(path string) error {
 			return net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 		},
 	})
+	// The product's data plane counts every request in its metrics and
+	// tunes its collector; so does the one measured.
+	dataplane.TuneGC()
+	dataplane.NewMetrics(prometheus.NewRegistry(), p)
 	if err := p.Apply(cfg); err != nil {
 		return err
+	}
+	if dir := os.Getenv(profileEnv); dir != "" {
+		f, err := os.CreateTemp(dir, "outrigger-*.cpu.pprof")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

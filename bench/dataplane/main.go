@@ -35,6 +35,10 @@ import (
 // childEnv names the Config file a child serves as Outrigger's data plane.
 const childEnv = "OUTRIGGER_BENCH_DATAPLANE"
 
+// profileEnv names a directory where each data plane child writes its CPU
+// profile (outrigger-*.cpu.pprof), for finding where its time goes.
+const profileEnv = "OUTRIGGER_BENCH_CPUPROFILE"
+
 func main() {
 	if path := os.Getenv(childEnv); path != "" {
 		if err := serveDataplane(path); err != nil {

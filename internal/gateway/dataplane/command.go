@@ -178,6 +178,7 @@ func limitsFor(memLimit int64) Limits {
 }
 
 func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, namespace, secret, listen string, healthPort int) error {
+	log.V(1).Info("Garbage collector", "gcPercent", TuneGC(), "memoryLimit", debug.SetMemoryLimit(-1))
 	p := New(Options{
 		Log:    log,
 		Limits: limitsFor(debug.SetMemoryLimit(-1)),

@@ -33,6 +33,41 @@ func normalizePath(escaped string) (normalizedPath, bool) {
 	if !strings.HasPrefix(escaped, "/") {
 		return normalizedPath{}, false
 	}
+	// Most paths are normal already; they are used as they came, without
+	// the allocations of the walk below.
+	if isNormal(escaped) {
+		return normalizedPath{escaped: escaped, decoded: escaped}, true
+	}
+	return normalizeSlow(escaped), true
+}
+
+// isNormal says an absolute path is its own normal form: no escapes, no
+// backslashes, no ".", ".." or empty segments (but a trailing slash).
+func isNormal(p string) bool {
+	start := 1
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) {
+			if c := p[i]; c == '%' || c == '\\' {
+				return false
+			} else if c != '/' {
+				continue
+			}
+		}
+		switch p[start:i] {
+		case ".", "..":
+			return false
+		case "":
+			if i < len(p) {
+				return false
+			}
+		}
+		start = i + 1
+	}
+	return true
+}
+
+// normalizeSlow is normalizePath's walk over every byte.
+func normalizeSlow(escaped string) normalizedPath {
 	var (
 		b        strings.Builder
 		redirect bool
@@ -68,7 +103,7 @@ func normalizePath(escaped string) (normalizedPath, bool) {
 		// before a handler runs); it is matched as it was written.
 		decoded = clean
 	}
-	return normalizedPath{escaped: clean, decoded: decoded, redirect: redirect}, true
+	return normalizedPath{escaped: clean, decoded: decoded, redirect: redirect}
 }
 
 // removeDotSegments drops empty, "." and ".." segments of an absolute path

@@ -60,7 +60,7 @@ func TestNormalizePath(t *testing.T) {
 // segments of a prefix than the raw form's segments allowed: what it
 // matches is a path the raw form resolves to.
 func FuzzNormalizePath(f *testing.F) {
-	for _, s := range []string{"/", "/a/../b", "/%2e%2e/%2F", `/a\..\b`, "//x//y/", "/a%zz", "/%", "/.%2E/"} {
+	for _, s := range []string{"/", "/a/../b", "/%2e%2e/%2F", `/a\..\b`, "//x//y/", "/a%zz", "/%", "/.%2E/", "/a/b/", "/a/./b", "/a/.", "/a/..", "/.a/..b/", "/a//"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -70,6 +70,11 @@ func FuzzNormalizePath(f *testing.F) {
 				t.Fatalf("%q refused", in)
 			}
 			return
+		}
+		// The shortcut for paths normal already takes only paths the
+		// full walk leaves as they are.
+		if slow := normalizeSlow(in); slow != n {
+			t.Fatalf("%q: normalized to %+v, the full walk to %+v", in, n, slow)
 		}
 		again, ok := normalizePath(n.escaped)
 		if !ok || again.escaped != n.escaped || again.redirect {

@@ -186,7 +186,8 @@ func New(o Options) *Proxy {
 			}
 			http.Error(w, "backend unreachable", http.StatusServiceUnavailable)
 		},
-		ErrorLog: nil,
+		ErrorLog:   nil,
+		BufferPool: &copyBuffers,
 	}
 	p.mirrors = newMirrorer(backends, o.Limits, func() int { return p.settings.Load().trustedHops }, o.Log)
 	return p
@@ -554,7 +555,8 @@ func splice(a, b net.Conn, idle time.Duration) {
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		defer func() { done <- struct{}{} }()
-		buf := make([]byte, 32<<10)
+		buf := copyBuffers.Get()
+		defer copyBuffers.Put(buf)
 		var deadline time.Time
 		for {
 			// The deadline moves once half of it is spent, not on

@@ -51,7 +51,7 @@ func (l *loopback) set(k, v string) {
 	l.addr[k] = v
 }
 
-func (l *loopback) at(t *testing.T, k string) string {
+func (l *loopback) at(t testing.TB, k string) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a, ok := l.addr[k]
