@@ -51,7 +51,10 @@ func grpcError(w http.ResponseWriter, code int, msg string) {
 // with prior knowledge.
 type backendTransport struct {
 	http1, h2c *http.Transport
-	dial       func(ctx context.Context, network, address string) (net.Conn, error)
+	// fast takes the requests without a body to plain HTTP/1.1 backends
+	// (upstream.go).
+	fast *fastUpstream
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// tls are the transports of TLS backends by their settings' key
 	// (backendtls.go).
 	tls sync.Map
@@ -62,10 +65,15 @@ func newBackendTransport(dial func(ctx context.Context, network, address string)
 	h2c.SetUnencryptedHTTP2(true)
 	return &backendTransport{
 		dial: dial,
+		fast: newFastUpstream(dial),
+		// The backend sees the client's Accept-Encoding as it was sent,
+		// on either path: the Transport would otherwise ask for gzip and
+		// unpack it on the client's behalf, which the fast path does not.
 		http1: &http.Transport{
 			DialContext:         dial,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
+			MaxIdleConnsPerHost: upstreamIdlePerHost,
+			IdleConnTimeout:     upstreamIdleTimeout,
+			DisableCompression:  true,
 		},
 		h2c: &http.Transport{
 			DialContext:     dial,
@@ -81,6 +89,9 @@ func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if targetOf(r.Context()).h2c {
 		return t.h2c.RoundTrip(r)
+	}
+	if takesFastPath(r) {
+		return t.fast.RoundTrip(r)
 	}
 	return t.http1.RoundTrip(r)
 }
