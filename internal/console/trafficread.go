@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,6 +43,10 @@ const (
 	// maxPodsPerGateway bounds the pods read for one Gateway: a data plane
 	// of many replicas is shown as the sum of the first of them.
 	maxPodsPerGateway = 8
+	// maxTrafficGateways bounds the Gateways read for one snapshot: its
+	// 200 rows at 8 pods each would be 1,600 scrapes every trafficFresh
+	// through the API server. A filter brings others into the first.
+	maxTrafficGateways = 50
 	// maxScrapes bounds the scrapes in flight over all Gateways (each
 	// goes through the API server).
 	maxScrapes = 8
@@ -143,12 +146,21 @@ func (t *trafficReader) attach(gws []Gateway) {
 	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	read := 0
 	for i := range gws {
 		g := &gws[i]
 		if !g.Outrigger || g.uid == "" {
 			continue
 		}
-		if g.dataPlaneNamespace == "" {
+		if g.dataPlaneNamespace != "" {
+			read++
+		}
+		switch {
+		case read > maxTrafficGateways:
+			g.Traffic = &GatewayTraffic{Namespace: g.dataPlaneNamespace,
+				Reason: fmt.Sprintf("only the data planes of the first %d Outrigger Gateways shown are read; filter to read this one's", maxTrafficGateways)}
+			continue
+		case g.dataPlaneNamespace == "":
 			// No load balancer Service: either not made yet, or the
 			// provider's own load balancers serve the Gateway and
 			// Outrigger runs no data plane for it.
@@ -167,7 +179,7 @@ func (t *trafficReader) attach(gws []Gateway) {
 			c := *e.last
 			g.Traffic = &c
 		} else {
-			g.Traffic = &GatewayTraffic{Namespace: e.namespace, Reason: "not read yet: the data plane pods are being read"}
+			g.Traffic = &GatewayTraffic{Namespace: e.namespace, Reason: "the first read is under way"}
 		}
 		t.startLocked(g.uid, e, now)
 	}
@@ -230,7 +242,7 @@ func (t *trafficReader) read(ctx context.Context, uid, namespace, selector strin
 	out.ReadAt = t.clock.Now()
 	if err != nil {
 		out.Reason = "listing its pods: " + whyNotRead(err, "list pods", t.timeout)
-		log.V(2).Info("Could not list a Gateway's data plane pods", "err", err)
+		log.V(4).Info("Could not list a Gateway's data plane pods", "err", err)
 		return out, nil
 	}
 	out.PodsFound = len(pods)
@@ -239,14 +251,17 @@ func (t *trafficReader) read(ctx context.Context, uid, namespace, selector strin
 		return out, nil
 	}
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
-	var notRead []PodNotRead
+	// Failed scrapes are listed first, then pods not ready, then those
+	// beyond the cap: the list is cut at maxPodsPerGateway, and the first
+	// are what someone looks for.
+	var failed, notReady, beyond []PodNotRead
 	var scrape []corev1.Pod
 	for _, p := range pods {
 		switch {
 		case !podReady(&p):
-			notRead = append(notRead, PodNotRead{Pod: p.Name, Reason: "pod not ready (" + string(p.Status.Phase) + ")"})
+			notReady = append(notReady, PodNotRead{Pod: p.Name, Reason: "pod not ready (" + string(p.Status.Phase) + ")"})
 		case len(scrape) >= maxPodsPerGateway:
-			notRead = append(notRead, PodNotRead{Pod: p.Name, Reason: fmt.Sprintf("beyond the %d pods read per Gateway", maxPodsPerGateway)})
+			beyond = append(beyond, PodNotRead{Pod: p.Name, Reason: fmt.Sprintf("beyond the %d pods read per Gateway", maxPodsPerGateway)})
 		default:
 			scrape = append(scrape, p)
 		}
@@ -275,8 +290,8 @@ func (t *trafficReader) read(ctx context.Context, uid, namespace, selector strin
 	figures := map[string]podFigures{}
 	for i, r := range results {
 		if r.err != nil {
-			notRead = append(notRead, PodNotRead{Pod: scrape[i].Name, Reason: whyNotRead(r.err, "get pods/proxy", t.timeout)})
-			log.V(2).Info("Could not read a Gateway data plane pod's metrics", "pod", scrape[i].Name, "err", r.err)
+			failed = append(failed, PodNotRead{Pod: scrape[i].Name, Reason: whyNotRead(r.err, "get pods/proxy", t.timeout)})
+			log.V(4).Info("Could not read a Gateway data plane pod's metrics", "pod", scrape[i].Name, "err", r.err)
 			continue
 		}
 		read = append(read, r.read)
@@ -287,12 +302,13 @@ func (t *trafficReader) read(ctx context.Context, uid, namespace, selector strin
 		seconds = out.ReadAt.Sub(prevAt).Seconds()
 	}
 	aggregateTraffic(out, read, prev, seconds, listeners)
+	notRead := slices.Concat(failed, notReady, beyond)
 	if len(notRead) > maxPodsPerGateway {
 		out.NotReadMore = len(notRead) - maxPodsPerGateway
 		notRead = notRead[:maxPodsPerGateway]
 	}
 	out.NotRead = notRead
-	return out, maps.Clone(figures)
+	return out, figures
 }
 
 // errUnreadable marks an answer that was not a data plane's metrics.

@@ -111,7 +111,7 @@ func TestTrafficThroughThePodProxy(t *testing.T) {
 
 	first := []Gateway{shownGateway("gw1")}
 	r.attach(first)
-	if tr := first[0].Traffic; tr == nil || !strings.Contains(tr.Reason, "not read yet") {
+	if tr := first[0].Traffic; tr == nil || !strings.Contains(tr.Reason, "first read is under way") {
 		t.Fatalf("before the first read: %+v", tr)
 	}
 	r.reads.Wait()
@@ -220,7 +220,7 @@ func TestTrafficSlowGatewayDelaysNoOther(t *testing.T) {
 	if tr := gws[1].Traffic; tr.PodsRead != 1 {
 		t.Errorf("quick: %+v", tr)
 	}
-	if tr := gws[0].Traffic; !strings.Contains(tr.Reason, "not read yet") {
+	if tr := gws[0].Traffic; !strings.Contains(tr.Reason, "first read is under way") {
 		t.Errorf("slow, still reading: %+v", tr)
 	}
 	close(release)
@@ -271,5 +271,21 @@ func TestTrafficNotRead(t *testing.T) {
 	}
 	if gws[3].Traffic != nil {
 		t.Errorf("another class's Gateway: %+v", gws[3].Traffic)
+	}
+}
+
+// At most maxTrafficGateways of the Gateways a snapshot shows are read.
+func TestTrafficGatewaysBounded(t *testing.T) {
+	r, _, _ := testReader(t, fake.NewClientset())
+	var gws []Gateway
+	for i := range maxTrafficGateways + 1 {
+		gws = append(gws, shownGateway(fmt.Sprintf("gw%02d", i)))
+	}
+	gws = attachNow(r, gws...)
+	if len(r.entries) != maxTrafficGateways {
+		t.Errorf("%d Gateways read, want %d", len(r.entries), maxTrafficGateways)
+	}
+	if tr := gws[maxTrafficGateways].Traffic; tr == nil || !strings.Contains(tr.Reason, "filter to read") {
+		t.Errorf("the Gateway beyond the bound: %+v", tr)
 	}
 }
