@@ -258,6 +258,8 @@ func (t *trafficReader) read(ctx context.Context, uid, namespace, selector strin
 	var scrape []corev1.Pod
 	for _, p := range pods {
 		switch {
+		case p.DeletionTimestamp != nil:
+			notReady = append(notReady, PodNotRead{Pod: p.Name, Reason: "pod terminating"})
 		case !podReady(&p):
 			notReady = append(notReady, PodNotRead{Pod: p.Name, Reason: "pod not ready (" + string(p.Status.Phase) + ")"})
 		case len(scrape) >= maxPodsPerGateway:

@@ -252,14 +252,20 @@ func TestTrafficPodsBounded(t *testing.T) {
 // What is not a data plane's answer, or no pod at all, or no data plane
 // Service, is said as such; another class's Gateway gets nothing.
 func TestTrafficNotRead(t *testing.T) {
-	client := fake.NewClientset(dataPlanePod("gw1", "dp-a", true))
+	leaving := dataPlanePod("gw5", "dp-z", true)
+	leaving.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	leaving.Finalizers = []string{"example.com/hold"}
+	client := fake.NewClientset(dataPlanePod("gw1", "dp-a", true), leaving)
 	proxyPods(client, func(string) proxied { return proxied{data: []byte("# TYPE up gauge\nup 1\n")} })
 	r, _, _ := testReader(t, client)
 	noService := shownGateway("gw3")
 	noService.dataPlaneNamespace = ""
 	other := shownGateway("gw4")
 	other.Outrigger = false
-	gws := attachNow(r, shownGateway("gw1"), shownGateway("gw2"), noService, other)
+	gws := attachNow(r, shownGateway("gw1"), shownGateway("gw2"), noService, other, shownGateway("gw5"))
+	if tr := gws[4].Traffic; tr.PodsFound != 1 || len(tr.NotRead) != 1 || tr.NotRead[0].Reason != "pod terminating" {
+		t.Errorf("a pod terminating: %+v", tr)
+	}
 	if tr := gws[0].Traffic; len(tr.NotRead) != 1 || !strings.Contains(tr.NotRead[0].Reason, "metrics unreadable") {
 		t.Errorf("not a data plane: %+v", tr)
 	}
