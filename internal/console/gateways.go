@@ -45,6 +45,14 @@ type Gateway struct {
 	// the Gateway, shown in the load balancers table.
 	LoadBalancer string  `json:"loadBalancer,omitempty"`
 	Events       []Entry `json:"events,omitempty"`
+	// Traffic is what the data plane pods of an Outrigger Gateway
+	// counted (traffic.go), nil for other Gateways or without a cluster.
+	Traffic *GatewayTraffic `json:"traffic,omitempty"`
+	// uid tells the Gateway from one made again under its name;
+	// dataPlaneNamespace is its load balancer Service's namespace, where
+	// its data plane pods run ("" when there is no such Service).
+	uid                string
+	dataPlaneNamespace string
 	// unexplained: no controller has written a reason; a Warning Event
 	// may say more.
 	unexplained bool
@@ -229,6 +237,7 @@ func buildGateways(s *Snapshot, in gatewayInputs, services []*corev1.Service, ow
 		if uid := svc.Labels[gateway.GatewayUIDLabel]; uid != "" {
 			if g := byUID[uid]; g != nil {
 				g.LoadBalancer = svc.Namespace + "/" + svc.Name
+				g.dataPlaneNamespace = svc.Namespace
 			}
 		}
 	}
@@ -264,6 +273,7 @@ func gatewayView(gw *gwv1.Gateway, controller string, classFound bool, owners []
 		Class:      string(gw.Spec.GatewayClassName),
 		Controller: controller,
 		Outrigger:  strings.HasPrefix(controller, "outrigger.dev/"),
+		uid:        string(gw.UID),
 		Addresses:  []string{},
 		Listeners:  []Listener{},
 		Routes:     []Route{},

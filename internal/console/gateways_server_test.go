@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
+
+	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
 )
 
 // serveGatewayAPI makes client's discovery list the Gateway API's kinds
@@ -267,4 +270,38 @@ func newGatewayClient(t *testing.T, objects ...runtime.Object) *gwfake.Clientset
 		}
 	}
 	return c
+}
+
+// An Outrigger Gateway's snapshot carries its data plane's traffic, read
+// in the background from the pods in its load balancer Service's
+// namespace; the read's end is a change the pages hear.
+func TestGatewayTrafficInTheSnapshot(t *testing.T) {
+	dp := startDataPlane(t)
+	dp.get(80, "/web", 3)
+	shop := testGateway("shop", "outrigger-sim", withGatewayConditions(accepted, programmed))
+	svc := lbService("default-shop", func(s *corev1.Service) {
+		s.Namespace = dpNamespace
+		s.Labels = map[string]string{gateway.GatewayUIDLabel: string(shop.UID)}
+	})
+	client := fake.NewClientset(svc, dataPlanePod(string(shop.UID), "shop-dp", true))
+	serveGatewayAPI(client, allGatewayKinds...)
+	proxyPods(client, func(string) proxied { return proxied{data: dp.exposition()} })
+	gw := newGatewayClient(t, gatewayClass("outrigger-sim", "outrigger.dev/sim"), gatewayClass("other", "example.com/other"),
+		shop, testGateway("theirs", "other"))
+	s := New(Options{Client: client, Gateway: gw, Owners: []Owner{{Provider: "sim"}}})
+	t.Cleanup(s.endLife)
+
+	v := s.version.Load()
+	snap := s.Snapshot(View{})
+	if len(snap.Gateways) != 2 || snap.Gateways[0].Name != "shop" || snap.Gateways[0].Traffic == nil || snap.Gateways[1].Traffic != nil {
+		t.Fatalf("gateways %+v", snap.Gateways)
+	}
+	s.traffic.reads.Wait()
+	if s.version.Load() == v {
+		t.Error("a read ended without a change")
+	}
+	tr := s.Snapshot(View{}).Gateways[0].Traffic
+	if tr.Namespace != dpNamespace || tr.PodsRead != 1 || rowNamed(tr.Routes, "ns/web").Requests != 3 {
+		t.Errorf("traffic %+v", tr)
+	}
 }

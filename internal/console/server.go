@@ -125,6 +125,10 @@ type Server struct {
 
 	snapMu sync.Mutex
 	snaps  map[View]*viewSnapshot // the last snapshot of each view asked for
+
+	// traffic reads the Gateway data planes' metrics (nil without a
+	// cluster).
+	traffic *trafficReader
 }
 
 // viewSnapshot is the JSON of one view's last snapshot.
@@ -157,8 +161,13 @@ func New(opts Options) *Server {
 		g = opts.Gatherer
 	}
 	life, end := context.WithCancel(context.Background())
-	return &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
+	s := &Server{opts: opts, sampler: newSampler(g, opts.History), life: life, endLife: end,
 		visited: make(chan struct{}), changed: make(chan struct{}, 1)}
+	if opts.Client != nil {
+		// A read ending is a change: the pages get the new figures.
+		s.traffic = newTrafficReader(life, opts.Client, opts.Clock, opts.Log.WithName("gateway-traffic"), s.poke)
+	}
+	return s
 }
 
 // Start samples the call metrics every Interval, from the first request
@@ -184,6 +193,9 @@ func (s *Server) Start(ctx context.Context) error {
 		case now := <-t.C():
 			if s.reap(now) {
 				s.sample(now)
+				if s.traffic != nil {
+					s.traffic.refresh()
+				}
 			}
 		}
 	}
@@ -259,6 +271,9 @@ func (s *Server) Snapshot(view View) Snapshot {
 		calls:    calls,
 		view:     view,
 	})
+	if s.traffic != nil {
+		s.traffic.attach(snap.Gateways)
+	}
 	snap.Warnings = append([]string(nil), w.warnings...)
 	snap.NoGatewayAPI = w.noGateways
 	if s.opts.Degraded != nil {

@@ -141,6 +141,7 @@
     if (!g.routes || !g.routes.length) rs.append(el("li", { text: "no route names this Gateway" }));
     box.append(rs);
     if (g.loadBalancer) box.append(el("h3", { text: "Load balancer" }), el("p", { class: "gw-lb", text: `Service ${g.loadBalancer}` }));
+    if (g.traffic) box.append(...trafficDetails(g.traffic));
     box.append(el("h3", { text: "Conditions" }), condList(g.conditions));
     box.append(el("h3", { text: "Last Events" }));
     const ev = el("ul");
@@ -149,6 +150,82 @@
     box.append(ev);
     d.append(box);
     return d;
+  }
+
+  // Traffic figures: counts as integers, rates to a tenth, latencies in
+  // ms or s; "—" where there is none.
+  const fmtCount = (n) => Math.round(n).toLocaleString();
+  const fmtRate = (r) => (r === undefined || r === null ? "—" : r.toFixed(1));
+  const fmtLatency = (s) => (s === undefined || s === null ? "—" : s < 1 ? `${+(s * 1000).toPrecision(3)} ms` : `${+s.toPrecision(3)} s`);
+  const CLASSES = ["2xx", "3xx", "4xx", "5xx"];
+
+  // trafficSummary is a Gateway's traffic in a few words, for its row.
+  function trafficSummary(t) {
+    if (!t) return el("td", { class: "traffic-summary", text: "—" });
+    if (!t.podsRead) return el("td", { class: "traffic-summary bad", text: "not read" });
+    let requests = 0, rate = 0, errors = 0;
+    for (const l of t.listeners || []) {
+      requests += l.requests;
+      rate += l.rate || 0;
+      errors += (l.codes || {})["5xx"] || 0;
+    }
+    const what = t.rateSeconds ? `${fmtRate(rate)} req/s` : `${fmtCount(requests)} requests`;
+    const pods = `${t.podsRead}/${t.podsFound} pods`;
+    return el("td", { class: "num traffic-summary " + (errors || t.podsRead < t.podsFound ? "bad" : ""), text: `${what}${errors ? ` (${fmtCount(errors)} 5xx so far)` : ""}, ${pods}` });
+  }
+
+  // trafficTable is one table of a Gateway's traffic: by port or by route.
+  function trafficTable(caption, rows, head, name) {
+    const rated = rows.some((r) => r.rate !== undefined && r.rate !== null);
+    const cols = [head, ...(rated ? ["req/s"] : []), "requests", ...CLASSES, "upstream errors", "retries", "p50", "p99"];
+    const table = el("table", { class: "traffic" }, el("caption", { text: caption }),
+      el("thead", {}, el("tr", {}, ...cols.map((c) => el("th", { scope: "col", text: c })))));
+    const body = el("tbody");
+    for (const r of rows) {
+      const codes = r.codes || {};
+      // Only what went wrong is marked: 5xx answers and upstream errors.
+      body.append(el("tr", { "data-traffic": r.name },
+        el("th", { scope: "row", text: name(r) }),
+        ...(rated ? [el("td", { class: "num", text: fmtRate(r.rate) })] : []),
+        el("td", { class: "num", text: fmtCount(r.requests) }),
+        ...CLASSES.map((c) => el("td", { class: "num" + (c === "5xx" && codes[c] ? " bad" : ""), text: fmtCount(codes[c] || 0) })),
+        el("td", { class: "num" + (r.upstreamErrors ? " bad" : ""), text: fmtCount(r.upstreamErrors) }),
+        el("td", { class: "num", text: fmtCount(r.retries) }),
+        el("td", { class: "num", text: fmtLatency(r.p50) }),
+        el("td", { class: "num", text: fmtLatency(r.p99) })));
+    }
+    table.append(body);
+    return table;
+  }
+
+  // trafficDetails are what the data plane pods counted, summed, with the
+  // pods not read and why.
+  function trafficDetails(t) {
+    const out = [el("h3", { text: "Data plane traffic" })];
+    const where = t.namespace ? ` in ${t.namespace}` : "";
+    if (t.reason) {
+      out.push(el("p", { class: "traffic-why bad", text: `Not read${where}: ${t.reason}` }));
+      return out;
+    }
+    const since = t.rateSeconds ? `; rates over the last ${Math.round(t.rateSeconds)} s` : "";
+    out.push(el("p", { class: "traffic-pods " + (t.podsRead < t.podsFound ? "bad" : "") },
+      `${t.podsRead} of ${t.podsFound} pod${t.podsFound === 1 ? "" : "s"} read${where} at ${fmtTime(t.readAt)}${since}; ` +
+      `${fmtCount(t.connections)} connection${t.connections === 1 ? "" : "s"} open` +
+      `${t.accessLogDropped ? `; ${fmtCount(t.accessLogDropped)} access log lines dropped` : ""}. Counts are since each pod started.`));
+    if ((t.notRead || []).length) {
+      const ul = el("ul", { class: "not-read" });
+      for (const n of t.notRead) ul.append(el("li", { class: "bad", "data-pod": n.pod, text: `${n.pod} not read: ${n.reason}` }));
+      if (t.notReadMore) ul.append(el("li", { class: "bad", text: `${t.notReadMore} more not read` }));
+      out.push(ul);
+    }
+    if (!t.podsRead) return out;
+    if (!(t.listeners || []).length) {
+      out.push(el("p", { text: "No HTTP or gRPC request counted yet (TCP, TLS and UDP routes are not counted by route)." }));
+      return out;
+    }
+    out.push(trafficTable("By port", t.listeners, "port", (r) => `${r.name}${(r.gatewayListeners || []).length ? " (" + r.gatewayListeners.join(", ") + ")" : ""}`));
+    out.push(trafficTable("By route, busiest first", t.routes || [], "route", (r) => r.name || "no route matched"));
+    return out;
   }
 
   function renderGateways() {
@@ -169,6 +246,7 @@
         el("td", { class: "addresses", text: (g.addresses || []).join(", ") || "—" }),
         el("td", { class: "listeners-summary", text: (g.listeners || []).map((l) => `${l.name} ${l.protocol}/${l.port} (${l.attachedRoutes})`).join(", ") || "—" }),
         el("td", { class: "num routes-summary " + (notOk ? "bad" : ""), text: notOk ? `${g.routesTotal}, ${notOk} not accepted` : String(g.routesTotal) }),
+        trafficSummary(g.traffic),
         el("td", { text: g.class }),
         controller,
         why);

@@ -76,14 +76,17 @@ func browser(t *testing.T) context.Context {
 	return nil
 }
 
-// serveConsole serves a console for the test's cluster on loopback, reading
-// the call metrics from this process's registry, where the Outrigger the
-// test started records them.
+// serveConsole serves a console for the test's cluster on loopback, as its
+// admin unless opts.Client says otherwise, reading the call metrics from
+// this process's registry, where the Outrigger the test started records
+// them.
 func serveConsole(t *testing.T, opts console.Options) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	opts.Client = testenv.Client
+	if opts.Client == nil {
+		opts.Client = testenv.Client
+	}
 	if opts.Gatherer == nil {
 		opts.Gatherer = ctrlmetrics.Registry
 	}
