@@ -105,6 +105,7 @@ func TestGatewayRouteChangesAtScale(t *testing.T) {
 		stop := w.load(ctx)
 		lat := w.change(ctx, t)
 		stop()
+		w.checkConsoleTraffic(ctx, t)
 
 		slices.Sort(lat)
 		report := []string{

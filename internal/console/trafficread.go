@@ -112,6 +112,22 @@ func newTrafficReader(life context.Context, client kubernetes.Interface, c clock
 	}
 }
 
+// ReadGatewayTraffic reads at once the data plane of the Gateway with uid
+// whose pods run in namespace, as the Gateways view does in the background
+// (without rates, which take two reads). The real-cluster test reads
+// through it: a real API server, kubelet and data plane pod, under
+// Outrigger's own RBAC.
+func ReadGatewayTraffic(ctx context.Context, client kubernetes.Interface, uid, namespace string) *GatewayTraffic {
+	t := newTrafficReader(ctx, client, clock.RealClock{}, logr.Discard(), nil)
+	out, _ := t.read(ctx, uid, namespace, trafficSelector(uid), nil, nil, time.Time{})
+	return out
+}
+
+// trafficSelector picks the data plane pods of the Gateway with uid.
+func trafficSelector(uid string) string {
+	return labels.SelectorFromSet(labels.Set{managedByLabel: "outrigger", gateway.GatewayUIDLabel: uid}).String()
+}
+
 // proxyScraper fetches a pod's /metrics on the data plane's health port
 // through the API server (pods/proxy): get on pods/proxy is all it needs,
 // and a refusal is the API server's 403.
@@ -169,8 +185,7 @@ func (t *trafficReader) attach(gws []Gateway) {
 		}
 		e := t.entries[g.uid]
 		if e == nil || e.namespace != g.dataPlaneNamespace {
-			e = &trafficEntry{namespace: g.dataPlaneNamespace,
-				selector: labels.SelectorFromSet(labels.Set{managedByLabel: "outrigger", gateway.GatewayUIDLabel: g.uid}).String()}
+			e = &trafficEntry{namespace: g.dataPlaneNamespace, selector: trafficSelector(g.uid)}
 			t.entries[g.uid] = e
 		}
 		e.asked = now
