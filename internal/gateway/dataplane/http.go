@@ -392,9 +392,15 @@ func (r *router) serve(w http.ResponseWriter, req *http.Request, ru *rule, fl *f
 	ctx, cancel := ru.timeouts.bound(req.Context(), ru.retry != nil)
 	defer cancel()
 	if fl != nil {
-		var revoke context.CancelFunc
-		ctx, revoke = context.WithCancel(ctx)
-		f := &flight{route: ru.route, backend: b.Address, cancel: revoke}
+		end := x.end
+		if end == nil {
+			// Not behind the idle guard: a context of its own to end.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			end = cancel
+		}
+		f := &flight{route: ru.route, backend: b.Address, cancel: end}
 		fl.add(f)
 		defer fl.done(f)
 	}

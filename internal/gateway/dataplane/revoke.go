@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"time"
@@ -15,6 +16,10 @@ import (
 // route moved to another backend under load costs no ordinary request (it
 // finishes within the grace), while a stream or WebSocket still ends.
 
+// errRevoked ends a request whose route or backend the programming no
+// longer allows: not a timeout, so it is answered 503 if nothing was yet.
+var errRevoked = errors.New("route or backend no longer allowed")
+
 // revokeGrace is how long a request in flight goes on once the
 // programming no longer allows its route and backend.
 const revokeGrace = 5 * time.Second
@@ -23,7 +28,8 @@ const revokeGrace = 5 * time.Second
 // went to.
 type flight struct {
 	route, backend string
-	cancel         context.CancelFunc
+	// cancel ends the request's context.
+	cancel context.CancelCauseFunc
 	// revoking ends the request once the grace is over; nil while the
 	// programming allows it.
 	revoking *time.Timer
@@ -62,7 +68,7 @@ func (f *flights) revoke(r *router, grace time.Duration) {
 		allowed := r != nil && r.allows(fl.route, fl.backend)
 		switch {
 		case !allowed && fl.revoking == nil:
-			fl.revoking = time.AfterFunc(grace, fl.cancel)
+			fl.revoking = time.AfterFunc(grace, func() { fl.cancel(errRevoked) })
 		case allowed && fl.revoking != nil:
 			fl.revoking.Stop()
 			fl.revoking = nil

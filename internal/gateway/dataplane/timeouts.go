@@ -113,6 +113,10 @@ type exchange struct {
 	path  string
 	code  int
 	bytes int64
+	// end ends the request's context, with a cause: what revokes a request
+	// in flight (revoke.go) uses the context the idle guard made rather
+	// than one more of its own.
+	end context.CancelCauseFunc
 }
 
 // guardIdle serves next with the stream idle timeout, and hands done each
@@ -132,7 +136,7 @@ func guardIdle(timeoutNow func() time.Duration, done func(r *http.Request, x *ex
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
-		gw := &guardedWriter{ResponseWriter: w, g: g, x: exchange{start: start}}
+		gw := &guardedWriter{ResponseWriter: w, g: g, x: exchange{start: start, end: cancel}}
 		next.ServeHTTP(gw, r.WithContext(ctx))
 		x := &gw.x
 		if x.code == 0 {
