@@ -34,8 +34,8 @@ import (
 // ready pod's scrape is refused for want of get on pods/proxy; with that
 // too, the API server itself answers the scrape (this harness has no
 // kubelet, and the pod's loopback address is not one it proxies to), and
-// the page says so. Figures read through a real kubelet are not tested
-// here; the console's own tests read a real data plane's exposition.
+// the page says so. Figures read through a real kubelet are the real
+// cluster's test (TestGatewayRouteChangesAtScale, cluster package).
 func TestGatewayTrafficNotReadInBrowser(t *testing.T) {
 	bg := context.Background()
 	if err := gatewayapi.Install(bg, testenv.Config); err != nil {
