@@ -40,6 +40,9 @@ const (
 	// Transport's default does: a backend (a tenant's) cannot grow the
 	// data plane's memory with endless headers.
 	maxResponseHeaderBytes = 10 << 20
+	// maxInformational bounds the informational answers (1xx) before the
+	// final one, as the Transport does: each is passed on to the client.
+	maxInformational = 5
 )
 
 // errResponseHeadersTooLarge is a backend's answer over the header bound.
@@ -212,7 +215,7 @@ func (c *upstreamConn) roundTrip(r *http.Request) (*http.Response, error) {
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(&nothingReadError{err})
 	}
-	for {
+	for informational := 0; ; informational++ {
 		resp, err := http.ReadResponse(c.br, r)
 		if err != nil {
 			if errors.Is(err, errResponseHeadersTooLarge) {
@@ -224,6 +227,9 @@ func (c *upstreamConn) roundTrip(r *http.Request) (*http.Response, error) {
 			return fail(errors.New("backend switched protocols unasked"))
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
+			if informational == maxInformational {
+				return fail(fmt.Errorf("backend sent more than %d informational answers", maxInformational))
+			}
 			// An informational answer (103 Early Hints) goes on to the
 			// client, as the reverse proxy has it with http.Transport.
 			if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {

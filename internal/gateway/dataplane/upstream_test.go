@@ -214,6 +214,7 @@ func TestFastPathFramings(t *testing.T) {
 		{name: "HEAD", method: http.MethodHead, answer: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", wantCode: 200, wantKept: true},
 		{name: "no content", answer: "HTTP/1.1 204 No Content\r\n\r\n", wantCode: 204, wantKept: true},
 		{name: "early hints", answer: "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n" + okAnswer, wantCode: 200, wantBody: "ok", wantKept: true, wantEarlyHints: true},
+		{name: "too many informational answers", answer: strings.Repeat("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n", 6) + okAnswer, wantCode: 503, wantBody: "backend unreachable\n", wantEarlyHints: true},
 		{name: "connection close", answer: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", wantCode: 200, wantBody: "ok"},
 		{name: "until the connection ends", answer: "HTTP/1.1 200 OK\r\n\r\nok", wantCode: 200, wantBody: "ok"},
 		{name: "bytes after the answer", answer: okAnswer + "HTTP/1.1 200 OK\r\n", wantCode: 200, wantBody: "ok"},
