@@ -405,6 +405,11 @@ func (r *reconciler) cleanup(ctx context.Context, gw *gwv1.Gateway) (reconcile.R
 	if err := r.writePolicyStatuses(ctx, gw, w, &result{}); err != nil {
 		return reconcile.Result{}, err
 	}
+	if !gw.DeletionTimestamp.IsZero() {
+		if err := r.writeListenerSetStatuses(ctx, w, &result{sets: detachedSets(w)}, false); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	patch := client.MergeFrom(gw.DeepCopy())
 	controllerutil.RemoveFinalizer(gw, Finalizer)
 	if err := r.client.Patch(ctx, gw, patch); err != nil && !apierrors.IsNotFound(err) {

@@ -114,6 +114,23 @@ type setResult struct {
 // attachedListenerSets: allowed and with a valid listener.
 func (s setResult) attached() bool { return s.accepted.Status == metav1.ConditionTrue }
 
+// detachedSets are the ListenerSets naming a Gateway being deleted, as
+// they are left: not accepted, their listeners no longer served, so
+// nothing reads them as attached to a Gateway that is gone. Only a
+// deletion detaches them; a Gateway moved to another class leaves their
+// status to its new controller.
+func detachedSets(w *world) []setResult {
+	out := make([]setResult, 0, len(w.listenerSets))
+	for _, set := range w.listenerSets {
+		out = append(out, setResult{
+			key: types.NamespacedName{Namespace: set.Namespace, Name: set.Name},
+			accepted: cond(string(gwv1.ListenerSetConditionAccepted), false, string(gwv1.ListenerSetReasonParentNotAccepted),
+				fmt.Sprintf("Gateway %s/%s is being deleted", w.gateway.Namespace, w.gateway.Name), set.Generation),
+		})
+	}
+	return out
+}
+
 // compileSet decides a ListenerSet's Accepted condition from its
 // listeners, compiled.
 func compileSet(s *setState) setResult {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -28,7 +29,8 @@ import (
 // on the ListenerSet's hostname only; a ListenerSet of another namespace
 // is NotAllowed (with a Warning Event) until the Gateway allows All; the
 // Gateway counts what it takes in attachedListenerSets; a ListenerSet
-// deleted leaves no route entry for it behind.
+// deleted leaves no route entry for it behind; the Gateway deleted leaves
+// the ListenerSets naming it not accepted.
 func TestListenerSets(t *testing.T) {
 	c := setup(t)
 	cloud := testenv.StartCloud(t)
@@ -145,4 +147,26 @@ func TestListenerSets(t *testing.T) {
 		return parentCondition(got.Status.Parents, "team", string(gwv1.RouteConditionAccepted)) == nil, nil
 	})
 	testenv.Eventually(t, time.Minute, "the deleted ListenerSet's hostname no longer served", func() (bool, error) { return get("set.example.com") == http.StatusNotFound, nil })
+
+	// The Gateway deleted: the ListenerSet left naming it is no longer
+	// accepted nor programmed, and lists no listener, rather than keep
+	// the status of a Gateway that is gone.
+	if err := c.Delete(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the ListenerSet of the deleted Gateway not accepted", accepted(foreign, gwv1.ListenerSetReasonParentNotAccepted))
+	var left gwv1.ListenerSet
+	if err := c.Get(ctx, client.ObjectKeyFromObject(foreign), &left); err != nil {
+		t.Fatal(err)
+	}
+	if p := meta.FindStatusCondition(left.Status.Conditions, string(gwv1.ListenerSetConditionProgrammed)); p == nil || p.Status != metav1.ConditionFalse {
+		t.Errorf("Programmed %+v on the ListenerSet of a deleted Gateway, want False", p)
+	}
+	if len(left.Status.Listeners) != 0 {
+		t.Errorf("%d listener statuses on the ListenerSet of a deleted Gateway, want none", len(left.Status.Listeners))
+	}
+	testenv.Eventually(t, time.Minute, "the Gateway gone", func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(gw), &gwv1.Gateway{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
 }
