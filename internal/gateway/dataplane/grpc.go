@@ -84,10 +84,11 @@ func newBackendTransport(dial func(ctx context.Context, network, address string)
 }
 
 func (t *backendTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if tb := targetOf(r.Context()).tls; tb != nil {
-		return t.tlsTransport(tb).RoundTrip(r)
+	tg := targetOf(r.Context())
+	if tg.tls != nil {
+		return t.tlsTransport(tg.tls).RoundTrip(r)
 	}
-	if targetOf(r.Context()).h2c {
+	if tg.h2c {
 		return t.h2c.RoundTrip(r)
 	}
 	if takesFastPath(r) {
