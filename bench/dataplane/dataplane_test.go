@@ -123,3 +123,18 @@ status codes: 9996 2xx, 0 3xx, 4 4xx, 0 5xx
 		t.Error("wrk's output without a total accepted")
 	}
 }
+
+// A row's maximum is the median of its runs, requests/s and CPU per
+// request each on their own; a failure in any run is reported.
+func TestMedianOfRuns(t *testing.T) {
+	run := func(ok, failed int64, cpu float64) maxSample {
+		return maxSample{max: throughput{ok: ok, failed: failed, elapsed: time.Second}, cpu: cpu}
+	}
+	got, cpu := medianOf([]maxSample{run(100, 0, 30e-6), run(300, 2, 10e-6), run(200, 0, 50e-6)})
+	if got.perSecond() != 200 || cpu != 30e-6 || got.failed != 2 {
+		t.Errorf("median %v requests/s, %v s CPU a request, %d failed; want 200, 30e-6, 2", got.perSecond(), cpu, got.failed)
+	}
+	if got, cpu := medianOf(nil); got.ok != 0 || cpu != 0 {
+		t.Errorf("median of no runs %+v, %v", got, cpu)
+	}
+}

@@ -54,6 +54,7 @@ func main() {
 	flag.StringVar(&routes, "routes", "1,100,1000,10000", "route counts measured over HTTP/1.1 keep-alive")
 	flag.StringVar(&peers, "peers", strings.Join(peerNames(), ","), "peers measured")
 	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "each maximum-throughput run")
+	flag.IntVar(&cfg.Repeat, "repeat", cfg.Repeat, "maximum-throughput runs of each peer in a row, in turns (the median is reported)")
 	flag.DurationVar(&cfg.LatencyDuration, "latency-duration", cfg.LatencyDuration, "each fixed-rate run")
 	flag.IntVar(&cfg.Connections, "connections", cfg.Connections, "connections of the load generator")
 	flag.BoolVar(&cfg.Pin, "pin", cfg.Pin, "pin proxies to CPU 1 and this process to CPU 0 (taskset)")
@@ -95,6 +96,9 @@ type Config struct {
 	// Duration bounds each maximum-throughput run, LatencyDuration each
 	// fixed-rate run.
 	Duration, LatencyDuration time.Duration
+	// Repeat is how many maximum-throughput runs each peer of a row gets,
+	// in turns; the median is reported.
+	Repeat int
 	// Connections is how many requests the load generator keeps in
 	// flight: that many HTTP/1.1 connections, or streams over the HTTP/2
 	// connections Go's transport opens (one, until the proxy's stream
@@ -118,7 +122,8 @@ func defaultConfig() Config {
 	return Config{
 		Rows:            rows,
 		Peers:           peers(),
-		Duration:        10 * time.Second,
+		Duration:        5 * time.Second,
+		Repeat:          3,
 		LatencyDuration: 5 * time.Second,
 		Connections:     64,
 		Loads:           []float64{0.25, 0.5, 0.75},
@@ -133,6 +138,7 @@ func smokeConfig() Config {
 		Rows:            []Row{{Protocol: protocols[0], Routes: 1}},
 		Peers:           peers(),
 		Duration:        500 * time.Millisecond,
+		Repeat:          1,
 		LatencyDuration: 300 * time.Millisecond,
 		Connections:     8,
 		Loads:           []float64{0.5},

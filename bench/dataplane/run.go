@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -244,30 +246,32 @@ func measureRow(ctx context.Context, cfg Config, s setup, row Row, peers []*Peer
 		}
 		live = append(live, r)
 	}
+	// Each peer's maximum is measured Repeat times, the peers taking turns,
+	// and the median kept: the machine's speed drifts over minutes, and
+	// turns spread the drift over every peer of the row alike.
+	samples := make([][]maxSample, len(live))
+	for i := range max(cfg.Repeat, 1) {
+		for j, r := range live {
+			fmt.Fprintf(log, "%s, %s: maximum for %s (%d of %d)\n", row, r.peer.Name, cfg.Duration, i+1, max(cfg.Repeat, 1))
+			if i == 0 {
+				// Unmeasured first: connections, TLS sessions, the Go
+				// peers' heaps grown to their working size.
+				_ = maxRate(ctx, r.target, cfg.Connections, min(time.Second, cfg.Duration/5))
+			}
+			samples[j] = append(samples[j], measureMax(ctx, cfg, row, r))
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
+		}
+	}
 	slowest := 0.0
-	for _, r := range live {
-		fmt.Fprintf(log, "%s, %s: maximum for %s\n", row, r.peer.Name, cfg.Duration)
-		// Unmeasured first: connections, TLS sessions, the Go peers'
-		// heaps grown to their working size.
-		_ = maxRate(ctx, r.target, cfg.Connections, min(time.Second, cfg.Duration/5))
-		before, _ := cpuOf(r)
-		if tool := externalTool(row.Protocol); cfg.External && tool != "" {
-			r.result.Max = externalMax(ctx, tool, r.target, cfg.Connections, cfg.Duration)
-		} else {
-			r.result.Max = maxRate(ctx, r.target, cfg.Connections, cfg.Duration)
-		}
-		after, _ := cpuOf(r)
-		if n := r.result.Max.ok; n > 0 && r.proc != nil {
-			r.result.CPUPerRequest = (after - before).Seconds() / float64(n)
-		}
+	for j, r := range live {
+		r.result.Max, r.result.CPUPerRequest = medianOf(samples[j])
 		if r.result.Max.failed > 0 {
 			fmt.Fprintf(log, "%s, %s: %d failed requests, the first: %v\n", row, r.peer.Name, r.result.Max.failed, r.result.Max.firstErr)
 		}
 		if rate := r.result.Max.perSecond(); r.proc != nil && rate > 0 && (slowest == 0 || rate < slowest) {
 			slowest = rate
-		}
-		if err := ctx.Err(); err != nil {
-			return results, err
 		}
 	}
 	if slowest == 0 {
@@ -292,6 +296,50 @@ func measureRow(ctx context.Context, cfg Config, s setup, row Row, peers []*Peer
 		}
 	}
 	return results, nil
+}
+
+// maxSample is one maximum-throughput run: what was answered, and the
+// proxy's CPU seconds per request over it (0 without a proxy).
+type maxSample struct {
+	max throughput
+	cpu float64
+}
+
+func measureMax(ctx context.Context, cfg Config, row Row, r *running) maxSample {
+	var out maxSample
+	before, _ := cpuOf(r)
+	if tool := externalTool(row.Protocol); cfg.External && tool != "" {
+		out.max = externalMax(ctx, tool, r.target, cfg.Connections, cfg.Duration)
+	} else {
+		out.max = maxRate(ctx, r.target, cfg.Connections, cfg.Duration)
+	}
+	after, _ := cpuOf(r)
+	if n := out.max.ok; n > 0 && r.proc != nil {
+		out.cpu = (after - before).Seconds() / float64(n)
+	}
+	return out
+}
+
+// medianOf is the run of median requests/s and, apart, the median CPU per
+// request; failures are those of every run, so none is hidden by the
+// median.
+func medianOf(samples []maxSample) (throughput, float64) {
+	if len(samples) == 0 {
+		return throughput{}, 0
+	}
+	byRate := slices.Clone(samples)
+	slices.SortStableFunc(byRate, func(a, b maxSample) int { return cmp.Compare(a.max.perSecond(), b.max.perSecond()) })
+	byCPU := slices.Clone(samples)
+	slices.SortStableFunc(byCPU, func(a, b maxSample) int { return cmp.Compare(a.cpu, b.cpu) })
+	mid := byRate[len(byRate)/2].max
+	mid.failed = 0
+	for _, s := range samples {
+		mid.failed += s.max.failed
+		if mid.firstErr == nil {
+			mid.firstErr = s.max.firstErr
+		}
+	}
+	return mid, byCPU[len(byCPU)/2].cpu
 }
 
 func cpuOf(r *running) (time.Duration, error) {
