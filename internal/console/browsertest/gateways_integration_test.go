@@ -35,16 +35,23 @@ import (
 // provider refused (its quota) shows NotProgrammed with the reason and
 // message; a Gateway of another controller's class is not marked as
 // Outrigger's; the filter is the server's.
-func TestGatewaysInBrowser(t *testing.T) {
-	bg := context.Background()
-	if err := gatewayapi.Install(bg, testenv.Config); err != nil {
+// gatewayBrowser installs the Gateway API's CRDs in the test's API server
+// and opens a browser: what each Gateway page test starts with.
+func gatewayBrowser(t *testing.T) (*gwclient.Clientset, context.Context) {
+	t.Helper()
+	if err := gatewayapi.Install(context.Background(), testenv.Config); err != nil {
 		t.Fatal(err)
 	}
 	gw, err := gwclient.NewForConfig(testenv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := browser(t)
+	return gw, browser(t)
+}
+
+func TestGatewaysInBrowser(t *testing.T) {
+	bg := context.Background()
+	gw, ctx := gatewayBrowser(t)
 	cloud := testenv.StartCloud(t)
 	cloud.SetSettings(simcloud.Settings{MaxLoadBalancers: 1}) // the second Gateway is refused
 	// A class of its own: the Services other tests left behind (their

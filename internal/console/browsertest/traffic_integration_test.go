@@ -18,11 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
-	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/outrigger-ccm/outrigger/internal/console"
 	"github.com/outrigger-ccm/outrigger/internal/controllers/gateway"
-	"github.com/outrigger-ccm/outrigger/internal/gatewayapi"
 	"github.com/outrigger-ccm/outrigger/internal/testenv"
 )
 
@@ -38,14 +36,7 @@ import (
 // cluster's test (TestGatewayRouteChangesAtScale, cluster package).
 func TestGatewayTrafficNotReadInBrowser(t *testing.T) {
 	bg := context.Background()
-	if err := gatewayapi.Install(bg, testenv.Config); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gwclient.NewForConfig(testenv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := browser(t)
+	gw, ctx := gatewayBrowser(t)
 	ns, dp := testenv.Name("traffic"), testenv.Name("traffic-dp")
 	for _, n := range []string{ns, dp} {
 		if _, err := testenv.Client.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
