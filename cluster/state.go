@@ -240,6 +240,10 @@ func killCgroupTree(base string) (int, error) {
 	killed := map[int]bool{}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// A container runc froze (it freezes one to signal all of its
+		// processes) and was killed before thawing stays frozen: its
+		// processes sleep in the freezer and take no SIGKILL until thawed.
+		thawCgroupTree(base)
 		pids := cgroupProcs(root)
 		left := 0
 		for _, pid := range pids {
@@ -259,6 +263,26 @@ func killCgroupTree(base string) (int, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// thawCgroupTree thaws every frozen cgroup under base: the v1 freezer
+// hierarchy's freezer.state, or cgroup v2's cgroup.freeze.
+func thawCgroupTree(base string) {
+	thaw := func(root, file, frozen, thawed string) {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			f := filepath.Join(p, file)
+			if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), frozen) {
+				_ = os.WriteFile(f, []byte(thawed), 0o644)
+			}
+			return nil
+		})
+	}
+	thaw(filepath.Join("/sys/fs/cgroup/freezer", base), "freezer.state", "FROZEN", "THAWED")
+	thaw(filepath.Join("/sys/fs/cgroup/freezer", base), "freezer.state", "FREEZING", "THAWED")
+	thaw(filepath.Join("/sys/fs/cgroup", base), "cgroup.freeze", "1", "0")
 }
 
 func cgroupProcs(root string) []int {
