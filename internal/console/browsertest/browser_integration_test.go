@@ -108,6 +108,20 @@ func waitFor(t *testing.T, ctx context.Context, what, expr string) {
 	}
 }
 
+// pressEnterOn focuses the element the selector names and presses Enter,
+// as a keyboard user would. The focus is moved inside the page, in one
+// step: the console re-renders its tables on every update, so a node ID
+// taken by a DevTools query may name a replaced row by the time it is
+// focused ("Could not find node with given id"). The page keeps focus
+// across its re-renders, so the key reaches the same summary.
+func pressEnterOn(t *testing.T, ctx context.Context, selector string) {
+	t.Helper()
+	waitFor(t, ctx, "focus on "+selector, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.focus(); return document.activeElement === e; })()`, selector))
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Enter)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
@@ -205,9 +219,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The backends are behind the Service's disclosure, opened from the
 	// keyboard.
 	summary := fmt.Sprintf(`tr[data-lb="%s/web"] summary`, ns)
-	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(summary)), chromedp.KeyEvent(kb.Enter)); err != nil {
-		t.Fatal(err)
-	}
+	pressEnterOn(t, ctx, summary)
 	for _, n := range nodes {
 		waitFor(t, ctx, n+" listed as a healthy backend of web", fmt.Sprintf(`!!document.querySelector('tr[data-lb="%s/web"] li.ok[data-node=%q]')`, ns, n))
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -149,9 +148,7 @@ func TestGatewaysInBrowser(t *testing.T) {
 
 	// The routes are behind the Gateway's disclosure, opened from the
 	// keyboard.
-	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(fmt.Sprintf(`tr[data-gw="%s/shop"] summary`, ns))), chromedp.KeyEvent(kb.Enter)); err != nil {
-		t.Fatal(err)
-	}
+	pressEnterOn(t, ctx, fmt.Sprintf(`tr[data-gw="%s/shop"] summary`, ns))
 	waitFor(t, ctx, "shop's route accepted", fmt.Sprintf(`(() => { const li = document.querySelector('tr[data-gw="%s/shop"] li[data-route="HTTPRoute/%s/front"]'); return !!li && li.dataset.state === "Accepted" && li.textContent.includes("shop.example.com"); })()`, ns, ns))
 	waitFor(t, ctx, "shop's GRPCRoute accepted", fmt.Sprintf(`(() => { const li = document.querySelector('tr[data-gw="%s/shop"] li[data-route="GRPCRoute/%s/rpc"]'); return !!li && li.dataset.state === "Accepted" && li.textContent.includes("rpc.example.com"); })()`, ns, ns))
 	waitFor(t, ctx, "shop's load balancer Service", fmt.Sprintf(`%s.querySelector(".gw-lb").textContent.startsWith("Service ")`, row("shop")))

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-	"github.com/chromedp/chromedp/kb"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,9 +129,7 @@ func TestGatewayTrafficNotReadInBrowser(t *testing.T) {
 	waitFor(t, ctx, "the stream", `document.querySelector("#status").className === "live"`)
 	row := fmt.Sprintf(`document.querySelector('tr[data-gw="%s/shop"]')`, ns)
 	waitFor(t, ctx, "shop's row", "!!"+row)
-	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(fmt.Sprintf(`tr[data-gw="%s/shop"] summary`, ns))), chromedp.KeyEvent(kb.Enter)); err != nil {
-		t.Fatal(err)
-	}
+	pressEnterOn(t, ctx, fmt.Sprintf(`tr[data-gw="%s/shop"] summary`, ns))
 	waitFor(t, ctx, "pods not listed: RBAC", fmt.Sprintf(`(() => { const r = %s, why = r.querySelector(".traffic-why");
 		return r.querySelector(".traffic-summary").textContent === "not read" && !!why && why.textContent.includes("RBAC refused (list pods)") && why.textContent.includes(%q); })()`, row, dp))
 
