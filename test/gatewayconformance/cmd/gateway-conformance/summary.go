@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
@@ -99,15 +100,25 @@ func generatedPart(rest string) (string, string) {
 }
 
 // Table is the report as docs/gateway.md shows it: per profile, core and
-// extended results with their counts and the tests that failed.
+// extended results with their counts and the tests that failed. Profiles
+// and features are sorted by name: the suite reports them in an order that
+// changes from run to run, and a re-published summary should differ only
+// where the results do.
 func Table(r confv1.ConformanceReport) string {
+	r.ProfileReports = slices.Clone(r.ProfileReports)
+	slices.SortFunc(r.ProfileReports, func(a, b confv1.ProfileReport) int { return strings.Compare(a.Name, b.Name) })
+	sorted := func(names []string) []string {
+		names = slices.Clone(names)
+		slices.Sort(names)
+		return names
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Gateway API %s (%s channel), %s %s, %s.\n\n", r.GatewayAPIVersion, r.GatewayAPIChannel, r.Project, r.Version, r.Date)
 	b.WriteString("| profile | core | passed | failed | skipped | extended features |\n| --- | --- | ---: | ---: | ---: | --- |\n")
 	for _, p := range r.ProfileReports {
 		ext := "none claimed"
 		if p.Extended != nil && len(p.Extended.SupportedFeatures) > 0 {
-			ext = fmt.Sprintf("%s: %s (%d passed, %d failed)", p.Extended.Result, strings.Join(p.Extended.SupportedFeatures, ", "),
+			ext = fmt.Sprintf("%s: %s (%d passed, %d failed)", p.Extended.Result, strings.Join(sorted(p.Extended.SupportedFeatures), ", "),
 				p.Extended.Statistics.Passed, p.Extended.Statistics.Failed)
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s |\n", p.Name, p.Core.Result,
@@ -115,13 +126,13 @@ func Table(r confv1.ConformanceReport) string {
 	}
 	for _, p := range r.ProfileReports {
 		if len(p.Core.FailedTests) > 0 {
-			fmt.Fprintf(&b, "\n%s core tests failed: %s.\n", p.Name, strings.Join(p.Core.FailedTests, ", "))
+			fmt.Fprintf(&b, "\n%s core tests failed: %s.\n", p.Name, strings.Join(sorted(p.Core.FailedTests), ", "))
 		}
 		if len(p.Core.SkippedTests) > 0 {
-			fmt.Fprintf(&b, "\n%s core tests skipped: %s.\n", p.Name, strings.Join(p.Core.SkippedTests, ", "))
+			fmt.Fprintf(&b, "\n%s core tests skipped: %s.\n", p.Name, strings.Join(sorted(p.Core.SkippedTests), ", "))
 		}
 		if p.Extended != nil && len(p.Extended.FailedTests) > 0 {
-			fmt.Fprintf(&b, "\n%s extended tests failed: %s.\n", p.Name, strings.Join(p.Extended.FailedTests, ", "))
+			fmt.Fprintf(&b, "\n%s extended tests failed: %s.\n", p.Name, strings.Join(sorted(p.Extended.FailedTests), ", "))
 		}
 	}
 	return b.String()

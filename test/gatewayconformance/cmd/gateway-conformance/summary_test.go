@@ -111,3 +111,30 @@ func TestPublishKeepsTheOtherChannelAndTheText(t *testing.T) {
 		}
 	}
 }
+
+// TestTableIgnoresTheSuitesOrder: the suite lists profiles and features in
+// an order of its own that changes between runs; two runs with the same
+// results publish the same summary.
+func TestTableIgnoresTheSuitesOrder(t *testing.T) {
+	profile := func(name string, features ...string) confv1.ProfileReport {
+		return confv1.ProfileReport{Name: name, Core: confv1.Status{Result: confv1.Success},
+			Extended: &confv1.ExtendedStatus{Status: confv1.Status{Result: confv1.Success}, SupportedFeatures: features}}
+	}
+	one := confv1.ConformanceReport{ProfileReports: []confv1.ProfileReport{
+		profile("GATEWAY-TLS", "GatewayPort8080"), profile("GATEWAY-HTTP", "HTTPRouteQueryParamMatching", "GatewayPort8080", "HTTPRouteCORS")}}
+	other := confv1.ConformanceReport{ProfileReports: []confv1.ProfileReport{
+		profile("GATEWAY-HTTP", "HTTPRouteCORS", "HTTPRouteQueryParamMatching", "GatewayPort8080"), profile("GATEWAY-TLS", "GatewayPort8080")}}
+	if a, b := Table(one), Table(other); a != b {
+		t.Errorf("the same results in another order give another summary:\n%s\n%s", a, b)
+	}
+	got := Table(one)
+	if i, j := strings.Index(got, "| GATEWAY-HTTP"), strings.Index(got, "| GATEWAY-TLS"); i < 0 || j < i {
+		t.Errorf("profiles not in name order:\n%s", got)
+	}
+	if !strings.Contains(got, "GatewayPort8080, HTTPRouteCORS, HTTPRouteQueryParamMatching") {
+		t.Errorf("features not in name order:\n%s", got)
+	}
+	if one.ProfileReports[0].Name != "GATEWAY-TLS" || one.ProfileReports[1].Extended.SupportedFeatures[0] != "HTTPRouteQueryParamMatching" {
+		t.Error("Table reordered the report it was given")
+	}
+}
