@@ -243,7 +243,7 @@ func killCgroupTree(base string) (int, error) {
 		// A container runc froze (it freezes one to signal all of its
 		// processes) and was killed before thawing stays frozen: its
 		// processes sleep in the freezer and take no SIGKILL until thawed.
-		thawCgroupTree(base)
+		thawCgroupTree("/sys/fs/cgroup", base)
 		pids := cgroupProcs(root)
 		left := 0
 		for _, pid := range pids {
@@ -265,24 +265,26 @@ func killCgroupTree(base string) (int, error) {
 	}
 }
 
-// thawCgroupTree thaws every frozen cgroup under base: the v1 freezer
-// hierarchy's freezer.state, or cgroup v2's cgroup.freeze.
-func thawCgroupTree(base string) {
-	thaw := func(root, file, frozen, thawed string) {
+// thawCgroupTree thaws every frozen cgroup under base, in the cgroup file
+// system mounted at sysfs: the v1 freezer
+// hierarchy's freezer.state (FROZEN, or FREEZING when runc was killed
+// mid-freeze), or cgroup v2's cgroup.freeze. The walk goes parents first,
+// as a child cannot thaw under a frozen parent.
+func thawCgroupTree(sysfs, base string) {
+	thaw := func(root, file string, frozen func(state string) bool, thawed string) {
 		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 			if err != nil || !d.IsDir() {
 				return nil
 			}
 			f := filepath.Join(p, file)
-			if data, err := os.ReadFile(f); err == nil && strings.Contains(string(data), frozen) {
+			if data, err := os.ReadFile(f); err == nil && frozen(strings.TrimSpace(string(data))) {
 				_ = os.WriteFile(f, []byte(thawed), 0o644)
 			}
 			return nil
 		})
 	}
-	thaw(filepath.Join("/sys/fs/cgroup/freezer", base), "freezer.state", "FROZEN", "THAWED")
-	thaw(filepath.Join("/sys/fs/cgroup/freezer", base), "freezer.state", "FREEZING", "THAWED")
-	thaw(filepath.Join("/sys/fs/cgroup", base), "cgroup.freeze", "1", "0")
+	thaw(filepath.Join(sysfs, "freezer", base), "freezer.state", func(s string) bool { return s == "FROZEN" || s == "FREEZING" }, "THAWED")
+	thaw(filepath.Join(sysfs, base), "cgroup.freeze", func(s string) bool { return s == "1" }, "0")
 }
 
 func cgroupProcs(root string) []int {
