@@ -328,9 +328,23 @@ func (w *scaleWorld) load(ctx context.Context) (stop func()) {
 
 // change moves w.changes routes (in turn) to their other backend, at
 // w.changeRate a second, and times each from its write to the first
-// answer from the new backend, polled every 20 ms on new connections.
+// answer from the new backend, polled every 20 ms. The polls go on
+// keep-alive connections shared by every change under way (a data plane
+// routes each request by the programming it has then, so a connection
+// opened before the change sees it as a new one would): with a new
+// connection per poll, each change not yet followed added 50 dials a
+// second to a saturated machine, so a slow spell fed itself and the
+// measurement grew its own tail.
 func (w *scaleWorld) change(ctx context.Context, t *testing.T) []time.Duration {
 	t.Helper()
+	poll := &http.Transport{
+		MaxIdleConnsPerHost: 64,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialInNetns(ctx, "/var/run/netns/"+harnessNS, network, addr)
+		},
+	}
+	defer poll.CloseIdleConnections()
+	hc := &http.Client{Transport: poll, Timeout: 5 * time.Second}
 	tick := time.NewTicker(time.Second / time.Duration(w.changeRate))
 	defer tick.Stop()
 	var mu sync.Mutex
@@ -355,7 +369,6 @@ func (w *scaleWorld) change(ctx context.Context, t *testing.T) []time.Duration {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hc := HarnessHTTPClient()
 			err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 				host, err := w.get(ctx, hc, i)
 				return err == nil && host == want, nil

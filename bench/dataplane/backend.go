@@ -146,7 +146,7 @@ func serveDataplane(path string) error {
 	p := dataplane.New(dataplane.Options{
 		Log: logr.Discard(),
 		ListenTCP: func(port int32) (net.Listener, error) {
-			return net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+			return dataplane.ListenTCP(net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 		},
 		ListenUDP: func(port int32) (net.PacketConn, error) {
 			return net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))

@@ -183,7 +183,7 @@ func serve(ctx context.Context, log logr.Logger, client kubernetes.Interface, na
 		Log:    log,
 		Limits: limitsFor(debug.SetMemoryLimit(-1)),
 		ListenTCP: func(port int32) (net.Listener, error) {
-			return net.Listen("tcp", net.JoinHostPort(listen, strconv.Itoa(int(port))))
+			return ListenTCP(net.JoinHostPort(listen, strconv.Itoa(int(port))))
 		},
 		ListenUDP: func(port int32) (net.PacketConn, error) {
 			return net.ListenPacket("udp", net.JoinHostPort(listen, strconv.Itoa(int(port))))

@@ -110,7 +110,7 @@ type certificate struct {
 func New(o Options) *Proxy {
 	if o.ListenTCP == nil {
 		o.ListenTCP = func(port int32) (net.Listener, error) {
-			return net.Listen("tcp", fmt.Sprintf(":%d", port))
+			return ListenTCP(fmt.Sprintf(":%d", port))
 		}
 	}
 	if o.ListenUDP == nil {
@@ -520,6 +520,7 @@ func (t *tcpForwarder) handle(c net.Conn) {
 	}
 	if tc, ok := trackedOf(c); ok {
 		tc.t.busy(tc)
+		keepAlive(tc.Conn)
 	}
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,17 +87,27 @@ func (rt routeTimeouts) bound(ctx context.Context, retries bool) (context.Contex
 
 // idleGuard ends a request that moves no byte either way for its timeout:
 // a backend that never answers, a client that never reads what it asked
-// for. Reads of the body and writes of the answer are the activity; a
-// blocked write is cut by a write deadline the guard keeps ahead.
+// for. Reads of the body and writes of the answer are the activity. When
+// the timeout passes the request's context ends; a write blocked on a
+// client that reads nothing is then cut by a write deadline in the past.
+// The deadline is set only then, not kept ahead of every write: on an
+// HTTP/2 stream each SetWriteDeadline is a message to the connection's
+// serving goroutine and a timer of its own, one per request for nothing.
 type idleGuard struct {
 	timeout time.Duration // the stream idle timeout when the request came
 	rc      *http.ResponseController
 	cancel  context.CancelCauseFunc
 	timer   *time.Timer
 	last    atomic.Int64 // unix nanoseconds of the last byte
-	// deadline is when the connection's write deadline is; it is moved
-	// only when half of the timeout is spent, not on every write.
-	deadline atomic.Int64
+	// writing is how many writes of the answer are under way.
+	writing atomic.Int32
+
+	// mu guards what the timer does against the handler's return: once
+	// done, the writer belongs to the connection's next request (HTTP/1)
+	// and no deadline may be set on it.
+	mu    sync.Mutex
+	done  bool
+	ended bool // the context was ended for idleness
 }
 
 // exchange is what the metrics and the access log learn of one request:
@@ -132,7 +143,7 @@ func guardIdle(timeoutNow func() time.Duration, done func(r *http.Request, x *ex
 		g := &idleGuard{timeout: timeout, rc: http.NewResponseController(w), cancel: cancel}
 		g.touch()
 		g.timer = time.AfterFunc(timeout, g.check)
-		defer g.timer.Stop()
+		defer g.stop()
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &guardedBody{ReadCloser: r.Body, g: g}
 		}
@@ -156,24 +167,46 @@ func guardIdle(timeoutNow func() time.Duration, done func(r *http.Request, x *ex
 }
 
 func (g *idleGuard) touch() {
-	now := time.Now()
-	g.last.Store(now.UnixNano())
-	if d := g.deadline.Load(); now.UnixNano() > d-int64(g.timeout/2) {
-		next := now.Add(g.timeout)
-		g.deadline.Store(next.UnixNano())
-		// Not every writer has a deadline (an HTTP/2 stream does, a
-		// test's recorder does not); the timer still ends the request.
-		_ = g.rc.SetWriteDeadline(next)
-	}
+	g.last.Store(time.Now().UnixNano())
 }
 
+// check runs when the timeout may have passed. The first time the request
+// is found idle its context ends (the backend's request is cancelled, the
+// client answered 504 if nothing was answered yet); a write found under
+// way then, or one still not done a timeout later, is cut.
 func (g *idleGuard) check() {
-	quiet := time.Since(time.Unix(0, g.last.Load()))
-	if quiet >= g.timeout {
-		g.cancel(errStreamIdle)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
 		return
 	}
-	g.timer.Reset(g.timeout - quiet)
+	quiet := time.Since(time.Unix(0, g.last.Load()))
+	if quiet < g.timeout {
+		g.timer.Reset(g.timeout - quiet)
+		return
+	}
+	if !g.ended {
+		g.ended = true
+		g.cancel(errStreamIdle)
+		if g.writing.Load() == 0 {
+			// The answer to the cancelled request still has to be
+			// written; it gets a timeout of its own.
+			g.timer.Reset(g.timeout)
+			return
+		}
+	}
+	// A past deadline fails the blocked write at once (an HTTP/2 stream is
+	// reset, an HTTP/1 connection closed); not every writer has one (a
+	// test's recorder), and the context has ended either way.
+	_ = g.rc.SetWriteDeadline(time.Now().Add(-time.Second))
+}
+
+// stop is called when the handler returns.
+func (g *idleGuard) stop() {
+	g.mu.Lock()
+	g.done = true
+	g.mu.Unlock()
+	g.timer.Stop()
 }
 
 type guardedBody struct {
@@ -202,9 +235,22 @@ func (w *guardedWriter) Write(p []byte) (int, error) {
 	if w.x.code == 0 {
 		w.x.code = http.StatusOK
 	}
+	w.g.writing.Add(1)
 	n, err := w.ResponseWriter.Write(p)
+	w.g.writing.Add(-1)
+	w.g.touch()
 	w.x.bytes += int64(n)
 	return n, err
+}
+
+// FlushError is the reverse proxy's flush of a streamed answer, a write to
+// the client that may block as Write does.
+func (w *guardedWriter) FlushError() error {
+	w.g.writing.Add(1)
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	w.g.writing.Add(-1)
+	w.g.touch()
+	return err
 }
 
 func (w *guardedWriter) WriteHeader(code int) {
