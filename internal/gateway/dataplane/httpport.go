@@ -52,6 +52,9 @@ func (h *httpPort) accept() {
 		if err != nil {
 			return // closed: the limitedListener retries everything else
 		}
+		if !h.tls {
+			c = &h2cConn{Conn: c}
+		}
 		select {
 		case h.conns <- c:
 		case <-h.stop:
