@@ -40,8 +40,8 @@ func (c countedConn) Read(p []byte) (int, error) {
 
 // An h2c client's requests come to the data plane in one read each, or
 // fewer when they come together, not one read for each frame's header and
-// another for the frame; every answer is still right. An HTTP/1.1
-// connection is read as net/http reads it, through no second buffer.
+// another for the frame; every answer is still right, and the port still
+// answers HTTP/1.1 (TestH2CConnBuffersOnlyHTTP2: without a buffer).
 func TestH2CFramesReadInBulk(t *testing.T) {
 	backend := echo(t, "b")
 	var reads atomic.Int64
@@ -111,7 +111,7 @@ func TestH2CFramesReadInBulk(t *testing.T) {
 		t.Errorf("%d requests over h2c took %d reads, want at most %d", requests, n, requests*5/4)
 	}
 
-	// HTTP/1.1: net/http's own buffered reads, no buffer of ours below.
+	// HTTP/1.1 on the same port.
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
